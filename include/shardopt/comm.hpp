@@ -1,0 +1,142 @@
+// Communicator: the collectives every sharded optimizer is built on.
+//
+// A communicator is a group of `size()` ranks. Every rank must call the same collectives in the
+// same order with matching count, dtype, op and root; a mismatch is detected and reported on
+// every rank as ErrorCode::mismatch. Every blocking call gives up after timeout() with
+// ErrorCode::timeout, naming the collective and the ranks that never arrived. After a timeout,
+// mismatch or lost peer the communicator is aborted: later calls fail with the original reason.
+//
+// Buffers: `send` and `recv` may be the same pointer (in place). Asynchronous forms return a
+// Work; the caller keeps the buffers alive and untouched until wait() returns. Collectives,
+// blocking or not, run in the order they were issued. Sends run in issue order among sends and
+// receives among receives, independently of collectives and of each other, so a posted
+// recv_async never blocks a later send. One thread at a time may issue calls on a given
+// communicator object.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shardopt/error.hpp"
+#include "shardopt/types.hpp"
+#include "shardopt/work.hpp"
+
+namespace shardopt {
+
+// What a rank asked for; also how mismatches and diagnostics describe a call.
+enum class CallKind : int {
+    allreduce, reduce_scatter, allgather, broadcast, reduce, barrier, send, recv, split
+};
+const char *call_kind_name(CallKind kind) noexcept;
+
+struct Call {
+    CallKind kind = CallKind::barrier;
+    const void *send = nullptr;
+    void *recv = nullptr;
+    std::size_t count = 0; // elements: per rank for reduce_scatter output and allgather input
+    DType dtype = DType::f32;
+    ReduceOp op = ReduceOp::sum;
+    int root = 0; // root for broadcast/reduce; peer for send/recv; color for split
+    int tag = 0;  // tag for send/recv; key for split
+};
+
+// "allreduce(count=10, dtype=f32, op=sum)" — used in every error message about a call.
+std::string describe(const Call &call);
+
+class Communicator;
+using CommunicatorPtr = std::shared_ptr<Communicator>;
+
+class Communicator : public std::enable_shared_from_this<Communicator> {
+  public:
+    using Duration = std::chrono::milliseconds;
+    static constexpr Duration kDefaultTimeout = std::chrono::minutes(5);
+
+    virtual ~Communicator();
+    Communicator(const Communicator &) = delete;
+    Communicator &operator=(const Communicator &) = delete;
+
+    int rank() const noexcept { return rank_; }
+    int size() const noexcept { return size_; }
+    virtual std::string backend_name() const = 0;
+
+    Duration timeout() const noexcept { return timeout_; }
+    void set_timeout(Duration timeout);
+
+    // --- blocking collectives -------------------------------------------------------------
+    // recv[i] = op over ranks of send[i], for i < count.
+    void allreduce(const void *send, void *recv, std::size_t count, DType dtype, ReduceOp op);
+    // recv (recv_count elements) = op over ranks of send[rank*recv_count ...]; send holds
+    // size()*recv_count elements.
+    void reduce_scatter(const void *send, void *recv, std::size_t recv_count, DType dtype, ReduceOp op);
+    // recv (size()*send_count elements) = concatenation of every rank's send, in rank order.
+    void allgather(const void *send, void *recv, std::size_t send_count, DType dtype);
+    void broadcast(void *buffer, std::size_t count, DType dtype, int root);
+    // Like allreduce but only root's recv is written (recv may be null on other ranks).
+    void reduce(const void *send, void *recv, std::size_t count, DType dtype, ReduceOp op, int root);
+    void barrier();
+    // Point to point. send is buffered: it returns once the data is handed to the transport.
+    void send(const void *buffer, std::size_t count, DType dtype, int peer, int tag = 0);
+    void recv(void *buffer, std::size_t count, DType dtype, int peer, int tag = 0);
+
+    // Collective over this communicator: ranks with the same color form a new communicator,
+    // ordered by (key, rank). color < 0 means "no group": returns nullptr for that rank.
+    CommunicatorPtr split(int color, int key);
+
+    // --- asynchronous forms: issue now, complete in issue order --------------------------
+    WorkPtr allreduce_async(const void *send, void *recv, std::size_t count, DType dtype, ReduceOp op);
+    WorkPtr reduce_scatter_async(const void *send, void *recv, std::size_t recv_count, DType dtype, ReduceOp op);
+    WorkPtr allgather_async(const void *send, void *recv, std::size_t send_count, DType dtype);
+    WorkPtr broadcast_async(void *buffer, std::size_t count, DType dtype, int root);
+    WorkPtr reduce_async(const void *send, void *recv, std::size_t count, DType dtype, ReduceOp op, int root);
+    WorkPtr barrier_async();
+    WorkPtr send_async(const void *buffer, std::size_t count, DType dtype, int peer, int tag = 0);
+    WorkPtr recv_async(void *buffer, std::size_t count, DType dtype, int peer, int tag = 0);
+
+    // Typed conveniences.
+    template <typename T> void allreduce(T *data, std::size_t count, ReduceOp op) {
+        allreduce(data, data, count, dtype_of<T>::value, op);
+    }
+
+    // Aborts the communicator: pending and later calls fail with `reason`. Backends that can,
+    // wake the other ranks too (in-process: the whole group). Idempotent; first reason wins.
+    void abort(const std::string &reason, ErrorCode code = ErrorCode::invalid_state);
+    // Reason this communicator was aborted, or empty.
+    std::string abort_reason() const;
+
+  protected:
+    Communicator(int rank, int size);
+
+    // Backends implement one validated call at a time, in issue order, on one thread at a time.
+    virtual void run(const Call &call) = 0;
+    // split: backends create the child communicator (null for color < 0).
+    virtual CommunicatorPtr run_split(int color, int key) = 0;
+
+    // Called once by abort(): lets the backend wake peers blocked in this communicator.
+    virtual void on_abort(const std::string &reason, ErrorCode code);
+
+  private:
+    class Queue;
+    void validate(const Call &call) const;
+    void guarded(const Call &call, const std::function<void()> &body);
+    void run_blocking(const Call &call);
+    WorkPtr run_async(const Call &call);
+    class Queue &queue_for(CallKind kind);
+
+    int rank_;
+    int size_;
+    Duration timeout_;
+    std::unique_ptr<Queue> collective_queue_, send_queue_, recv_queue_;
+    mutable std::mutex abort_mutex_;
+    std::string abort_reason_;
+    ErrorCode abort_code_ = ErrorCode::ok;
+};
+
+// Timeout taken from SHARDOPT_TIMEOUT_MS when set, else Communicator::kDefaultTimeout.
+Communicator::Duration default_timeout_from_env();
+
+} // namespace shardopt

@@ -1,0 +1,240 @@
+// Communicator front end: argument validation, ordering of blocking and async calls, abort
+// state. Backends see only validated calls, one at a time.
+#include "shardopt/comm.hpp"
+
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+
+#include "call_queue.hpp"
+
+namespace shardopt {
+
+class Communicator::Queue : public CallQueue {};
+
+const char *call_kind_name(CallKind kind) noexcept {
+    switch (kind) {
+    case CallKind::allreduce: return "allreduce";
+    case CallKind::reduce_scatter: return "reduce_scatter";
+    case CallKind::allgather: return "allgather";
+    case CallKind::broadcast: return "broadcast";
+    case CallKind::reduce: return "reduce";
+    case CallKind::barrier: return "barrier";
+    case CallKind::send: return "send";
+    case CallKind::recv: return "recv";
+    case CallKind::split: return "split";
+    }
+    return "unknown";
+}
+
+std::string describe(const Call &call) {
+    std::ostringstream out;
+    out << call_kind_name(call.kind) << "(";
+    switch (call.kind) {
+    case CallKind::barrier: break;
+    case CallKind::split: out << "color=" << call.root << ", key=" << call.tag; break;
+    case CallKind::send:
+    case CallKind::recv:
+        out << "count=" << call.count << ", dtype=" << dtype_name(call.dtype) << ", peer=" << call.root
+            << ", tag=" << call.tag;
+        break;
+    default:
+        out << "count=" << call.count << ", dtype=" << dtype_name(call.dtype);
+        if (call.kind == CallKind::allreduce || call.kind == CallKind::reduce_scatter ||
+            call.kind == CallKind::reduce)
+            out << ", op=" << reduce_op_name(call.op);
+        if (call.kind == CallKind::broadcast || call.kind == CallKind::reduce) out << ", root=" << call.root;
+    }
+    out << ")";
+    return out.str();
+}
+
+Communicator::Duration default_timeout_from_env() {
+    if (const char *env = std::getenv("SHARDOPT_TIMEOUT_MS")) {
+        char *end = nullptr;
+        long long ms = std::strtoll(env, &end, 10);
+        if (end != env && *end == '\0' && ms > 0) return Communicator::Duration(ms);
+    }
+    return Communicator::kDefaultTimeout;
+}
+
+Communicator::Communicator(int rank, int size)
+    : rank_(rank), size_(size), timeout_(default_timeout_from_env()),
+      collective_queue_(std::make_unique<Queue>()), send_queue_(std::make_unique<Queue>()),
+      recv_queue_(std::make_unique<Queue>()) {
+    require(size >= 1, ErrorCode::invalid_argument, "communicator size must be at least 1");
+    require(rank >= 0 && rank < size, ErrorCode::invalid_argument, "rank out of range");
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::set_timeout(Duration timeout) {
+    require(timeout.count() > 0, ErrorCode::invalid_argument, "timeout must be positive");
+    timeout_ = timeout;
+}
+
+void Communicator::abort(const std::string &reason, ErrorCode code) {
+    {
+        std::lock_guard<std::mutex> lock(abort_mutex_);
+        if (!abort_reason_.empty()) return;
+        abort_reason_ = reason.empty() ? "aborted" : reason;
+        abort_code_ = code;
+    }
+    on_abort(reason, code);
+}
+
+void Communicator::on_abort(const std::string &, ErrorCode) {}
+
+std::string Communicator::abort_reason() const {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    return abort_reason_;
+}
+
+void Communicator::validate(const Call &call) const {
+    const std::string what = describe(call);
+    require(is_valid(call.dtype), ErrorCode::invalid_argument, what + ": invalid dtype");
+    require(is_valid(call.op), ErrorCode::invalid_argument, what + ": invalid reduce op");
+    const bool has_data = call.count > 0;
+    switch (call.kind) {
+    case CallKind::allreduce:
+    case CallKind::reduce_scatter:
+    case CallKind::allgather:
+        require(!has_data || (call.send && call.recv), ErrorCode::invalid_argument,
+                what + ": null buffer");
+        break;
+    case CallKind::broadcast:
+        require(!has_data || call.recv, ErrorCode::invalid_argument, what + ": null buffer");
+        break;
+    case CallKind::reduce:
+        require(!has_data || call.send, ErrorCode::invalid_argument, what + ": null send buffer");
+        require(!has_data || call.root != rank_ || call.recv, ErrorCode::invalid_argument,
+                what + ": null recv buffer on root");
+        break;
+    case CallKind::send:
+        require(!has_data || call.send, ErrorCode::invalid_argument, what + ": null buffer");
+        break;
+    case CallKind::recv:
+        require(!has_data || call.recv, ErrorCode::invalid_argument, what + ": null buffer");
+        break;
+    case CallKind::barrier:
+    case CallKind::split: break;
+    }
+    if (call.kind == CallKind::broadcast || call.kind == CallKind::reduce || call.kind == CallKind::send ||
+        call.kind == CallKind::recv) {
+        const char *role = (call.kind == CallKind::send || call.kind == CallKind::recv) ? "peer" : "root";
+        require(call.root >= 0 && call.root < size_, ErrorCode::invalid_argument,
+                what + ": " + role + " " + std::to_string(call.root) + " out of range for size " +
+                    std::to_string(size_));
+    }
+    if (call.kind == CallKind::send || call.kind == CallKind::recv)
+        require(call.tag >= 0, ErrorCode::invalid_argument, what + ": tag must be >= 0");
+    // Overflow guard: count * size() * element size must fit in size_t.
+    const std::size_t elem = dtype_size(call.dtype);
+    require(call.count <= (std::size_t(-1) / elem) / std::size_t(size_), ErrorCode::invalid_argument,
+            what + ": count too large");
+}
+
+void Communicator::guarded(const Call &call, const std::function<void()> &body) {
+    {
+        std::lock_guard<std::mutex> lock(abort_mutex_);
+        if (!abort_reason_.empty())
+            throw Error(abort_code_ == ErrorCode::ok ? ErrorCode::invalid_state : abort_code_,
+                        describe(call) + " on an aborted communicator: " + abort_reason_);
+    }
+    try {
+        body();
+    } catch (const Error &e) {
+        // A collective that failed half way leaves peers in an unknown state: poison the group.
+        if (e.code() != ErrorCode::invalid_argument) abort(e.what(), e.code());
+        throw;
+    }
+}
+
+void Communicator::run_blocking(const Call &call) {
+    validate(call);
+    queue_for(call.kind).run_in_order([this, call] { guarded(call, [&] { run(call); }); });
+}
+
+WorkPtr Communicator::run_async(const Call &call) {
+    validate(call);
+    return queue_for(call.kind).enqueue([this, call] { guarded(call, [&] { run(call); }); });
+}
+
+Communicator::Queue &Communicator::queue_for(CallKind kind) {
+    if (kind == CallKind::send) return *send_queue_;
+    if (kind == CallKind::recv) return *recv_queue_;
+    return *collective_queue_;
+}
+
+static Call make_call(CallKind kind, const void *send, void *recv, std::size_t count, DType dtype,
+                      ReduceOp op = ReduceOp::sum, int root = 0, int tag = 0) {
+    Call call;
+    call.kind = kind;
+    call.send = send;
+    call.recv = recv;
+    call.count = count;
+    call.dtype = dtype;
+    call.op = op;
+    call.root = root;
+    call.tag = tag;
+    return call;
+}
+
+void Communicator::allreduce(const void *send, void *recv, std::size_t count, DType dtype, ReduceOp op) {
+    run_blocking(make_call(CallKind::allreduce, send, recv, count, dtype, op));
+}
+void Communicator::reduce_scatter(const void *send, void *recv, std::size_t recv_count, DType dtype, ReduceOp op) {
+    run_blocking(make_call(CallKind::reduce_scatter, send, recv, recv_count, dtype, op));
+}
+void Communicator::allgather(const void *send, void *recv, std::size_t send_count, DType dtype) {
+    run_blocking(make_call(CallKind::allgather, send, recv, send_count, dtype));
+}
+void Communicator::broadcast(void *buffer, std::size_t count, DType dtype, int root) {
+    run_blocking(make_call(CallKind::broadcast, buffer, buffer, count, dtype, ReduceOp::sum, root));
+}
+void Communicator::reduce(const void *send, void *recv, std::size_t count, DType dtype, ReduceOp op, int root) {
+    run_blocking(make_call(CallKind::reduce, send, recv, count, dtype, op, root));
+}
+void Communicator::barrier() { run_blocking(make_call(CallKind::barrier, nullptr, nullptr, 0, DType::u8)); }
+void Communicator::send(const void *buffer, std::size_t count, DType dtype, int peer, int tag) {
+    run_blocking(make_call(CallKind::send, buffer, nullptr, count, dtype, ReduceOp::sum, peer, tag));
+}
+void Communicator::recv(void *buffer, std::size_t count, DType dtype, int peer, int tag) {
+    run_blocking(make_call(CallKind::recv, nullptr, buffer, count, dtype, ReduceOp::sum, peer, tag));
+}
+
+WorkPtr Communicator::allreduce_async(const void *send, void *recv, std::size_t count, DType dtype, ReduceOp op) {
+    return run_async(make_call(CallKind::allreduce, send, recv, count, dtype, op));
+}
+WorkPtr Communicator::reduce_scatter_async(const void *send, void *recv, std::size_t recv_count, DType dtype,
+                                           ReduceOp op) {
+    return run_async(make_call(CallKind::reduce_scatter, send, recv, recv_count, dtype, op));
+}
+WorkPtr Communicator::allgather_async(const void *send, void *recv, std::size_t send_count, DType dtype) {
+    return run_async(make_call(CallKind::allgather, send, recv, send_count, dtype));
+}
+WorkPtr Communicator::broadcast_async(void *buffer, std::size_t count, DType dtype, int root) {
+    return run_async(make_call(CallKind::broadcast, buffer, buffer, count, dtype, ReduceOp::sum, root));
+}
+WorkPtr Communicator::reduce_async(const void *send, void *recv, std::size_t count, DType dtype, ReduceOp op,
+                                   int root) {
+    return run_async(make_call(CallKind::reduce, send, recv, count, dtype, op, root));
+}
+WorkPtr Communicator::barrier_async() { return run_async(make_call(CallKind::barrier, nullptr, nullptr, 0, DType::u8)); }
+WorkPtr Communicator::send_async(const void *buffer, std::size_t count, DType dtype, int peer, int tag) {
+    return run_async(make_call(CallKind::send, buffer, nullptr, count, dtype, ReduceOp::sum, peer, tag));
+}
+WorkPtr Communicator::recv_async(void *buffer, std::size_t count, DType dtype, int peer, int tag) {
+    return run_async(make_call(CallKind::recv, nullptr, buffer, count, dtype, ReduceOp::sum, peer, tag));
+}
+
+CommunicatorPtr Communicator::split(int color, int key) {
+    Call call = make_call(CallKind::split, nullptr, nullptr, 0, DType::u8, ReduceOp::sum, color, key);
+    validate(call);
+    CommunicatorPtr child;
+    collective_queue_->run_in_order([&] { guarded(call, [&] { child = run_split(color, key); }); });
+    if (child) child->set_timeout(timeout_);
+    return child;
+}
+
+} // namespace shardopt
