@@ -1,0 +1,174 @@
+// ShardedOptimizer: a base optimizer made distributed. One object per rank; it owns its part of
+// the parameters, gradients and optimizer state as the strategy prescribes, and performs
+// exactly one optimizer update per step.
+//
+//   strategy   params at rest   gradients kept        optimizer state   after the update
+//   ddp        full             full, allreduce(avg)  full              -
+//   zero1      full             full, allreduce(avg)  own shard         allgather params
+//   zero2      full             own shard (reduce-    own shard         allgather params
+//                               scatter per bucket)
+//   fsdp       own shard        own shard             own shard         - (gather per unit)
+//   hybrid     a data x tensor x pipeline grid; any of the above inside the data group
+//   local_sgd  full             local only            full (local)      params averaged every H steps
+//
+// Step protocol (per rank, every rank the same sequence):
+//   zero_grad();
+//   for each bucket b, in any order:  fill grad(t) for b's tensors (or bucket_grad(b)); grad_ready(b);
+//   step();
+// grad_ready(b) starts b's reduction at once, so it overlaps the computation of later buckets.
+// Buckets never marked ready are reduced by step(). FSDP: gather(b) before using a unit's
+// parameters (forward or backward), release(b) after.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shardopt/comm.hpp"
+#include "shardopt/optim.hpp"
+#include "shardopt/params.hpp"
+
+namespace shardopt {
+
+// Values are part of the C ABI (shardopt_strategy) and of checkpoints: never renumber.
+enum class Strategy : int32_t { ddp = 0, zero1 = 1, zero2 = 2, fsdp = 3, hybrid = 4, local_sgd = 5 };
+const char *strategy_name(Strategy strategy) noexcept;
+
+struct ShardingOptions {
+    Strategy strategy = Strategy::ddp;
+    // Micro-steps whose gradients are summed locally (no communication) before one update;
+    // the update uses their mean.
+    int gradient_accumulation_steps = 1;
+    // Clip the global gradient norm (over all ranks and shards) to this value; 0 = off.
+    double max_grad_norm = 0.0;
+    // Skip the update on every rank when any gradient is NaN/Inf (reported by step()).
+    bool skip_nonfinite = true;
+    // ZeRO-2/FSDP: bucket-sized gradient staging buffers. 1 holds the least memory; more let
+    // the reduction of one bucket overlap the filling of the next.
+    int staging_buffers = 1;
+    // FSDP: gather(u) also starts gathering unit u+1 (one extra unit held while prefetched).
+    bool fsdp_prefetch = true;
+    // Hybrid grid; -1 for data_parallel_size means "the rest of the world". The strategy used
+    // inside each data-parallel group is hybrid_data_strategy (ddp, zero1, zero2 or fsdp);
+    // HSDP is hybrid with fsdp inside a group and replication across groups
+    // (hsdp_replicas > 1 splits the data group into that many replicated sub-groups).
+    int pipeline_parallel_size = 1;
+    int tensor_parallel_size = 1;
+    int data_parallel_size = -1;
+    Strategy hybrid_data_strategy = Strategy::zero2;
+    int hsdp_replicas = 1;
+    // LocalSGD: average parameters every period steps.
+    int local_sgd_period = 4;
+};
+
+struct StepResult {
+    bool applied = false;          // an optimizer update happened
+    bool skipped_nonfinite = false; // gradients had NaN/Inf on some rank: update skipped everywhere
+    bool accumulating = false;     // a micro-step of gradient accumulation: no update yet
+    double grad_norm = 0.0;        // global norm of the averaged gradient (before clipping)
+};
+
+struct MemoryStats {
+    std::size_t params_bytes = 0;          // parameters held at rest
+    std::size_t grads_bytes = 0;           // gradients held (full or shard)
+    std::size_t optimizer_state_bytes = 0; // base optimizer state held
+    std::size_t buffer_bytes = 0;          // staging, gathered units, accumulation buffers now
+    std::size_t peak_buffer_bytes = 0;     // most buffer bytes held at once so far
+    std::size_t total() const { return params_bytes + grads_bytes + optimizer_state_bytes + buffer_bytes; }
+};
+
+// optimize(): the AiDotNet-style training loop on top of step().
+struct OptimizeOptions {
+    std::int64_t num_samples = 0;   // data set size; samples are split across data-parallel ranks
+    std::int64_t batch_size = 0;    // global batch per step (0 = the whole data set)
+    int epochs = 1;
+    std::int64_t max_iterations = 0; // 0 = no limit beyond epochs
+    int patience = 0;                // epochs without improvement before stopping; 0 = never
+    double min_delta = 0.0;          // improvement smaller than this does not count
+};
+
+// Model callback: mean loss over the given samples at `params` (packed, all tensors in order),
+// writing the mean gradient into `grad` (packed, same layout). Called on every rank with that
+// rank's samples.
+using ModelFunction = std::function<double(const void *params, void *grad, const std::int64_t *samples,
+                                           std::size_t sample_count)>;
+
+struct OptimizeResult {
+    std::vector<unsigned char> best_parameters; // packed, the dtype of the parameter set
+    double best_loss = 0.0;
+    std::vector<double> loss_history; // mean loss of each epoch
+    std::int64_t iterations = 0;
+    bool stopped_early = false;
+};
+
+class ShardedOptimizer {
+  public:
+    // Collective over comm. The layout is planned for the strategy's group; `initial` (packed,
+    // may be null for zeros) must be the same on every rank. `external_params` (DDP, ZeRO-1/2
+    // only) makes the caller's buffer of layout.padded_count() elements the parameter storage.
+    static std::unique_ptr<ShardedOptimizer> create(CommunicatorPtr comm, ParameterSet layout,
+                                                    const OptimizerOptions &optimizer,
+                                                    const ShardingOptions &options, const void *initial = nullptr,
+                                                    void *external_params = nullptr);
+    virtual ~ShardedOptimizer();
+    ShardedOptimizer(const ShardedOptimizer &) = delete;
+    ShardedOptimizer &operator=(const ShardedOptimizer &) = delete;
+
+    int rank() const noexcept;
+    int world_size() const noexcept;
+    Strategy strategy() const noexcept { return options_.strategy; }
+    const ShardingOptions &options() const noexcept { return options_; }
+    const ParameterSet &layout() const noexcept { return layout_; }
+    const Optimizer &optimizer() const noexcept { return *optimizer_; }
+    void set_learning_rate(double lr) { optimizer_->set_lr(lr); }
+    std::int64_t step_count() const noexcept { return step_count_; }
+    Communicator &communicator() noexcept { return *comm_; }
+
+    // --- parameters ---
+    // Full padded flat buffer (not for FSDP, whose parameters are sharded at rest).
+    void *parameters();
+    // Parameters of tensor t: always for DDP/ZeRO; for FSDP only while its unit is gathered.
+    void *tensor_parameters(int t);
+    // Packed copy of all parameters (collective for FSDP and hybrid).
+    void get_parameters(void *packed);
+    // Replace all parameters from a packed buffer, identical on every rank (not collective).
+    void set_parameters(const void *packed);
+    // FSDP units (= buckets): gather makes the unit's full parameters available (collective over
+    // the group), release frees them. Other strategies: gather returns the resident pointer.
+    void *gather(int bucket);
+    void release(int bucket);
+
+    // --- step protocol ---
+    void zero_grad();
+    void *bucket_grad(int bucket); // opens b's gradient buffer (zeroed); see the protocol above
+    void *grad(int tensor);        // gradient of tensor t inside its (opened) bucket
+    void grad_ready(int bucket);
+    StepResult step();
+
+    // --- state ---
+    // Replicated state made identical on every rank (from rank 0), sharded state checked for
+    // consistency (step count, layout, options); throws Error(mismatch) on disagreement.
+    void synchronize_optimizer_state();
+    // True on every rank when any rank votes to stop.
+    bool should_early_stop(bool local_vote);
+    MemoryStats memory_stats() const;
+
+    OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
+
+    class Impl;
+
+  protected:
+    ShardedOptimizer(CommunicatorPtr comm, ParameterSet layout, const OptimizerOptions &optimizer,
+                     const ShardingOptions &options);
+
+    CommunicatorPtr comm_;
+    ParameterSet layout_;
+    std::unique_ptr<Optimizer> optimizer_;
+    ShardingOptions options_;
+    std::int64_t step_count_ = 0;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace shardopt

@@ -1,0 +1,51 @@
+#include "hybrid_grid.hpp"
+
+#include "shardopt/error.hpp"
+
+namespace shardopt {
+
+HybridGrid HybridGrid::flat(CommunicatorPtr world) {
+    HybridGrid g;
+    g.dp_size = world->size();
+    g.dp_rank = world->rank();
+    g.world = g.data = g.shard = world;
+    return g;
+}
+
+HybridGrid HybridGrid::build(CommunicatorPtr world, int pp, int tp, int dp, int replicas) {
+    const int n = world->size();
+    require(pp >= 1 && tp >= 1, ErrorCode::invalid_argument,
+            "pipeline_parallel_size and tensor_parallel_size must be >= 1");
+    require(n % (pp * tp) == 0, ErrorCode::invalid_argument,
+            "world size " + std::to_string(n) + " is not divisible by pipeline x tensor parallel size " +
+                std::to_string(pp * tp));
+    if (dp == -1) dp = n / (pp * tp);
+    require(dp >= 1 && pp * tp * dp == n, ErrorCode::invalid_argument,
+            "pipeline x tensor x data parallel sizes " + std::to_string(pp) + "x" + std::to_string(tp) + "x" +
+                std::to_string(dp) + " do not multiply to the world size " + std::to_string(n));
+    require(replicas >= 1 && dp % replicas == 0, ErrorCode::invalid_argument,
+            "hsdp_replicas " + std::to_string(replicas) + " must divide the data parallel size " + std::to_string(dp));
+    HybridGrid g;
+    g.pp_size = pp;
+    g.tp_size = tp;
+    g.dp_size = dp;
+    const int r = world->rank();
+    g.tp_rank = r % tp;
+    g.dp_rank = (r / tp) % dp;
+    g.pp_rank = r / (tp * dp);
+    g.world = world;
+    g.data = world->split(g.pp_rank * tp + g.tp_rank, g.dp_rank);
+    g.tensor = world->split(g.pp_rank * dp + g.dp_rank, g.tp_rank);
+    g.pipeline = world->split(g.dp_rank * tp + g.tp_rank, g.pp_rank);
+    if (replicas == 1) {
+        g.shard = g.data;
+    } else {
+        const int group_size = dp / replicas;
+        g.replica_rank = g.dp_rank / group_size;
+        g.shard = g.data->split(g.replica_rank, g.dp_rank);
+        g.replica = g.data->split(g.dp_rank % group_size, g.dp_rank);
+    }
+    return g;
+}
+
+} // namespace shardopt

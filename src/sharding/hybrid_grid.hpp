@@ -1,0 +1,30 @@
+// HybridGrid: the data x tensor x pipeline process grid, built with split on the world.
+// Rank order follows the usual convention: tensor-parallel ranks are adjacent (same host),
+// then data-parallel, then pipeline stages:  rank = (pp * dp_size + dp) * tp_size + tp.
+#pragma once
+
+#include "shardopt/comm.hpp"
+
+namespace shardopt {
+
+struct HybridGrid {
+    int pp_size = 1, tp_size = 1, dp_size = 1;
+    int pp_rank = 0, tp_rank = 0, dp_rank = 0;
+    CommunicatorPtr world; // every rank
+    CommunicatorPtr data;  // same (pp, tp): where gradients are reduced and state is sharded
+    CommunicatorPtr tensor;   // same (pp, dp): averages tp-replicated gradients
+    CommunicatorPtr pipeline; // same (tp, dp): activations between stages (the caller's)
+    // HSDP: `data` split into `replicas` shard groups; shard (inside a group) and replica
+    // (same position across groups) communicators. replica is null when replicas == 1.
+    CommunicatorPtr shard;
+    CommunicatorPtr replica;
+    int replica_rank = 0;
+
+    // Collective over world. data_parallel_size -1 takes the rest of the world.
+    static HybridGrid build(CommunicatorPtr world, int pipeline_parallel_size, int tensor_parallel_size,
+                            int data_parallel_size, int replicas);
+    // The trivial grid for non-hybrid strategies: data = shard = world.
+    static HybridGrid flat(CommunicatorPtr world);
+};
+
+} // namespace shardopt

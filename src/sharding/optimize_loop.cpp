@@ -1,0 +1,92 @@
+// optimize(): the AiDotNet-style training loop over step(). Each global batch is split into
+// contiguous per-rank slices; each rank's mean gradient is weighted by its slice size so the
+// average over ranks is exactly the full batch's mean gradient, whatever the split.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "shardopt/error.hpp"
+#include "sharded_optimizer_impl.hpp"
+#include "vector_ops.hpp"
+
+namespace shardopt {
+
+OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &o) {
+    require(bool(model), ErrorCode::invalid_argument, "optimize: model function is null");
+    require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
+    require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
+    require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
+    require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
+            "optimize: max_iterations, patience and min_delta must be >= 0");
+    Communicator &data = *impl_->grid.data;
+    const int dp = data.size(), dp_rank = data.rank();
+    const std::int64_t batch = o.batch_size == 0 ? o.num_samples : std::min(o.batch_size, o.num_samples);
+    const std::size_t elem = layout_.element_size(), n = layout_.element_count();
+    std::vector<unsigned char> params(n * elem), grads(n * elem);
+    std::vector<std::int64_t> samples;
+
+    OptimizeResult result;
+    result.best_loss = std::numeric_limits<double>::infinity();
+    int epochs_without_improvement = 0;
+    for (int epoch = 0; epoch < o.epochs; ++epoch) {
+        double epoch_loss_sum = 0.0;
+        std::int64_t epoch_samples = 0;
+        bool hit_limit = false;
+        for (std::int64_t start = 0; start < o.num_samples; start += batch) {
+            const std::int64_t batch_n = std::min(batch, o.num_samples - start);
+            const std::int64_t lo = start + batch_n * dp_rank / dp, hi = start + batch_n * (dp_rank + 1) / dp;
+            samples.resize(std::size_t(hi - lo));
+            for (std::int64_t i = lo; i < hi; ++i) samples[std::size_t(i - lo)] = i;
+
+            get_parameters(params.data());
+            std::memset(grads.data(), 0, grads.size());
+            double local_loss = samples.empty() ? 0.0 : model(params.data(), grads.data(), samples.data(), samples.size());
+            const double weight = double(hi - lo) * dp / double(batch_n);
+            if (weight != 1.0) scale(grads.data(), n, layout_.dtype(), weight);
+            local_loss *= weight;
+
+            zero_grad();
+            std::size_t packed = 0;
+            for (int b = 0; b < layout_.bucket_count(); ++b) {
+                const auto &bl = layout_.bucket(b);
+                std::memcpy(bucket_grad(b), grads.data() + packed * elem, bl.count * elem);
+                packed += bl.count;
+                grad_ready(b);
+            }
+            step();
+            double batch_loss = 0.0;
+            data.allreduce(&local_loss, &batch_loss, 1, DType::f64, ReduceOp::avg);
+            epoch_loss_sum += batch_loss * double(batch_n);
+            epoch_samples += batch_n;
+            ++result.iterations;
+            if (o.max_iterations > 0 && result.iterations >= o.max_iterations) {
+                hit_limit = true;
+                break;
+            }
+        }
+        const double epoch_loss = epoch_loss_sum / double(epoch_samples);
+        result.loss_history.push_back(epoch_loss);
+        if (epoch_loss < result.best_loss - o.min_delta) {
+            result.best_loss = epoch_loss;
+            epochs_without_improvement = 0;
+            get_parameters(params.data());
+            result.best_parameters.assign(params.begin(), params.end());
+        } else {
+            ++epochs_without_improvement;
+        }
+        if (hit_limit) break;
+        const bool want_stop = o.patience > 0 && epochs_without_improvement >= o.patience;
+        if (should_early_stop(want_stop)) {
+            result.stopped_early = true;
+            break;
+        }
+    }
+    if (result.best_parameters.empty()) {
+        get_parameters(params.data());
+        result.best_parameters.assign(params.begin(), params.end());
+    }
+    return result;
+}
+
+} // namespace shardopt

@@ -1,0 +1,141 @@
+// ShardedOptimizer front end: validation of the caller's requests, then the engine.
+#include <cstring>
+
+#include "shardopt/error.hpp"
+#include "sharded_optimizer_impl.hpp"
+
+namespace shardopt {
+
+const char *strategy_name(Strategy strategy) noexcept {
+    switch (strategy) {
+    case Strategy::ddp: return "ddp";
+    case Strategy::zero1: return "zero1";
+    case Strategy::zero2: return "zero2";
+    case Strategy::fsdp: return "fsdp";
+    case Strategy::hybrid: return "hybrid";
+    case Strategy::local_sgd: return "local_sgd";
+    }
+    return "invalid-strategy";
+}
+
+namespace {
+void validate(const ShardingOptions &o) {
+    require(int(o.strategy) >= 0 && int(o.strategy) <= int(Strategy::local_sgd), ErrorCode::invalid_argument,
+            "invalid strategy");
+    require(o.gradient_accumulation_steps >= 1, ErrorCode::invalid_argument,
+            "gradient_accumulation_steps must be >= 1");
+    require(o.max_grad_norm >= 0.0, ErrorCode::invalid_argument, "max_grad_norm must be >= 0 (0 disables clipping)");
+    require(o.staging_buffers >= 1, ErrorCode::invalid_argument, "staging_buffers must be >= 1");
+    require(o.local_sgd_period >= 1, ErrorCode::invalid_argument, "local_sgd_period must be >= 1");
+    if (o.strategy == Strategy::hybrid)
+        require(o.hybrid_data_strategy == Strategy::ddp || o.hybrid_data_strategy == Strategy::zero1 ||
+                    o.hybrid_data_strategy == Strategy::zero2 || o.hybrid_data_strategy == Strategy::fsdp,
+                ErrorCode::invalid_argument, "hybrid_data_strategy must be ddp, zero1, zero2 or fsdp");
+    if (o.strategy != Strategy::hybrid)
+        require(o.pipeline_parallel_size == 1 && o.tensor_parallel_size == 1 && o.hsdp_replicas == 1,
+                ErrorCode::invalid_argument,
+                "pipeline/tensor parallel sizes and hsdp_replicas apply to the hybrid strategy only");
+}
+} // namespace
+
+ShardedOptimizer::ShardedOptimizer(CommunicatorPtr comm, ParameterSet layout, const OptimizerOptions &optimizer,
+                                   const ShardingOptions &options)
+    : comm_(std::move(comm)), layout_(std::move(layout)), optimizer_(Optimizer::create(optimizer)),
+      options_(options) {}
+
+ShardedOptimizer::~ShardedOptimizer() = default;
+
+std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm, ParameterSet layout,
+                                                           const OptimizerOptions &optimizer,
+                                                           const ShardingOptions &options, const void *initial,
+                                                           void *external_params) {
+    require(comm != nullptr, ErrorCode::invalid_argument, "communicator is null");
+    validate(options);
+    HybridGrid grid = options.strategy == Strategy::hybrid
+                          ? HybridGrid::build(comm, options.pipeline_parallel_size, options.tensor_parallel_size,
+                                              options.data_parallel_size, options.hsdp_replicas)
+                          : HybridGrid::flat(comm);
+    const Strategy data_strategy = options.strategy == Strategy::hybrid ? options.hybrid_data_strategy : options.strategy;
+    layout.plan(grid.shard->size());
+    std::unique_ptr<ShardedOptimizer> opt(new ShardedOptimizer(comm, std::move(layout), optimizer, options));
+    const StrategyPlan plan = StrategyPlan::of(data_strategy, options);
+    opt->impl_ = std::make_unique<Impl>(*opt, std::move(grid), plan, external_params);
+    if (initial) opt->set_parameters(initial);
+    return opt;
+}
+
+int ShardedOptimizer::rank() const noexcept { return comm_->rank(); }
+int ShardedOptimizer::world_size() const noexcept { return comm_->size(); }
+
+void *ShardedOptimizer::parameters() {
+    require(!impl_->plan.params_sharded, ErrorCode::invalid_state,
+            "FSDP keeps parameters sharded: use gather(unit) or get_parameters()");
+    return impl_->params;
+}
+
+void *ShardedOptimizer::tensor_parameters(int t) {
+    const auto &tl = layout_.tensor(t);
+    if (!impl_->plan.params_sharded) return impl_->params + tl.offset * impl_->elem;
+    const auto &unit = impl_->units[tl.bucket];
+    require(unit.gathered, ErrorCode::invalid_state,
+            "tensor '" + tl.name + "' belongs to unit " + std::to_string(tl.bucket) + ", which is not gathered");
+    return const_cast<unsigned char *>(unit.buffer.data()) + (tl.offset - layout_.bucket(tl.bucket).offset) * impl_->elem;
+}
+
+void ShardedOptimizer::get_parameters(void *packed) {
+    require(packed != nullptr, ErrorCode::invalid_argument, "get_parameters: null buffer");
+    impl_->get_parameters(packed);
+}
+
+void ShardedOptimizer::set_parameters(const void *packed) {
+    require(packed != nullptr, ErrorCode::invalid_argument, "set_parameters: null buffer");
+    impl_->set_parameters(packed);
+}
+
+void *ShardedOptimizer::gather(int bucket) {
+    layout_.bucket(bucket);
+    return impl_->gather(bucket);
+}
+
+void ShardedOptimizer::release(int bucket) { impl_->release(bucket); }
+
+void ShardedOptimizer::zero_grad() { impl_->start_micro_step(); }
+
+void *ShardedOptimizer::bucket_grad(int bucket) {
+    layout_.bucket(bucket);
+    return impl_->bucket_grad(bucket);
+}
+
+void *ShardedOptimizer::grad(int tensor) {
+    const auto &tl = layout_.tensor(tensor);
+    unsigned char *base = impl_->bucket_grad(tl.bucket);
+    return base + (tl.offset - layout_.bucket(tl.bucket).offset) * impl_->elem;
+}
+
+void ShardedOptimizer::grad_ready(int bucket) {
+    layout_.bucket(bucket);
+    impl_->grad_ready(bucket);
+}
+
+StepResult ShardedOptimizer::step() { return impl_->step(); }
+
+void ShardedOptimizer::synchronize_optimizer_state() { impl_->synchronize_state(); }
+
+bool ShardedOptimizer::should_early_stop(bool local_vote) {
+    int32_t vote = local_vote ? 1 : 0;
+    impl_->grid.world->allreduce(&vote, &vote, 1, DType::i32, ReduceOp::max);
+    return vote != 0;
+}
+
+MemoryStats ShardedOptimizer::memory_stats() const {
+    MemoryStats m;
+    const std::size_t elem = impl_->elem;
+    m.params_bytes = (impl_->plan.params_sharded ? layout_.shard_count() : layout_.padded_count()) * elem;
+    m.grads_bytes = impl_->grads.size();
+    for (const auto &s : impl_->state) m.optimizer_state_bytes += s.size();
+    m.buffer_bytes = impl_->buffer_bytes();
+    m.peak_buffer_bytes = impl_->peak_buffer_bytes;
+    return m;
+}
+
+} // namespace shardopt

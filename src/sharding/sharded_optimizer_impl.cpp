@@ -1,0 +1,459 @@
+#include "sharded_optimizer_impl.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "shardopt/error.hpp"
+#include "vector_ops.hpp"
+
+namespace shardopt {
+
+StrategyPlan StrategyPlan::of(Strategy s, const ShardingOptions &options) {
+    StrategyPlan p;
+    switch (s) {
+    case Strategy::ddp: break;
+    case Strategy::zero1: p.state_sharded = p.gather_after_step = true; break;
+    case Strategy::zero2: p.grads_sharded = p.state_sharded = p.gather_after_step = true; break;
+    case Strategy::fsdp: p.grads_sharded = p.state_sharded = p.params_sharded = true; break;
+    case Strategy::local_sgd:
+        p.reduce_grads = false;
+        p.average_params_every = options.local_sgd_period;
+        break;
+    case Strategy::hybrid:
+        throw Error(ErrorCode::invalid_argument, "hybrid_data_strategy must be ddp, zero1, zero2 or fsdp");
+    }
+    return p;
+}
+
+ShardedOptimizer::Impl::Impl(ShardedOptimizer &o, HybridGrid g, StrategyPlan p, void *external_params)
+    : owner(o), grid(std::move(g)), plan(p), dtype(o.layout_.dtype()), elem(o.layout_.element_size()),
+      group_rank(grid.shard->rank()), group_size(grid.shard->size()) {
+    const ParameterSet &layout = o.layout_;
+    const std::size_t full = layout.padded_count(), shard = layout.shard_count();
+
+    if (external_params) {
+        require(!plan.params_sharded, ErrorCode::invalid_argument,
+                "FSDP keeps parameters sharded at rest: caller-owned full parameter buffers are not supported");
+        params = static_cast<unsigned char *>(external_params);
+    } else {
+        params_storage.resize((plan.params_sharded ? shard : full) * elem);
+        params = params_storage.data();
+    }
+    grads.resize((plan.grads_sharded ? shard : full) * elem);
+    const int slots = o.optimizer_->state_slots();
+    for (int k = 0; k < slots; ++k) {
+        state.emplace_back((plan.state_sharded ? shard : full) * elem);
+        const double init = o.optimizer_->state_initial_value(k);
+        if (init != 0.0) {
+            const std::size_t n = state.back().size() / elem;
+            for (std::size_t i = 0; i < n; ++i) {
+                if (dtype == DType::f32) reinterpret_cast<float *>(state.back().data())[i] = float(init);
+                else reinterpret_cast<double *>(state.back().data())[i] = init;
+            }
+        }
+    }
+    if (o.options_.gradient_accumulation_steps > 1) accumulation.resize(full * elem);
+    if (plan.grads_sharded) staging.resize(std::max(1, o.options_.staging_buffers));
+    buckets.resize(layout.bucket_count());
+    if (plan.params_sharded) units.resize(layout.bucket_count());
+
+    // Owned segments: chunk group_rank of each bucket, cut at tensor boundaries.
+    for (const auto &b : layout.buckets()) {
+        const std::size_t begin = b.offset + std::size_t(group_rank) * b.shard, end = begin + b.shard;
+        for (int t = b.first_tensor; t < b.first_tensor + b.tensor_count; ++t) {
+            const auto &tl = layout.tensor(t);
+            const std::size_t lo = std::max(begin, tl.offset), hi = std::min(end, tl.offset + tl.count);
+            if (lo < hi) chunk_segments.push_back({t, lo, b.shard_offset + (lo - begin), hi - lo});
+        }
+    }
+    if (plan.state_sharded) {
+        update_segments = chunk_segments;
+    } else {
+        for (int t = 0; t < layout.tensor_count(); ++t) {
+            const auto &tl = layout.tensor(t);
+            update_segments.push_back({t, tl.offset, tl.offset, tl.count});
+        }
+    }
+    note_buffers();
+}
+
+bool ShardedOptimizer::Impl::final_micro_step() const {
+    return micro_step + 1 >= owner.options_.gradient_accumulation_steps;
+}
+
+void ShardedOptimizer::Impl::start_micro_step() {
+    // Reductions still in flight read the buffers about to be reused: finish them first.
+    for (int b : reduce_order)
+        if (buckets[b].work) buckets[b].work->wait();
+    reduce_order.clear();
+    for (auto &progress : buckets) progress = BucketProgress{};
+    for (auto &s : staging) s.bucket = -1;
+}
+
+std::size_t ShardedOptimizer::Impl::buffer_bytes() const {
+    std::size_t total = accumulation.size();
+    for (const auto &s : staging) total += s.buffer.size();
+    for (const auto &u : units) total += u.buffer.size();
+    for (const auto &f : free_unit_buffers) total += f.size();
+    return total;
+}
+
+void ShardedOptimizer::Impl::note_buffers() { peak_buffer_bytes = std::max(peak_buffer_bytes, buffer_bytes()); }
+
+int ShardedOptimizer::Impl::take_staging(int b) {
+    for (int i = 0; i < int(staging.size()); ++i)
+        if (staging[i].bucket < 0) return i;
+    // Recycle the buffer whose reduction was issued first.
+    for (int issued : reduce_order) {
+        auto &progress = buckets[issued];
+        if (progress.staging_index >= 0 && progress.phase == BucketPhase::reducing) {
+            progress.work->wait();
+            progress.phase = BucketPhase::done;
+            const int index = progress.staging_index;
+            progress.staging_index = -1;
+            staging[index].bucket = -1;
+            return index;
+        }
+    }
+    std::string open;
+    for (const auto &s : staging) open += (open.empty() ? "" : ", ") + std::to_string(s.bucket);
+    throw Error(ErrorCode::invalid_state,
+                "cannot open bucket " + std::to_string(b) + ": all " + std::to_string(staging.size()) +
+                    " gradient staging buffers hold buckets not yet marked ready (" + open +
+                    "); call grad_ready on one first, or raise staging_buffers");
+}
+
+unsigned char *ShardedOptimizer::Impl::bucket_grad(int b) {
+    const auto &bl = owner.layout_.bucket(b);
+    auto &progress = buckets[b];
+    if (progress.phase == BucketPhase::reducing || progress.phase == BucketPhase::done)
+        throw Error(ErrorCode::invalid_state, "bucket " + std::to_string(b) +
+                                                  " was already marked ready in this micro-step; call zero_grad() to start the next one");
+    if (!plan.grads_sharded) {
+        unsigned char *region = grads.data() + bl.offset * elem;
+        if (progress.phase == BucketPhase::idle) std::memset(region, 0, bl.padded * elem);
+        progress.phase = BucketPhase::open;
+        return region;
+    }
+    if (progress.phase == BucketPhase::idle) {
+        const int index = take_staging(b);
+        auto &s = staging[index];
+        if (s.buffer.size() < owner.layout_.max_bucket_padded() * elem)
+            s.buffer.resize(owner.layout_.max_bucket_padded() * elem);
+        std::memset(s.buffer.data(), 0, bl.padded * elem);
+        s.bucket = b;
+        progress.staging_index = index;
+        progress.phase = BucketPhase::open;
+        note_buffers();
+    }
+    return staging[progress.staging_index].buffer.data();
+}
+
+void ShardedOptimizer::Impl::grad_ready(int b) {
+    const auto &bl = owner.layout_.bucket(b);
+    auto &progress = buckets[b];
+    if (progress.phase == BucketPhase::reducing || progress.phase == BucketPhase::done)
+        throw Error(ErrorCode::invalid_state, "grad_ready(" + std::to_string(b) + ") called twice in one micro-step");
+    unsigned char *buffer = bucket_grad(b); // a bucket never opened contributes zeros
+    const int accumulate_steps = owner.options_.gradient_accumulation_steps;
+    if (!final_micro_step()) {
+        add_into(accumulation.data() + bl.offset * elem, buffer, bl.padded, dtype);
+        progress.phase = BucketPhase::done;
+        if (progress.staging_index >= 0) {
+            staging[progress.staging_index].bucket = -1;
+            progress.staging_index = -1;
+        }
+        return;
+    }
+    if (accumulate_steps > 1) {
+        add_into(buffer, accumulation.data() + bl.offset * elem, bl.padded, dtype);
+        scale(buffer, bl.padded, dtype, 1.0 / accumulate_steps);
+    }
+    // Tensor-parallel replicated tensors: average their gradient across the tensor group.
+    if (grid.tensor && grid.tensor->size() > 1) {
+        for (int t = bl.first_tensor; t < bl.first_tensor + bl.tensor_count; ++t) {
+            const auto &tl = owner.layout_.tensor(t);
+            if (tl.tp_replicated) {
+                unsigned char *g = buffer + (tl.offset - bl.offset) * elem;
+                grid.tensor->allreduce(g, g, tl.count, dtype, ReduceOp::avg);
+            }
+        }
+    }
+    launch_reduction(b, buffer);
+}
+
+void ShardedOptimizer::Impl::launch_reduction(int b, unsigned char *buffer) {
+    const auto &bl = owner.layout_.bucket(b);
+    auto &progress = buckets[b];
+    Communicator &group = *grid.shard;
+    if (!plan.reduce_grads) {
+        progress.phase = BucketPhase::done;
+        return;
+    }
+    if (plan.grads_sharded) {
+        progress.work = group.reduce_scatter_async(buffer, grads.data() + bl.shard_offset * elem, bl.shard, dtype,
+                                                   ReduceOp::avg);
+    } else {
+        progress.work = group.allreduce_async(buffer, buffer, bl.padded, dtype, ReduceOp::avg);
+    }
+    progress.phase = BucketPhase::reducing;
+    reduce_order.push_back(b);
+}
+
+void ShardedOptimizer::Impl::wait_reductions() {
+    for (int b : reduce_order) {
+        auto &progress = buckets[b];
+        if (progress.phase == BucketPhase::reducing) {
+            progress.work->wait();
+            progress.phase = BucketPhase::done;
+        }
+        progress.work.reset();
+        if (progress.staging_index >= 0) {
+            staging[progress.staging_index].bucket = -1;
+            progress.staging_index = -1;
+        }
+    }
+    reduce_order.clear();
+    // HSDP: shards reduced inside each group are averaged across the replica groups.
+    if (grid.replica && plan.reduce_grads) grid.replica->allreduce(grads.data(), grads.data(), grads.size() / elem, dtype, ReduceOp::avg);
+}
+
+unsigned char *ShardedOptimizer::Impl::grad_at(const OwnedSegment &s) {
+    return grads.data() + (plan.grads_sharded ? s.local : s.flat) * elem;
+}
+
+unsigned char *ShardedOptimizer::Impl::param_at(const OwnedSegment &s) {
+    return params + (plan.params_sharded ? s.local : s.flat) * elem;
+}
+
+double ShardedOptimizer::Impl::global_sum_of_squares() {
+    // Every strategy sums the same chunks in the same order, so the norm (and hence clipping)
+    // is bitwise identical across DDP/ZeRO/FSDP at one world size.
+    double local = 0.0;
+    const bool counts = grid.replica_rank == 0;
+    if (counts)
+        for (const auto &s : chunk_segments) {
+            if (grid.tp_rank != 0 && owner.layout_.tensor(s.tensor).tp_replicated) continue;
+            local += sum_of_squares(grad_at(s), s.count, dtype);
+        }
+    if (!plan.reduce_grads) return local; // LocalSGD: local gradients, local norm
+    double total = local;
+    grid.world->allreduce(&local, &total, 1, DType::f64, ReduceOp::sum);
+    return total;
+}
+
+void ShardedOptimizer::Impl::apply_update(double clip_factor) {
+    const Optimizer &opt = *owner.optimizer_;
+    const std::int64_t step = owner.step_count_ + 1;
+    auto segment = [&](const OwnedSegment &s, auto *type_tag) {
+        using T = std::remove_pointer_t<decltype(type_tag)>;
+        Segment<T> seg;
+        seg.param = reinterpret_cast<T *>(param_at(s));
+        seg.grad = reinterpret_cast<const T *>(grad_at(s));
+        for (int k = 0; k < int(state.size()); ++k)
+            seg.state[k] = reinterpret_cast<T *>(state[k].data()) + (plan.state_sharded ? s.local : s.flat);
+        seg.count = s.count;
+        seg.tensor = s.tensor;
+        return seg;
+    };
+    if (clip_factor != 1.0)
+        for (const auto &s : update_segments) scale(grad_at(s), s.count, dtype, clip_factor);
+
+    std::vector<double> stats;
+    const int per_tensor = opt.tensor_stats();
+    if (per_tensor > 0) {
+        stats.assign(std::size_t(owner.layout_.tensor_count()) * per_tensor, 0.0);
+        for (const auto &s : update_segments) {
+            if (dtype == DType::f32) opt.begin_step(segment(s, (float *)nullptr), step, stats.data());
+            else opt.begin_step(segment(s, (double *)nullptr), step, stats.data());
+        }
+        if (plan.state_sharded && group_size > 1)
+            grid.shard->allreduce(stats.data(), stats.data(), stats.size(), DType::f64, ReduceOp::sum);
+    }
+    const double *stats_ptr = stats.empty() ? nullptr : stats.data();
+    for (const auto &s : update_segments) {
+        if (dtype == DType::f32) opt.apply(segment(s, (float *)nullptr), step, stats_ptr);
+        else opt.apply(segment(s, (double *)nullptr), step, stats_ptr);
+    }
+}
+
+void ShardedOptimizer::Impl::gather_params_after_step() {
+    std::vector<WorkPtr> works;
+    for (const auto &b : owner.layout_.buckets()) {
+        unsigned char *bucket = params + b.offset * elem;
+        works.push_back(grid.shard->allgather_async(bucket + std::size_t(group_rank) * b.shard * elem, bucket, b.shard,
+                                                    dtype));
+    }
+    for (auto &w : works) w->wait();
+}
+
+void ShardedOptimizer::Impl::average_params() {
+    const std::size_t n = owner.layout_.padded_count();
+    grid.shard->allreduce(params, params, n, dtype, ReduceOp::avg);
+}
+
+StepResult ShardedOptimizer::Impl::step() {
+    StepResult result;
+    for (int b = 0; b < int(buckets.size()); ++b)
+        if (buckets[b].phase == BucketPhase::idle || buckets[b].phase == BucketPhase::open) grad_ready(b);
+    if (!final_micro_step()) {
+        ++micro_step;
+        result.accumulating = true;
+        return result;
+    }
+    wait_reductions();
+    release_all_units();
+    micro_step = 0;
+    if (owner.options_.gradient_accumulation_steps > 1) accumulation.zero();
+
+    const double sumsq = global_sum_of_squares();
+    result.grad_norm = std::sqrt(sumsq);
+    bool finite = std::isfinite(sumsq);
+    if (!plan.reduce_grads) { // LocalSGD: one rank's NaN must stop every rank's step
+        int32_t bad = finite ? 0 : 1;
+        grid.world->allreduce(&bad, &bad, 1, DType::i32, ReduceOp::max);
+        finite = bad == 0;
+    }
+    if (!finite && owner.options_.skip_nonfinite) {
+        result.skipped_nonfinite = true;
+        return result;
+    }
+    double clip = 1.0;
+    const double max_norm = owner.options_.max_grad_norm;
+    if (max_norm > 0.0) clip = std::min(1.0, max_norm / (result.grad_norm + 1e-6)); // as torch clip_grad_norm_
+    apply_update(clip);
+    ++owner.step_count_;
+    result.applied = true;
+    if (plan.gather_after_step) gather_params_after_step();
+    if (plan.average_params_every > 0 && owner.step_count_ % plan.average_params_every == 0) average_params();
+    return result;
+}
+
+// --- FSDP units ----------------------------------------------------------------------------
+void ShardedOptimizer::Impl::start_gather(int b) {
+    const auto &bl = owner.layout_.bucket(b);
+    auto &unit = units[b];
+    if (!free_unit_buffers.empty()) {
+        unit.buffer = std::move(free_unit_buffers.back());
+        free_unit_buffers.pop_back();
+    } else {
+        unit.buffer.resize(owner.layout_.max_bucket_padded() * elem);
+    }
+    unit.work = grid.shard->allgather_async(params + bl.shard_offset * elem, unit.buffer.data(), bl.shard, dtype);
+    unit.gathered = true;
+    note_buffers();
+}
+
+void *ShardedOptimizer::Impl::gather(int b) {
+    const auto &bl = owner.layout_.bucket(b);
+    if (!plan.params_sharded) return params + bl.offset * elem;
+    auto &unit = units[b];
+    if (!unit.gathered) start_gather(b);
+    // Prefetch the next unit in the direction of travel (forward or backward).
+    if (owner.options_.fsdp_prefetch) {
+        const int next = (last_gathered > b) ? b - 1 : b + 1;
+        if (next >= 0 && next < int(units.size()) && !units[next].gathered) start_gather(next);
+    }
+    last_gathered = b;
+    if (unit.work) {
+        unit.work->wait();
+        unit.work.reset();
+    }
+    return unit.buffer.data();
+}
+
+void ShardedOptimizer::Impl::release(int b) {
+    owner.layout_.bucket(b); // range check
+    if (!plan.params_sharded) return;
+    auto &unit = units[b];
+    if (!unit.gathered) return;
+    if (unit.work) {
+        unit.work->wait();
+        unit.work.reset();
+    }
+    unit.gathered = false;
+    // Keep one spare buffer so the steady state allocates nothing; free the rest.
+    if (free_unit_buffers.empty()) free_unit_buffers.push_back(std::move(unit.buffer));
+    else unit.buffer.release();
+}
+
+void ShardedOptimizer::Impl::release_all_units() {
+    for (int b = 0; b < int(units.size()); ++b) release(b);
+    last_gathered = -1;
+}
+
+// --- whole-parameter access -------------------------------------------------------------------
+void ShardedOptimizer::Impl::get_parameters(void *packed_raw) {
+    auto *packed = static_cast<unsigned char *>(packed_raw);
+    const ParameterSet &layout = owner.layout_;
+    AlignedBuffer unit;
+    std::size_t out = 0;
+    for (int b = 0; b < layout.bucket_count(); ++b) {
+        const auto &bl = layout.bucket(b);
+        const unsigned char *full = params + bl.offset * elem;
+        if (plan.params_sharded) {
+            if (unit.size() < bl.padded * elem) unit.resize(layout.max_bucket_padded() * elem);
+            grid.shard->allgather(params + bl.shard_offset * elem, unit.data(), bl.shard, dtype);
+            full = unit.data();
+        }
+        std::memcpy(packed + out * elem, full, bl.count * elem);
+        out += bl.count;
+    }
+}
+
+void ShardedOptimizer::Impl::set_parameters(const void *packed_raw) {
+    const auto *packed = static_cast<const unsigned char *>(packed_raw);
+    const ParameterSet &layout = owner.layout_;
+    std::size_t in = 0;
+    for (const auto &bl : layout.buckets()) {
+        if (plan.params_sharded) {
+            // Copy the part of this bucket that falls in the own chunk.
+            const std::size_t begin = std::size_t(group_rank) * bl.shard;
+            const std::size_t end = std::min(bl.count, begin + bl.shard);
+            unsigned char *shard = params + bl.shard_offset * elem;
+            std::memset(shard, 0, bl.shard * elem);
+            if (begin < end) std::memcpy(shard, packed + (in + begin) * elem, (end - begin) * elem);
+        } else {
+            unsigned char *full = params + bl.offset * elem;
+            std::memcpy(full, packed + in * elem, bl.count * elem);
+            std::memset(full + bl.count * elem, 0, (bl.padded - bl.count) * elem);
+        }
+        in += bl.count;
+    }
+}
+
+void ShardedOptimizer::Impl::synchronize_state() {
+    // 1. Agreement on everything every rank must share: step, layout, optimizer options.
+    const auto &opts = owner.optimizer_->options();
+    const std::int64_t facts[4] = {owner.step_count_, std::int64_t(owner.layout_.fingerprint() >> 1),
+                                   std::int64_t(opts.kind), std::int64_t(std::llround(opts.lr * 1e12))};
+    std::int64_t lo[4], hi[4];
+    Communicator &group = *grid.shard;
+    group.allreduce(facts, lo, 4, DType::i64, ReduceOp::min);
+    group.allreduce(facts, hi, 4, DType::i64, ReduceOp::max);
+    static const char *names[4] = {"step count", "parameter layout", "optimizer kind", "learning rate"};
+    for (int i = 0; i < 4; ++i)
+        if (lo[i] != hi[i])
+            throw Error(ErrorCode::mismatch, std::string("synchronize_optimizer_state: ranks disagree on the ") +
+                                                 names[i] + " (rank " + std::to_string(group.rank()) + " has " +
+                                                 std::to_string(facts[i]) + ", range across ranks " +
+                                                 std::to_string(lo[i]) + ".." + std::to_string(hi[i]) + ")");
+    // 2. Replicated data made identical. LocalSGD averages (its replicas drift by design);
+    //    the others take rank 0's copy.
+    const std::size_t full = owner.layout_.padded_count();
+    if (!plan.reduce_grads) {
+        group.allreduce(params, params, full, dtype, ReduceOp::avg);
+        for (auto &s : state) group.allreduce(s.data(), s.data(), s.size() / elem, dtype, ReduceOp::avg);
+        return;
+    }
+    if (!plan.params_sharded) group.broadcast(params, full, dtype, 0);
+    if (!plan.state_sharded)
+        for (auto &s : state) group.broadcast(s.data(), s.size() / elem, dtype, 0);
+    if (grid.replica) { // HSDP: shards are replicated across groups
+        if (plan.params_sharded) grid.replica->broadcast(params, owner.layout_.shard_count(), dtype, 0);
+        for (auto &s : state) grid.replica->broadcast(s.data(), s.size() / elem, dtype, 0);
+    }
+}
+
+} // namespace shardopt
