@@ -4,12 +4,18 @@
 #include <boost/test/data/monomorphic.hpp>
 
 #include <cstring>
+#include <ostream>
 
 #include "training.hpp"
 
 using namespace shardopt;
 using namespace shardopt::testing;
 namespace bdata = boost::unit_test::data;
+
+namespace shardopt {
+// Boost.Test prints data-test parameters.
+inline std::ostream &operator<<(std::ostream &out, Strategy s) { return out << strategy_name(s); }
+} // namespace shardopt
 
 namespace {
 
