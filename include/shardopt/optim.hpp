@@ -1,6 +1,6 @@
 // Base optimizers: update rules over (param, grad, state) ranges, so the same code updates a
 // whole buffer (DDP) or one shard (ZeRO/FSDP). Formulas and defaults follow torch.optim
-// (LAMB follows You et al. 2019 as implemented by torch-optimizer / apex FusedLAMB).
+// (LAMB follows You et al. 2019 with bias-corrected moments and no clamp on the trust ratio).
 #pragma once
 
 #include <cstddef>
@@ -44,7 +44,8 @@ struct OptimizerOptions {
 };
 
 // A contiguous slice of one tensor that this rank updates. state[k] points at slot k of the
-// optimizer state for these same elements (state_slots() of them).
+// optimizer state for these same elements (state_slots() of them). The arrays must not overlap
+// one another: the update loops are compiled on that assumption.
 template <typename T> struct Segment {
     static constexpr int kMaxStateSlots = 4;
     T *param = nullptr;

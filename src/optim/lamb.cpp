@@ -35,7 +35,7 @@ template <typename T, class Decay> T direction(T m, T v, T p, const LambScalars<
 }
 
 template <typename T, class Decay>
-void advance(const Segment<T> &seg, const LambScalars<T> &k, double *stats, Decay decay) {
+void advance_moments(const Segment<T> &seg, const LambScalars<T> &k, double *stats, Decay decay) {
     const T *__restrict param = seg.param;
     const T *__restrict grad = seg.grad;
     T *__restrict m = seg.state[0];
@@ -58,7 +58,7 @@ void advance(const Segment<T> &seg, const LambScalars<T> &k, double *stats, Deca
 }
 
 template <typename T, class Decay>
-void move(const Segment<T> &seg, const LambScalars<T> &k, T scaled_lr, Decay decay) {
+void move_params(const Segment<T> &seg, const LambScalars<T> &k, T scaled_lr, Decay decay) {
     T *__restrict param = seg.param;
     const T *__restrict m = seg.state[0];
     const T *__restrict v = seg.state[1];
@@ -88,9 +88,14 @@ class Lamb final : public Optimizer {
     template <typename T> LambScalars<T> scalars(int64_t step) const {
         const OptimizerOptions &o = options_;
         const double t = double(step);
-        return {T(gradient_sign(o)), T(o.weight_decay),           T(1.0 - o.beta1),
-                T(o.beta2),          T(1.0 - o.beta2),            T(1.0 - std::pow(o.beta1, t)),
-                T(1.0 - std::pow(o.beta2, t)), T(o.eps)};
+        return {T(gradient_sign(o)),
+                T(o.weight_decay),
+                T(1.0 - o.beta1),
+                T(o.beta2),
+                T(1.0 - o.beta2),
+                T(1.0 - std::pow(o.beta1, t)),
+                T(1.0 - std::pow(o.beta2, t)),
+                T(o.eps)};
     }
 
     template <typename T> void check(const Segment<T> &seg, int64_t step, const double *stats) const {
@@ -102,7 +107,7 @@ class Lamb final : public Optimizer {
     template <typename T> void first_phase(const Segment<T> &seg, int64_t step, double *stats) const {
         check(seg, step, stats);
         const LambScalars<T> k = scalars<T>(step);
-        with_flags([&](auto decay) { advance(seg, k, stats, decay); }, options_.weight_decay != 0.0);
+        with_flags([&](auto decay) { advance_moments(seg, k, stats, decay); }, options_.weight_decay != 0.0);
     }
 
     template <typename T> void second_phase(const Segment<T> &seg, int64_t step, const double *stats) const {
@@ -112,7 +117,7 @@ class Lamb final : public Optimizer {
         const double trust = param_norm > 0.0 && update_norm > 0.0 ? param_norm / update_norm : 1.0;
         const LambScalars<T> k = scalars<T>(step);
         const T scaled_lr = T(options_.lr * trust);
-        with_flags([&](auto decay) { move(seg, k, scaled_lr, decay); }, options_.weight_decay != 0.0);
+        with_flags([&](auto decay) { move_params(seg, k, scaled_lr, decay); }, options_.weight_decay != 0.0);
     }
 };
 

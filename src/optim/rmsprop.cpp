@@ -62,8 +62,8 @@ class Rmsprop final : public Optimizer {
     template <typename T> void run(const Segment<T> &seg, int64_t step) const {
         check_segment(seg, state_slots(), step);
         const OptimizerOptions &o = options_;
-        const RmspropScalars<T> k{T(gradient_sign(o)), T(o.lr),          T(o.weight_decay), T(o.alpha),
-                                  T(1.0 - o.alpha),    T(o.eps),         T(o.momentum)};
+        const RmspropScalars<T> k{T(gradient_sign(o)), T(o.lr),  T(o.weight_decay), T(o.alpha),
+                                  T(1.0 - o.alpha),    T(o.eps), T(o.momentum)};
         with_flags([&](auto decay, auto momentum, auto centered) { update(seg, k, decay, momentum, centered); },
                    o.weight_decay != 0.0, has_momentum(), o.centered);
     }
