@@ -126,6 +126,18 @@ class ShardedOptimizer {
     std::int64_t step_count() const noexcept { return step_count_; }
     Communicator &communicator() noexcept { return *comm_; }
 
+    // Hybrid process grid (for non-hybrid strategies: pp = tp = 1, dp = world). The model uses
+    // tensor_group() for its tensor-parallel collectives and pipeline_group() to pass
+    // activations between stages; gradients are reduced in data_group().
+    struct GridPosition {
+        int pp_rank = 0, tp_rank = 0, dp_rank = 0;
+        int pp_size = 1, tp_size = 1, dp_size = 1;
+    };
+    GridPosition grid_position() const noexcept;
+    CommunicatorPtr data_group() const noexcept;
+    CommunicatorPtr tensor_group() const noexcept;   // null unless hybrid
+    CommunicatorPtr pipeline_group() const noexcept; // null unless hybrid
+
     // --- parameters ---
     // Full padded flat buffer (not for FSDP, whose parameters are sharded at rest).
     void *parameters();

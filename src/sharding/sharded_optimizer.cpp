@@ -67,6 +67,14 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm,
 int ShardedOptimizer::rank() const noexcept { return comm_->rank(); }
 int ShardedOptimizer::world_size() const noexcept { return comm_->size(); }
 
+ShardedOptimizer::GridPosition ShardedOptimizer::grid_position() const noexcept {
+    const HybridGrid &g = impl_->grid;
+    return GridPosition{g.pp_rank, g.tp_rank, g.dp_rank, g.pp_size, g.tp_size, g.dp_size};
+}
+CommunicatorPtr ShardedOptimizer::data_group() const noexcept { return impl_->grid.data; }
+CommunicatorPtr ShardedOptimizer::tensor_group() const noexcept { return impl_->grid.tensor; }
+CommunicatorPtr ShardedOptimizer::pipeline_group() const noexcept { return impl_->grid.pipeline; }
+
 void *ShardedOptimizer::parameters() {
     require(!impl_->plan.params_sharded, ErrorCode::invalid_state,
             "FSDP keeps parameters sharded: use gather(unit) or get_parameters()");

@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 
-#include "../../src/sharding/hybrid_grid.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 #include "training.hpp"
@@ -76,7 +75,8 @@ struct Part {
 
     // Mean-loss gradient of this part over `samples` (the whole pipeline takes part).
     void gradient(const examples::Dataset &data, const double *params, double *grad, const std::vector<std::int64_t> &samples,
-                  const HybridGrid &grid) const {
+                  ShardedOptimizer &opt) const {
+        Communicator *tensor = opt.tensor_group().get(), *pipeline = opt.pipeline_group().get();
         const int I = shape.inputs, C = shape.classes, H = h();
         const std::size_t n = samples.size();
         std::vector<double> hidden(n * H), dhidden(n * H, 0.0);
@@ -89,17 +89,17 @@ struct Part {
                     for (int i = 0; i < I; ++i) acc += w1[j * I + i] * data.x[samples[k] * I + i];
                     hidden[k * H + j] = acc > 0 ? acc : 0;
                 }
-            if (!has_fc2()) grid.pipeline->send(hidden.data(), hidden.size(), DType::f64, pp_rank + 1);
+            if (!has_fc2()) pipeline->send(hidden.data(), hidden.size(), DType::f64, pp_rank + 1);
         }
         if (has_fc2()) {
-            if (!has_fc1()) grid.pipeline->recv(hidden.data(), hidden.size(), DType::f64, pp_rank - 1);
+            if (!has_fc1()) pipeline->recv(hidden.data(), hidden.size(), DType::f64, pp_rank - 1);
             const double *w2 = params + (has_fc1() ? H * I + H : 0), *b2 = w2 + C * H;
             double *gw2 = grad + (has_fc1() ? H * I + H : 0), *gb2 = gw2 + C * H;
             std::vector<double> logits(n * C, 0.0);
             for (std::size_t k = 0; k < n; ++k)
                 for (int c = 0; c < C; ++c)
                     for (int j = 0; j < H; ++j) logits[k * C + c] += w2[c * H + j] * hidden[k * H + j];
-            if (grid.tensor->size() > 1) grid.tensor->allreduce(logits.data(), logits.data(), logits.size(), DType::f64, ReduceOp::sum);
+            if (tensor->size() > 1) tensor->allreduce(logits.data(), logits.data(), logits.size(), DType::f64, ReduceOp::sum);
             for (std::size_t k = 0; k < n; ++k) {
                 double *z = &logits[k * C];
                 double mx = -INFINITY, denom = 0;
@@ -114,10 +114,10 @@ struct Part {
                     }
                 }
             }
-            if (!has_fc1()) grid.pipeline->send(dhidden.data(), dhidden.size(), DType::f64, pp_rank - 1);
+            if (!has_fc1()) pipeline->send(dhidden.data(), dhidden.size(), DType::f64, pp_rank - 1);
         }
         if (has_fc1()) {
-            if (!has_fc2()) grid.pipeline->recv(dhidden.data(), dhidden.size(), DType::f64, pp_rank + 1);
+            if (!has_fc2()) pipeline->recv(dhidden.data(), dhidden.size(), DType::f64, pp_rank + 1);
             for (std::size_t k = 0; k < n; ++k)
                 for (int j = 0; j < H; ++j) {
                     if (hidden[k * H + j] <= 0) continue;
@@ -142,13 +142,16 @@ std::vector<double> train_hybrid(const TrainingSetup &setup, int pp, int tp, int
         o.hybrid_data_strategy = inner;
         o.hsdp_replicas = replicas;
         o.gradient_accumulation_steps = setup.accumulation;
-        // The grid the optimizer builds, rebuilt here for the model's own communication.
-        const HybridGrid grid = HybridGrid::build(comm.shared_from_this(), pp, tp, dp, 1);
-        const Part part{pp, tp, grid.pp_rank, grid.tp_rank, setup.shape};
+        // The grid position follows from the rank (tensor ranks adjacent, then data, then pipeline).
+        const int tp_rank = comm.rank() % tp, pp_rank = comm.rank() / (tp * dp);
+        const Part part{pp, tp, pp_rank, tp_rank, setup.shape};
         ParameterSet layout(DType::f64);
         for (auto &[name, count, replicated] : part.tensors()) layout.add(name, count, replicated);
         const auto mine = part.slice(init);
         auto opt = ShardedOptimizer::create(comm.shared_from_this(), layout, setup.optimizer, o, mine.data());
+        const auto grid = opt->grid_position();
+        if (grid.tp_rank != tp_rank || grid.pp_rank != pp_rank || grid.dp_size != dp)
+            throw std::runtime_error("grid position differs from the documented rank order");
         std::vector<double> params(mine.size()), grad(mine.size());
         const std::int64_t n = std::int64_t(setup.samples);
         for (int step = 0; step < setup.steps; ++step) {
@@ -159,7 +162,7 @@ std::vector<double> train_hybrid(const TrainingSetup &setup, int pp, int tp, int
                 std::vector<std::int64_t> idx;
                 for (std::int64_t i = lo; i < hi; ++i) idx.push_back(i);
                 std::fill(grad.begin(), grad.end(), 0.0);
-                part.gradient(data, params.data(), grad.data(), idx, grid);
+                part.gradient(data, params.data(), grad.data(), idx, *opt);
                 const double weight = double(hi - lo) * dp / double(mhi - mlo);
                 opt->zero_grad();
                 for (int t = 0; t < opt->layout().tensor_count(); ++t) {
