@@ -163,10 +163,11 @@ class InProcessComm final : public Communicator {
     void run_allgather(std::uint64_t seq, InProcessGroup::Slot &slot, Deadline deadline, const Call &call) {
         const std::size_t bytes = call.count * dtype_size(call.dtype);
         if (bytes) {
-            // Each segment is copied from its owner's send; in place (send == recv + rank*count)
-            // the own segment is a self-copy, so memmove.
+            // Each segment is copied from its owner's send. In place (send == recv + rank*count)
+            // the own segment is already there: writing it would race with peers reading it.
             auto *out = static_cast<unsigned char *>(call.recv);
-            for (int r = 0; r < size(); ++r) std::memmove(out + r * bytes, slot.calls[r].send, bytes);
+            for (int r = 0; r < size(); ++r)
+                if (out + r * bytes != slot.calls[r].send) std::memcpy(out + r * bytes, slot.calls[r].send, bytes);
         }
         group_->finish_and_wait(seq, slot, deadline);
     }
