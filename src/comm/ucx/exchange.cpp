@@ -170,7 +170,9 @@ void Exchange::throw_mismatch() {
         const WireHeader &h = headers_[p];
         if (p != rank_ && (header_recvs_[p].status != UCS_OK || header_recvs_[p].received != sizeof(WireHeader) ||
                            h.magic != headers_[rank_].magic))
-            sig = "something else (a message that is not a shardopt header)";
+            sig = std::string("something else (a message that is not a shardopt header: ") +
+                  ucs_status_string(header_recvs_[p].status) + ", " + std::to_string(header_recvs_[p].received) +
+                  " bytes)";
         else if (h.seq != seq_)
             sig = call_signature(call_from(h)) + " as collective #" + std::to_string(h.seq);
         else

@@ -166,16 +166,16 @@ void Worker::post_recv(Request &r, std::uint64_t tag, std::uint64_t mask, void *
     r.is_recv = true;
     r.expected = bytes;
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_RECV_INFO;
+    // Always get a request: UCX 1.13 does not fill recv_info on immediate completion, and
+    // the received length is how a size mismatch is detected.
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     p.datatype = ucp_dt_make_contig(1);
-    p.recv_info.tag_info = &r.info;
     void *req = ucp_tag_recv_nbx(worker_, buf, bytes, tag, mask, &p);
     if (UCS_PTR_IS_PTR(req)) {
         r.handle = req;
     } else {
         r.done = true;
         r.status = UCS_PTR_STATUS(req);
-        r.received = r.info.length;
     }
 }
 
