@@ -180,21 +180,15 @@ void Worker::post_recv(Request &r, std::uint64_t tag, std::uint64_t mask, void *
 }
 
 void Worker::send_buffered(int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
-    p.datatype = ucp_dt_make_contig(1);
-    p.flags = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    void *req = ucp_tag_send_nbx(ep_for(world_peer), buf, bytes, tag, &p);
-    if (!UCS_PTR_IS_PTR(req) && UCS_PTR_STATUS(req) == UCS_OK) return;
-    if (UCS_PTR_IS_PTR(req)) { // should not happen with FORCE_IMM_CMPL; keep it tracked
-        detached_.push_back(Detached{req, {}});
-        return;
-    }
+    // Send from a private copy: when UCX completes in place (eager) the copy is dropped at once,
+    // otherwise it lives until the send completes, so the caller may reuse its buffer now.
     Detached d{nullptr, std::vector<std::uint8_t>(static_cast<const std::uint8_t *>(buf),
                                                   static_cast<const std::uint8_t *>(buf) + bytes)};
+    std::lock_guard<std::mutex> lock(mutex_);
+    ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-    req = ucp_tag_send_nbx(ep_for(world_peer), d.data.data(), bytes, tag, &p);
+    p.datatype = ucp_dt_make_contig(1);
+    void *req = ucp_tag_send_nbx(ep_for(world_peer), d.data.data(), bytes, tag, &p);
     if (UCS_PTR_IS_PTR(req)) {
         d.handle = req;
         detached_.push_back(std::move(d));
