@@ -77,9 +77,12 @@ Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint
 }
 
 Exchange::~Exchange() {
-    Worker &w = comm_.worker();
-    for (auto &r : requests_) w.cancel(r);
-    for (auto &r : header_recvs_) w.cancel(r);
+    std::vector<Request *> open;
+    for (auto &r : requests_)
+        if (!r.done) open.push_back(&r);
+    for (auto &r : header_recvs_)
+        if (r.posted && !r.done) open.push_back(&r);
+    if (!open.empty()) comm_.worker().cancel_all(open.data(), open.size());
 }
 
 Request &Exchange::send(int peer, std::uint32_t step, const void *buf, std::size_t bytes) {

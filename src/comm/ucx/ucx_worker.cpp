@@ -30,6 +30,8 @@ Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepali
         const auto ms = std::clamp<long long>(keepalive.count(), 100, 20000);
         ucp_config_modify(config, "KEEPALIVE_INTERVAL", (std::to_string(ms) + "ms").c_str());
     }
+    // Note: UCX 1.13 leaves shared memory (sysv/posix, cma) out of endpoints with peer error
+    // handling, so processes on one host talk over tcp/lo unless UCX_SYSV_ERROR_HANDLING=y.
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
@@ -63,28 +65,57 @@ Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepali
 }
 
 Worker::~Worker() {
-    // Deliver buffered sends and flush endpoints, but never wait long on a peer that is gone.
-    const auto deadline = Clock::now() + std::chrono::seconds(3);
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!detached_.empty() && Clock::now() < deadline) {
-        progress_locked();
-        if (!detached_.empty()) {
-            lock.unlock();
-            std::this_thread::yield();
-            lock.lock();
+    // Deliver buffered sends and flush endpoints, but never wait long on a peer that is gone or
+    // will not receive (an aborted job): then endpoints are closed forcibly.
+    for (int r = 0; r < world_size_; ++r)
+        if (lost_[r].load()) {
+            // UCX 1.13 can assert while tearing down endpoints to a dead peer over tcp
+            // (tcp_ep.c PUT ack, ucp_ep.c proto_reqs). After a lost peer the job is over anyway:
+            // leave the worker to process exit rather than risk an abort in a destructor.
+            return;
         }
+    const auto start = Clock::now();
+    const auto flush_deadline = start + std::chrono::seconds(1);
+    const auto deadline = start + std::chrono::seconds(3);
+    std::unique_lock<std::mutex> lock(mutex_);
+    bool clean = true;
+    ucp_request_param_t fp{};
+    void *flush = ucp_worker_flush_nbx(worker_, &fp);
+    while (UCS_PTR_IS_PTR(flush) && ucp_request_check_status(flush) == UCS_INPROGRESS &&
+           Clock::now() < flush_deadline)
+        ucp_worker_progress(worker_);
+    if (UCS_PTR_IS_PTR(flush)) {
+        clean = ucp_request_check_status(flush) != UCS_INPROGRESS;
+        ucp_request_free(flush);
+    } else if (UCS_PTR_STATUS(flush) != UCS_OK) {
+        clean = false;
     }
-    for (auto &d : detached_) {
-        ucp_request_cancel(worker_, d.handle);
-        ucp_request_free(d.handle);
+    progress_locked();
+    if (!detached_.empty()) clean = false;
+    for (auto &d : detached_) ucp_request_free(d.handle); // completed with CANCELED by the force close
+    // Discard messages nobody will receive (leftovers of aborted communicators), so UCX does
+    // not warn about each of them.
+    std::vector<std::uint8_t> sink;
+    for (int i = 0; i < 100000 && Clock::now() < deadline; ++i) {
+        ucp_worker_progress(worker_);
+        ucp_tag_recv_info_t info{};
+        ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, 0, 0, 1, &info);
+        if (!msg) break;
+        sink.resize(std::max<std::size_t>(info.length, 1));
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+        p.datatype = ucp_dt_make_contig(1);
+        void *req = ucp_tag_msg_recv_nbx(worker_, sink.data(), info.length, msg, &p);
+        while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline)
+            ucp_worker_progress(worker_);
+        if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
     }
-    detached_.clear();
     std::vector<void *> closing;
     for (int r = 0; r < int(eps_.size()); ++r) {
         if (!eps_[r]) continue;
         ucp_request_param_t p{};
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = lost_[r].load() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        p.flags = (!clean || lost_[r].load()) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         void *req = ucp_ep_close_nbx(eps_[r], &p);
         if (UCS_PTR_IS_PTR(req)) closing.push_back(req);
     }
@@ -99,6 +130,7 @@ Worker::~Worker() {
                       closing.end());
     }
     for (void *req : closing) ucp_request_free(req);
+    detached_.clear();
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
 }
@@ -196,15 +228,40 @@ void Worker::send_buffered(int world_peer, std::uint64_t tag, const void *buf, s
 }
 
 void Worker::cancel(Request &r) {
-    if (!r.posted || r.done) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (r.handle) {
+    Request *one = &r;
+    cancel_all(&one, 1);
+}
+
+void Worker::cancel_all(Request *const *reqs, std::size_t n) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    bool any = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        Request &r = *reqs[i];
+        if (!r.posted || r.done || !r.handle) continue;
         if (ucp_request_check_status(r.handle) == UCS_INPROGRESS) ucp_request_cancel(worker_, r.handle);
-        ucp_request_free(r.handle); // UCX releases it once it really completes
-        r.handle = nullptr;
+        any = true;
     }
-    r.done = true;
-    r.status = UCS_ERR_CANCELED;
+    // A receive already matched (rendezvous data on its way) cannot be cancelled: it completes
+    // when the data has landed. Wait for that (bounded), so no buffer is written after return.
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    while (any) {
+        any = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            Request &r = *reqs[i];
+            if (r.posted && !r.done && r.handle && r.is_recv && ucp_request_check_status(r.handle) == UCS_INPROGRESS)
+                any = true;
+        }
+        if (!any || Clock::now() >= deadline) break;
+        progress_locked();
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        Request &r = *reqs[i];
+        if (!r.posted || r.done) continue;
+        if (r.handle) ucp_request_free(r.handle); // UCX releases it once it really completes
+        r.handle = nullptr;
+        r.done = true;
+        r.status = UCS_ERR_CANCELED;
+    }
 }
 
 bool Worker::test_locked(Request &r) {

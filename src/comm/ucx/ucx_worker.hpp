@@ -62,6 +62,8 @@ class Worker {
     void send_buffered(int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes);
     // Cancels an outstanding request and releases it (receives: the buffer is no longer used).
     void cancel(Request &r);
+    // Cancels many at once, waiting (bounded) for receives whose data is already in flight.
+    void cancel_all(Request *const *reqs, std::size_t n);
 
     // Progress, then `done()` (called with the lock held; may call test_locked). Returns true
     // when done() returned true.
