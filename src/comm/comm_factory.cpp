@@ -1,0 +1,39 @@
+// create_communicator_from_env: picks a backend by name or from the launcher's environment.
+#include <cstdlib>
+
+#include "shardopt/inprocess.hpp"
+#include "shardopt/ucx.hpp"
+
+namespace shardopt {
+
+bool ucx_available() noexcept {
+#ifdef SHARDOPT_HAVE_UCX
+    return true;
+#else
+    return false;
+#endif
+}
+
+#ifndef SHARDOPT_HAVE_UCX
+CommunicatorPtr create_ucx_communicator(const BootstrapConfig &) {
+    throw Error(ErrorCode::unsupported, "this shardopt was built without UCX (install libucx-dev and rebuild)");
+}
+#endif
+
+CommunicatorPtr create_communicator_from_env(const std::string &backend) {
+    std::string name = backend;
+    if (name.empty())
+        if (const char *env = std::getenv("SHARDOPT_BACKEND")) name = env;
+    if (name.empty()) name = BootstrapConfig::env_has_world() ? "ucx" : "inprocess";
+    if (name == "ucx") return create_ucx_communicator(BootstrapConfig::from_env());
+    if (name == "inprocess") {
+        const BootstrapConfig c = BootstrapConfig::from_env();
+        require(c.world_size == 1, ErrorCode::invalid_argument,
+                "backend 'inprocess' from the environment is a group of one; world size " +
+                    std::to_string(c.world_size) + " needs the 'ucx' backend (or make_inprocess_group)");
+        return make_inprocess_group(1)[0];
+    }
+    throw Error(ErrorCode::unsupported, "unknown or unavailable backend '" + name + "' (known: ucx, inprocess)");
+}
+
+} // namespace shardopt

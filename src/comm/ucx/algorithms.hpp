@@ -1,0 +1,43 @@
+// The collective algorithms of the UCX backend, one per file. Each runs one collective on an
+// Exchange (which already sent the call's header) and returns when this rank's part is done;
+// the caller then finishes the Exchange. Reductions go through reduction.hpp in an order fixed
+// by the world size and the algorithm, so repeated runs are bitwise identical; avg is a sum
+// divided once by the size at the end.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "exchange.hpp"
+
+namespace shardopt::ucx {
+
+// size() == 1: copies only.
+void local_collective(Exchange &ex);
+
+// Small allreduce: recursive doubling (non-powers of two fold the extra ranks in first).
+void recursive_doubling_allreduce(Exchange &ex);
+// Large allreduce: pipelined ring reduce-scatter then ring allgather, chunked so transfer,
+// reduction and forwarding overlap; the allgather receives straight into the output.
+void ring_allreduce(Exchange &ex);
+void ring_reduce_scatter(Exchange &ex);
+void ring_allgather(Exchange &ex);
+// Binomial tree rooted at call.root; chunks are forwarded to children as they arrive.
+void binomial_broadcast(Exchange &ex);
+// Small reduce: binomial tree. Large: ring reduce-scatter, then owners send their segment to root.
+void binomial_reduce(Exchange &ex);
+void ring_reduce(Exchange &ex);
+
+// --- shared by the ring algorithms (ring.cpp) ----------------------------------------------
+// `count` elements cut into n contiguous segments as evenly as possible.
+struct Segments {
+    std::vector<std::size_t> offset, count; // elements
+    std::size_t max_count = 0;
+};
+Segments even_segments(std::size_t count, int n);
+// n segments of exactly `each` elements (reduce_scatter / allgather layout).
+Segments equal_segments(std::size_t each, int n);
+
+ReduceOp accumulate_op(ReduceOp op); // avg accumulates as sum
+
+} // namespace shardopt::ucx

@@ -1,0 +1,224 @@
+#include "exchange.hpp"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "shardopt/error.hpp"
+
+namespace shardopt::ucx {
+namespace {
+
+Call call_from(const WireHeader &h) {
+    Call c;
+    c.kind = CallKind(h.kind);
+    c.count = std::size_t(h.count);
+    c.dtype = DType(h.dtype);
+    c.op = ReduceOp(h.op);
+    c.root = h.root;
+    c.tag = h.tag;
+    return c;
+}
+
+long long ms_since(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+std::string rank_list(const std::vector<int> &ranks) {
+    std::string out;
+    for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+    return out;
+}
+
+} // namespace
+
+std::string call_signature(const Call &call) {
+    if (call.kind == CallKind::split) return "split";
+    Call c = call;
+    if (c.kind == CallKind::allgather || c.kind == CallKind::barrier || c.kind == CallKind::broadcast)
+        c.op = ReduceOp::sum;
+    if (c.kind != CallKind::broadcast && c.kind != CallKind::reduce) c.root = 0;
+    if (c.kind == CallKind::barrier) {
+        c.count = 0;
+        c.dtype = DType::u8;
+    }
+    c.tag = 0;
+    return describe(c);
+}
+
+Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal)
+    : comm_(comm), call_(call), seq_(seq), rank_(comm.rank()), size_(comm.size()), start_(Clock::now()),
+      deadline_(start_ + comm.timeout()), headers_(std::size_t(size_)), header_recvs_(std::size_t(size_)),
+      header_checked_(std::size_t(size_), false) {
+    WireHeader &mine = headers_[rank_];
+    mine.kind = std::uint32_t(call.kind);
+    mine.seq = seq;
+    mine.count = call.count;
+    mine.dtype = std::int32_t(call.dtype);
+    mine.op = std::int32_t(call.op);
+    mine.root = call.root;
+    mine.tag = call.tag;
+    mine.context_proposal = context_proposal;
+    header_checked_[rank_] = true;
+    Worker &w = comm_.worker();
+    const std::uint32_t ctx = comm_.context();
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        header_recvs_[p].peer = p;
+        w.post_recv(header_recvs_[p], make_tag(ctx, TagClass::header, p, seq), kFullMask, &headers_[p],
+                    sizeof(WireHeader));
+    }
+    // Headers are sent buffered: they never reference this object after the constructor.
+    for (int k = 1; k < size_; ++k) {
+        const int p = (rank_ + k) % size_;
+        w.send_buffered(comm_.world_rank_of(p), make_tag(ctx, TagClass::header, rank_, seq), &mine,
+                        sizeof(WireHeader));
+    }
+}
+
+Exchange::~Exchange() {
+    std::vector<Request *> open;
+    for (auto &r : requests_)
+        if (!r.done) open.push_back(&r);
+    for (auto &r : header_recvs_)
+        if (r.posted && !r.done) open.push_back(&r);
+    if (!open.empty()) comm_.worker().cancel_all(open.data(), open.size());
+}
+
+Request &Exchange::send(int peer, std::uint32_t step, const void *buf, std::size_t bytes) {
+    requests_.emplace_back();
+    Request &r = requests_.back();
+    r.peer = peer;
+    comm_.worker().post_send(r, comm_.world_rank_of(peer), data_tag(comm_.context(), rank_, seq_, step), buf, bytes);
+    return r;
+}
+
+Request &Exchange::recv(int peer, std::uint32_t step, void *buf, std::size_t bytes) {
+    requests_.emplace_back();
+    Request &r = requests_.back();
+    r.peer = peer;
+    comm_.worker().post_recv(r, data_tag(comm_.context(), peer, seq_, step), kFullMask, buf, bytes);
+    return r;
+}
+
+void Exchange::poll_headers_locked() {
+    Worker &w = comm_.worker();
+    const std::string mine = call_signature(call_from(headers_[rank_]));
+    for (int p = 0; p < size_; ++p) {
+        if (header_checked_[p] || !w.test_locked(header_recvs_[p])) continue;
+        header_checked_[p] = true;
+        const Request &r = header_recvs_[p];
+        const WireHeader &h = headers_[p];
+        if (r.status != UCS_OK || r.received != sizeof(WireHeader) || h.magic != headers_[rank_].magic ||
+            h.seq != seq_ || call_signature(call_from(h)) != mine)
+            header_mismatch_ = true;
+    }
+}
+
+bool Exchange::pending_with(int peer) const {
+    if (!header_checked_[peer]) return true;
+    for (const auto &r : requests_)
+        if (r.peer == peer && !r.done) return true;
+    return false;
+}
+
+std::string Exchange::timeout_text() const {
+    std::vector<int> missing, stuck;
+    for (int p = 0; p < size_; ++p)
+        if (!header_checked_[p]) missing.push_back(p);
+    for (const auto &r : requests_)
+        if (!r.done && std::find(stuck.begin(), stuck.end(), r.peer) == stuck.end()) stuck.push_back(r.peer);
+    std::ostringstream out;
+    out << describe(call_) << " (collective #" << seq_ << ") timed out after " << ms_since(start_) << " ms on rank "
+        << rank_ << ": ";
+    if (!missing.empty())
+        out << "ranks never arrived: " << rank_list(missing);
+    else
+        out << "every rank arrived, but no data came from rank(s) " << rank_list(stuck);
+    return out.str();
+}
+
+void Exchange::block_until(const std::function<bool()> &pred) {
+    comm_.block(
+        [&] {
+            poll_headers_locked();
+            return header_mismatch_ || pred();
+        },
+        deadline_, [&](int p) { return pending_with(p); }, [&] { return timeout_text(); });
+    if (header_mismatch_) throw_mismatch();
+}
+
+void Exchange::throw_mismatch() {
+    // Every rank sent its header first thing, so the rest arrive promptly; wait a little for
+    // them so the report names every rank's call.
+    const auto until = std::min(deadline_, Clock::now() + std::chrono::seconds(2));
+    try {
+        comm_.block(
+            [&] {
+                poll_headers_locked();
+                return std::all_of(header_checked_.begin(), header_checked_.end(), [](bool b) { return b; });
+            },
+            until, [&](int p) { return !header_checked_[p]; }, [] { return std::string("headers"); });
+    } catch (const Error &) {
+    }
+    std::map<std::string, std::vector<int>> by_signature;
+    std::vector<std::string> order;
+    std::vector<int> missing;
+    for (int p = 0; p < size_; ++p) {
+        if (!header_checked_[p]) {
+            missing.push_back(p);
+            continue;
+        }
+        std::string sig;
+        const WireHeader &h = headers_[p];
+        if (p != rank_ && (header_recvs_[p].status != UCS_OK || header_recvs_[p].received != sizeof(WireHeader) ||
+                           h.magic != headers_[rank_].magic))
+            sig = std::string("something else (a message that is not a shardopt header: ") +
+                  ucs_status_string(header_recvs_[p].status) + ", " + std::to_string(header_recvs_[p].received) +
+                  " bytes)";
+        else if (h.seq != seq_)
+            sig = call_signature(call_from(h)) + " as collective #" + std::to_string(h.seq);
+        else
+            sig = call_signature(call_from(h));
+        if (!by_signature.count(sig)) order.push_back(sig);
+        by_signature[sig].push_back(p);
+    }
+    std::string text = "collective mismatch across ranks at collective #" + std::to_string(seq_) + ": ";
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const auto &ranks = by_signature[order[i]];
+        text += (i ? "; " : "") + std::string(ranks.size() > 1 ? "ranks " : "rank ") + rank_list(ranks) +
+                " called " + order[i];
+    }
+    if (!missing.empty()) text += "; rank(s) " + rank_list(missing) + " never arrived";
+    throw Error(ErrorCode::mismatch, text);
+}
+
+void Exchange::check_result(Request &r) {
+    if (r.status == UCS_OK && (!r.is_recv || r.received == r.expected)) return;
+    const bool size_problem = r.status == UCS_ERR_MESSAGE_TRUNCATED || (r.status == UCS_OK && r.is_recv);
+    if (!size_problem) {
+        throw Error(ErrorCode::peer_lost, describe(call_) + " (collective #" + std::to_string(seq_) + ") on rank " +
+                                              std::to_string(rank_) + ": rank " + std::to_string(r.peer) +
+                                              " was lost (" + ucs_status_string(r.status) + ")");
+    }
+    // A message of the wrong size means the ranks disagree: report it from the headers.
+    header_mismatch_ = true;
+    throw_mismatch();
+}
+
+void Exchange::wait(Request &r) {
+    Worker &w = comm_.worker();
+    if (!r.done) block_until([&] { return w.test_locked(r); });
+    check_result(r);
+}
+
+void Exchange::wait_all() {
+    for (auto &r : requests_) wait(r);
+}
+
+void Exchange::finish() {
+    wait_all();
+    block_until([&] { return std::all_of(header_checked_.begin(), header_checked_.end(), [](bool b) { return b; }); });
+}
+
+} // namespace shardopt::ucx

@@ -1,0 +1,255 @@
+#include "ucx_comm.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "../reduction.hpp"
+#include "algorithms.hpp"
+#include "exchange.hpp"
+#include "shardopt/error.hpp"
+
+namespace shardopt::ucx {
+namespace {
+
+constexpr std::size_t kNoticeBytes = 4096;
+
+std::size_t env_size(const char *name, std::size_t fallback) {
+    if (const char *v = std::getenv(name)) {
+        char *end = nullptr;
+        const unsigned long long x = std::strtoull(v, &end, 10);
+        if (end != v && *end == '\0' && x > 0) return std::size_t(x);
+    }
+    return fallback;
+}
+
+struct P2pHeader {
+    std::uint64_t count;
+    std::int32_t dtype;
+    std::int32_t magic;
+};
+
+long long ms_since(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+} // namespace
+
+const Tuning &Tuning::get() {
+    static const Tuning t = [] {
+        Tuning x;
+        x.small_bytes = env_size("SHARDOPT_UCX_SMALL_BYTES", x.small_bytes);
+        x.chunk_bytes = env_size("SHARDOPT_UCX_CHUNK_BYTES", x.chunk_bytes);
+        x.spin = std::chrono::microseconds(env_size("SHARDOPT_UCX_SPIN_US", std::size_t(x.spin.count())));
+        return x;
+    }();
+    return t;
+}
+
+UcxComm::UcxComm(std::shared_ptr<Worker> worker, std::vector<int> world_ranks, int rank, std::uint32_t context)
+    : Communicator(rank, int(world_ranks.size())), worker_(std::move(worker)), world_ranks_(std::move(world_ranks)),
+      context_(context), notice_buffer_(kNoticeBytes) {
+    require(size() <= kMaxRanks, ErrorCode::invalid_argument, "ucx: more ranks than the tag layout allows");
+    require(context_ <= kMaxContext, ErrorCode::unsupported, "ucx: communicator context ids exhausted");
+    worker_->post_recv(notice_request_, make_tag(context_, TagClass::control, 0, 0), kAnySourceMask,
+                       notice_buffer_.data(), notice_buffer_.size());
+}
+
+UcxComm::~UcxComm() { worker_->cancel(notice_request_); }
+
+unsigned char *UcxComm::scratch(int slot, std::size_t bytes) {
+    if (scratch_.size() <= std::size_t(slot)) scratch_.resize(std::size_t(slot) + 1);
+    auto &buf = scratch_[slot];
+    if (buf.size() < bytes + 1) buf.resize(bytes + 1);
+    return buf.data();
+}
+
+void UcxComm::poll_notice_locked() {
+    if (notice_seen_ || !worker_->test_locked(notice_request_)) return;
+    if (notice_request_.status == UCS_ERR_CANCELED) return;
+    notice_seen_ = true;
+    const int from = int((notice_request_.info.sender_tag >> 25) & 0xffff);
+    if (notice_request_.status != UCS_OK || notice_request_.received < 4) {
+        notice_code_ = ErrorCode::internal;
+        notice_text_ = "rank " + std::to_string(from) + " aborted (unreadable notice)";
+        return;
+    }
+    std::int32_t code = 0;
+    std::memcpy(&code, notice_buffer_.data(), 4);
+    notice_code_ = ErrorCode(code);
+    notice_text_ = std::string(reinterpret_cast<const char *>(notice_buffer_.data()) + 4,
+                               notice_request_.received - 4);
+}
+
+void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadline,
+                    const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text) {
+    const auto spin = Tuning::get().spin;
+    auto spin_until = Clock::now() + spin;
+    for (;;) {
+        bool noticed = false;
+        const bool done = worker_->progress_and_check([&] {
+            poll_notice_locked();
+            noticed = notice_seen_;
+            return pred();
+        });
+        if (done) return;
+        if (noticed) throw Error(notice_code_, notice_text_);
+        for (int p = 0; p < size(); ++p)
+            if (p != rank() && worker_->lost(world_ranks_[p]) && waiting_on(p))
+                throw Error(ErrorCode::peer_lost, "rank " + std::to_string(p) + " was lost (process died or its "
+                                                  "connection broke: " + worker_->lost_reason(world_ranks_[p]) +
+                                                  ") while rank " + std::to_string(rank()) + " waited on it");
+        {
+            const std::string reason = abort_reason();
+            if (!reason.empty()) throw Error(ErrorCode::invalid_state, "communicator aborted: " + reason);
+        }
+        const auto now = Clock::now();
+        if (now >= deadline) throw Error(ErrorCode::timeout, timeout_text());
+        if (now >= spin_until) worker_->idle_wait(deadline);
+    }
+}
+
+void UcxComm::on_abort(const std::string &reason, ErrorCode code) {
+    // Tell every other member, so ranks that are not talking to the failed one fail fast.
+    std::vector<unsigned char> msg(4);
+    const std::int32_t c = std::int32_t(code);
+    std::memcpy(msg.data(), &c, 4);
+    std::string text = "rank " + std::to_string(rank()) + " aborted the communicator: " + reason;
+    if (text.size() > kNoticeBytes - 4) text.resize(kNoticeBytes - 4);
+    msg.insert(msg.end(), text.begin(), text.end());
+    for (int p = 0; p < size(); ++p) {
+        if (p == rank() || worker_->lost(world_ranks_[p])) continue;
+        try {
+            worker_->send_buffered(world_ranks_[p], make_tag(context_, TagClass::control, rank(), 0), msg.data(),
+                                   msg.size());
+        } catch (const Error &) {
+        }
+    }
+}
+
+void UcxComm::run(const Call &call) {
+    switch (call.kind) {
+    case CallKind::send: return run_send(call);
+    case CallKind::recv: return run_recv(call);
+    default: return run_collective(call);
+    }
+}
+
+void UcxComm::run_send(const Call &call) {
+    require(call.tag <= kMaxUserTag, ErrorCode::invalid_argument,
+            describe(call) + ": tag above " + std::to_string(kMaxUserTag) + " is not supported by the ucx backend");
+    const int peer = call.root;
+    if (worker_->lost(world_ranks_[peer]))
+        throw Error(ErrorCode::peer_lost, describe(call) + " on rank " + std::to_string(rank()) + ": rank " +
+                                              std::to_string(peer) + " was lost");
+    P2pHeader h{call.count, std::int32_t(call.dtype), 0x50325048};
+    const std::size_t bytes = call.count * dtype_size(call.dtype);
+    worker_->send_buffered(world_ranks_[peer], make_tag(context_, TagClass::p2p_header, rank(), std::uint64_t(call.tag)),
+                           &h, sizeof h);
+    worker_->send_buffered(world_ranks_[peer], make_tag(context_, TagClass::p2p_data, rank(), std::uint64_t(call.tag)),
+                           call.send, bytes);
+}
+
+void UcxComm::run_recv(const Call &call) {
+    require(call.tag <= kMaxUserTag, ErrorCode::invalid_argument,
+            describe(call) + ": tag above " + std::to_string(kMaxUserTag) + " is not supported by the ucx backend");
+    const int peer = call.root;
+    const auto start = Clock::now();
+    const std::size_t bytes = call.count * dtype_size(call.dtype);
+    P2pHeader h{};
+    Request hr, dr;
+    hr.peer = dr.peer = peer;
+    worker_->post_recv(hr, make_tag(context_, TagClass::p2p_header, peer, std::uint64_t(call.tag)), kFullMask, &h,
+                       sizeof h);
+    worker_->post_recv(dr, make_tag(context_, TagClass::p2p_data, peer, std::uint64_t(call.tag)), kFullMask,
+                       call.recv, bytes);
+    struct Cancel {
+        Worker &w;
+        Request &a, &b;
+        ~Cancel() {
+            w.cancel(a);
+            w.cancel(b);
+        }
+    } cancel{*worker_, hr, dr};
+    const std::string me = std::to_string(rank());
+    block([&] { return worker_->test_locked(hr) && worker_->test_locked(dr); }, start + timeout(),
+          [&](int p) { return p == peer; },
+          [&] {
+              return describe(call) + " on rank " + me + " timed out after " + std::to_string(ms_since(start)) +
+                     " ms: rank " + std::to_string(peer) + " never sent a matching message";
+          });
+    const bool header_ok = hr.status == UCS_OK && hr.received == sizeof h;
+    Call sent;
+    sent.kind = CallKind::send;
+    sent.count = std::size_t(h.count);
+    sent.dtype = DType(h.dtype);
+    sent.root = rank();
+    sent.tag = call.tag;
+    if (!header_ok || sent.count != call.count || sent.dtype != call.dtype || dr.status != UCS_OK ||
+        dr.received != bytes) {
+        if (header_ok && (dr.status == UCS_OK || dr.status == UCS_ERR_MESSAGE_TRUNCATED))
+            throw Error(ErrorCode::mismatch, "point-to-point mismatch: rank " + me + " called " + describe(call) +
+                                                 " but rank " + std::to_string(peer) + " called " + describe(sent));
+        throw Error(ErrorCode::peer_lost, describe(call) + " on rank " + me + ": rank " + std::to_string(peer) +
+                                              " was lost (" + ucs_status_string(dr.status) + ")");
+    }
+}
+
+void UcxComm::run_collective(const Call &call) {
+    const std::uint64_t seq = next_seq_++;
+    Exchange ex(*this, call, seq);
+    if (size() == 1) {
+        local_collective(ex);
+    } else {
+        const std::size_t bytes = call.count * dtype_size(call.dtype);
+        const bool small = bytes <= Tuning::get().small_bytes;
+        switch (call.kind) {
+        case CallKind::allreduce:
+            if (small)
+                recursive_doubling_allreduce(ex);
+            else
+                ring_allreduce(ex);
+            break;
+        case CallKind::reduce_scatter: ring_reduce_scatter(ex); break;
+        case CallKind::allgather: ring_allgather(ex); break;
+        case CallKind::broadcast: binomial_broadcast(ex); break;
+        case CallKind::reduce:
+            if (small)
+                binomial_reduce(ex);
+            else
+                ring_reduce(ex);
+            break;
+        case CallKind::barrier: break;
+        default: throw Error(ErrorCode::internal, "ucx: unexpected call kind");
+        }
+    }
+    ex.finish();
+}
+
+CommunicatorPtr UcxComm::run_split(int color, int key) {
+    Call call;
+    call.kind = CallKind::split;
+    call.root = color;
+    call.tag = key;
+    const std::uint64_t seq = next_seq_++;
+    Exchange ex(*this, call, seq, worker_->propose_context());
+    ex.finish();
+    const auto &headers = ex.headers();
+    std::uint32_t agreed = 0;
+    for (const auto &h : headers) agreed = std::max(agreed, h.context_proposal);
+    worker_->commit_context(agreed);
+    if (color < 0) return nullptr;
+    std::vector<std::pair<int, int>> members; // (key, parent rank)
+    for (int r = 0; r < size(); ++r)
+        if (headers[r].root == color) members.emplace_back(headers[r].tag, r);
+    std::sort(members.begin(), members.end());
+    std::vector<int> world;
+    int child_rank = -1;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        world.push_back(world_ranks_[members[i].second]);
+        if (members[i].second == rank()) child_rank = int(i);
+    }
+    return std::make_shared<UcxComm>(worker_, std::move(world), child_rank, agreed);
+}
+
+} // namespace shardopt::ucx

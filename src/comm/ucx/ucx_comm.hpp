@@ -1,0 +1,77 @@
+// UcxComm: a Communicator whose ranks are processes joined through one shared ucx::Worker.
+// A communicator is (worker, the world ranks of its members, a context id for its tags);
+// split() makes a new one over the same endpoints with a context id agreed by its parent.
+//
+// Every blocking wait goes through block(): it progresses the worker, and fails the call when
+// the deadline passes (timeout), when a peer it waits on is lost (peer_lost), when another
+// rank's abort notice arrives, or when this communicator is aborted locally. Aborting sends a
+// notice to every other member so that ranks not talking to the failed one fail fast too.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shardopt/comm.hpp"
+#include "ucx_tags.hpp"
+#include "ucx_worker.hpp"
+
+namespace shardopt::ucx {
+
+// Tunables, read once from the environment (SHARDOPT_UCX_*).
+struct Tuning {
+    std::size_t small_bytes = 64 << 10;     // allreduce/bcast/reduce at most this: latency algorithms
+    std::size_t chunk_bytes = 1 << 20;       // pipeline chunk of ring and tree algorithms
+    std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
+    static const Tuning &get();
+};
+
+class UcxComm final : public Communicator {
+  public:
+    UcxComm(std::shared_ptr<Worker> worker, std::vector<int> world_ranks, int rank, std::uint32_t context);
+    ~UcxComm() override;
+
+    std::string backend_name() const override { return "ucx"; }
+
+    Worker &worker() { return *worker_; }
+    int world_rank_of(int rank) const { return world_ranks_[rank]; }
+    std::uint32_t context() const { return context_; }
+    // Scratch buffer `slot` of at least `bytes`, reused across calls (collective queue only).
+    unsigned char *scratch(int slot, std::size_t bytes);
+
+    // Blocks until pred() (evaluated with the worker lock held, after progress) is true. `waiting_on`
+    // says whether a lost communicator rank matters to this wait; timeout_text builds the
+    // message when the deadline passes.
+    void block(const std::function<bool()> &pred, Clock::time_point deadline,
+               const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text);
+
+  protected:
+    void run(const Call &call) override;
+    CommunicatorPtr run_split(int color, int key) override;
+    void on_abort(const std::string &reason, ErrorCode code) override;
+
+  private:
+    void run_send(const Call &call);
+    void run_recv(const Call &call);
+    void run_collective(const Call &call);
+    void poll_notice_locked();
+
+    std::shared_ptr<Worker> worker_;
+    std::vector<int> world_ranks_;
+    std::uint32_t context_;
+    std::uint64_t next_seq_ = 0;
+    std::vector<std::vector<unsigned char>> scratch_;
+
+    // Abort notices from other ranks: one receive posted for the communicator's lifetime.
+    std::mutex notice_mutex_;
+    Request notice_request_;
+    std::vector<unsigned char> notice_buffer_;
+    bool notice_seen_ = false;
+    ErrorCode notice_code_ = ErrorCode::ok;
+    std::string notice_text_;
+};
+
+} // namespace shardopt::ucx

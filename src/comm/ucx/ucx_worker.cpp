@@ -1,0 +1,333 @@
+#include "ucx_worker.hpp"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "shardopt/error.hpp"
+
+namespace shardopt::ucx {
+namespace {
+
+void check(ucs_status_t status, const char *what) {
+    if (status != UCS_OK)
+        throw Error(ErrorCode::internal, std::string("ucx: ") + what + " failed: " + ucs_status_string(status));
+}
+
+} // namespace
+
+Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepalive)
+    : world_rank_(world_rank), world_size_(world_size), lost_(new std::atomic<bool>[std::size_t(world_size)]),
+      lost_reasons_(std::size_t(world_size)) {
+    for (int r = 0; r < world_size; ++r) lost_[r].store(false);
+    ucp_config_t *config = nullptr;
+    check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+    if (!std::getenv("UCX_KEEPALIVE_INTERVAL")) {
+        const auto ms = std::clamp<long long>(keepalive.count(), 100, 20000);
+        ucp_config_modify(config, "KEEPALIVE_INTERVAL", (std::to_string(ms) + "ms").c_str());
+    }
+    // Note: UCX 1.13 leaves shared memory (sysv/posix, cma) out of endpoints with peer error
+    // handling, so processes on one host talk over tcp/lo unless UCX_SYSV_ERROR_HANDLING=y.
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                        UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    params.estimated_num_eps = std::size_t(world_size);
+    ucs_status_t status = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    check(status, "ucp_init");
+
+    ucp_worker_params_t wparams{};
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    status = ucp_worker_create(context_, &wparams, &worker_);
+    if (status != UCS_OK) {
+        ucp_cleanup(context_);
+        check(status, "ucp_worker_create");
+    }
+    if (ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;
+
+    ucp_address_t *addr = nullptr;
+    std::size_t len = 0;
+    status = ucp_worker_get_address(worker_, &addr, &len);
+    if (status != UCS_OK) {
+        ucp_worker_destroy(worker_);
+        ucp_cleanup(context_);
+        check(status, "ucp_worker_get_address");
+    }
+    address_.assign(reinterpret_cast<std::uint8_t *>(addr), reinterpret_cast<std::uint8_t *>(addr) + len);
+    ucp_worker_release_address(worker_, addr);
+}
+
+Worker::~Worker() {
+    // Deliver buffered sends and flush endpoints, but never wait long on a peer that is gone or
+    // will not receive (an aborted job): then endpoints are closed forcibly.
+    for (int r = 0; r < world_size_; ++r)
+        if (lost_[r].load()) {
+            // UCX 1.13 can assert while tearing down endpoints to a dead peer over tcp
+            // (tcp_ep.c PUT ack, ucp_ep.c proto_reqs). After a lost peer the job is over anyway:
+            // leave the worker to process exit rather than risk an abort in a destructor.
+            return;
+        }
+    const auto start = Clock::now();
+    const auto flush_deadline = start + std::chrono::seconds(1);
+    const auto deadline = start + std::chrono::seconds(3);
+    std::unique_lock<std::mutex> lock(mutex_);
+    bool clean = true;
+    ucp_request_param_t fp{};
+    void *flush = ucp_worker_flush_nbx(worker_, &fp);
+    while (UCS_PTR_IS_PTR(flush) && ucp_request_check_status(flush) == UCS_INPROGRESS &&
+           Clock::now() < flush_deadline)
+        ucp_worker_progress(worker_);
+    if (UCS_PTR_IS_PTR(flush)) {
+        clean = ucp_request_check_status(flush) != UCS_INPROGRESS;
+        ucp_request_free(flush);
+    } else if (UCS_PTR_STATUS(flush) != UCS_OK) {
+        clean = false;
+    }
+    progress_locked();
+    if (!detached_.empty()) clean = false;
+    for (auto &d : detached_) ucp_request_free(d.handle); // completed with CANCELED by the force close
+    // Discard messages nobody will receive (leftovers of aborted communicators), so UCX does
+    // not warn about each of them.
+    std::vector<std::uint8_t> sink;
+    for (int i = 0; i < 100000 && Clock::now() < deadline; ++i) {
+        ucp_worker_progress(worker_);
+        ucp_tag_recv_info_t info{};
+        ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, 0, 0, 1, &info);
+        if (!msg) break;
+        sink.resize(std::max<std::size_t>(info.length, 1));
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+        p.datatype = ucp_dt_make_contig(1);
+        void *req = ucp_tag_msg_recv_nbx(worker_, sink.data(), info.length, msg, &p);
+        while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline)
+            ucp_worker_progress(worker_);
+        if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+    }
+    std::vector<void *> closing;
+    for (int r = 0; r < int(eps_.size()); ++r) {
+        if (!eps_[r]) continue;
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = (!clean || lost_[r].load()) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        void *req = ucp_ep_close_nbx(eps_[r], &p);
+        if (UCS_PTR_IS_PTR(req)) closing.push_back(req);
+    }
+    while (!closing.empty() && Clock::now() < deadline) {
+        ucp_worker_progress(worker_);
+        closing.erase(std::remove_if(closing.begin(), closing.end(),
+                                     [](void *req) {
+                                         if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
+                                         ucp_request_free(req);
+                                         return true;
+                                     }),
+                      closing.end());
+    }
+    for (void *req : closing) ucp_request_free(req);
+    detached_.clear();
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+}
+
+void Worker::on_ep_error(void *arg, ucp_ep_h, ucs_status_t status) {
+    auto *a = static_cast<EpArg *>(arg);
+    // Called from ucp_worker_progress, i.e. with mutex_ held.
+    a->worker->lost_reasons_[a->rank] = ucs_status_string(status);
+    a->worker->lost_[a->rank].store(true, std::memory_order_release);
+}
+
+std::string Worker::lost_reason(int world_peer) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lost_reasons_[world_peer];
+}
+
+void Worker::connect(const std::vector<std::vector<std::uint8_t>> &addresses) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    eps_.assign(addresses.size(), nullptr);
+    ep_args_.resize(addresses.size());
+    for (int r = 0; r < int(addresses.size()); ++r) {
+        ep_args_[r] = std::make_unique<EpArg>(EpArg{this, r});
+        ucp_ep_params_t p{};
+        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        p.address = reinterpret_cast<const ucp_address_t *>(addresses[r].data());
+        p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        p.err_handler.cb = &Worker::on_ep_error;
+        p.err_handler.arg = ep_args_[r].get();
+        check(ucp_ep_create(worker_, &p, &eps_[r]), "ucp_ep_create");
+    }
+}
+
+ucp_ep_h Worker::ep_for(int world_peer) {
+    if (world_peer < 0 || world_peer >= int(eps_.size()) || !eps_[world_peer])
+        throw Error(ErrorCode::internal, "ucx: no endpoint for world rank " + std::to_string(world_peer));
+    return eps_[world_peer];
+}
+
+void Worker::post_send(Request &r, int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int peer = r.peer;
+    r = Request{};
+    r.peer = peer;
+    r.posted = true;
+    r.expected = bytes;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = ucp_dt_make_contig(1);
+    void *req = ucp_tag_send_nbx(ep_for(world_peer), buf, bytes, tag, &p);
+    if (UCS_PTR_IS_PTR(req)) {
+        r.handle = req;
+    } else {
+        r.done = true;
+        r.status = UCS_PTR_STATUS(req);
+    }
+}
+
+void Worker::post_recv(Request &r, std::uint64_t tag, std::uint64_t mask, void *buf, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int peer = r.peer;
+    r = Request{};
+    r.peer = peer;
+    r.posted = true;
+    r.is_recv = true;
+    r.expected = bytes;
+    ucp_request_param_t p{};
+    // Always get a request: UCX 1.13 does not fill recv_info on immediate completion, and
+    // the received length is how a size mismatch is detected.
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    p.datatype = ucp_dt_make_contig(1);
+    void *req = ucp_tag_recv_nbx(worker_, buf, bytes, tag, mask, &p);
+    if (UCS_PTR_IS_PTR(req)) {
+        r.handle = req;
+    } else {
+        r.done = true;
+        r.status = UCS_PTR_STATUS(req);
+    }
+}
+
+void Worker::send_buffered(int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes) {
+    // Send from a private copy: when UCX completes in place (eager) the copy is dropped at once,
+    // otherwise it lives until the send completes, so the caller may reuse its buffer now.
+    Detached d{nullptr, std::vector<std::uint8_t>(static_cast<const std::uint8_t *>(buf),
+                                                  static_cast<const std::uint8_t *>(buf) + bytes)};
+    std::lock_guard<std::mutex> lock(mutex_);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = ucp_dt_make_contig(1);
+    void *req = ucp_tag_send_nbx(ep_for(world_peer), d.data.data(), bytes, tag, &p);
+    if (UCS_PTR_IS_PTR(req)) {
+        d.handle = req;
+        detached_.push_back(std::move(d));
+    }
+}
+
+void Worker::cancel(Request &r) {
+    Request *one = &r;
+    cancel_all(&one, 1);
+}
+
+void Worker::cancel_all(Request *const *reqs, std::size_t n) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    bool any = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        Request &r = *reqs[i];
+        if (!r.posted || r.done || !r.handle) continue;
+        if (ucp_request_check_status(r.handle) == UCS_INPROGRESS) ucp_request_cancel(worker_, r.handle);
+        any = true;
+    }
+    // A receive already matched (rendezvous data on its way) cannot be cancelled: it completes
+    // when the data has landed. Wait for that (bounded), so no buffer is written after return.
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    while (any) {
+        any = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            Request &r = *reqs[i];
+            if (r.posted && !r.done && r.handle && r.is_recv && ucp_request_check_status(r.handle) == UCS_INPROGRESS)
+                any = true;
+        }
+        if (!any || Clock::now() >= deadline) break;
+        progress_locked();
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        Request &r = *reqs[i];
+        if (!r.posted || r.done) continue;
+        if (r.handle) ucp_request_free(r.handle); // UCX releases it once it really completes
+        r.handle = nullptr;
+        r.done = true;
+        r.status = UCS_ERR_CANCELED;
+    }
+}
+
+bool Worker::test_locked(Request &r) {
+    if (r.done) return true;
+    if (!r.handle) return false;
+    ucs_status_t st;
+    if (r.is_recv) {
+        st = ucp_tag_recv_request_test(r.handle, &r.info);
+        if (st == UCS_INPROGRESS) return false;
+        r.received = r.info.length;
+    } else {
+        st = ucp_request_check_status(r.handle);
+        if (st == UCS_INPROGRESS) return false;
+    }
+    r.status = st;
+    r.done = true;
+    ucp_request_free(r.handle);
+    r.handle = nullptr;
+    return true;
+}
+
+void Worker::progress_locked() {
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_); ++i) {
+    }
+    for (auto it = detached_.begin(); it != detached_.end();) {
+        if (ucp_request_check_status(it->handle) != UCS_INPROGRESS) {
+            ucp_request_free(it->handle);
+            it = detached_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void Worker::idle_wait(Clock::time_point until) {
+    const auto now = Clock::now();
+    if (until <= now) return;
+    auto span = std::min<Clock::duration>(until - now, std::chrono::milliseconds(2));
+    if (efd_ < 0) {
+        std::this_thread::sleep_for(std::min<Clock::duration>(span, std::chrono::microseconds(50)));
+        return;
+    }
+    ucs_status_t st;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        st = ucp_worker_arm(worker_);
+    }
+    if (st == UCS_ERR_BUSY) return; // events pending: go progress
+    if (st != UCS_OK) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        return;
+    }
+    pollfd p{efd_, POLLIN, 0};
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(span).count();
+    timespec ts{time_t(ns / 1000000000), long(ns % 1000000000)};
+    ppoll(&p, 1, &ts, nullptr);
+}
+
+std::uint32_t Worker::propose_context() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return next_context_++;
+}
+
+void Worker::commit_context(std::uint32_t agreed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    next_context_ = std::max(next_context_, agreed + 1);
+}
+
+} // namespace shardopt::ucx

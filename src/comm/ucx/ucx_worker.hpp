@@ -1,0 +1,115 @@
+// Worker: one UCP context + worker + an endpoint to every process of the job, shared by the
+// world communicator and every communicator split from it.
+//
+// Thread safety: the UCP worker runs in SERIALIZED mode and every UCP call goes through this
+// class under one mutex, so a communicator's collective, send and receive queues (three
+// threads) can use it at once. Waiting is blocking-friendly: spin on progress briefly, then
+// arm the worker and sleep on its event fd (bounded, so nothing depends on a wakeup arriving).
+//
+// Endpoints use UCP_ERR_HANDLING_MODE_PEER: when a peer process dies, its endpoint's error
+// handler marks that world rank lost and waiters blocked on it fail with peer_lost.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace shardopt::ucx {
+
+using Clock = std::chrono::steady_clock;
+
+// One tag send or receive. Owned by the caller; must stay at a fixed address until done or
+// cancelled (UCX writes the receive info into it).
+struct Request {
+    void *handle = nullptr; // UCX request while in flight
+    bool posted = false;
+    bool done = false;
+    bool is_recv = false;
+    ucs_status_t status = UCS_OK;
+    int peer = -1;             // communicator rank of the other side (diagnostics)
+    std::size_t expected = 0;  // bytes
+    std::size_t received = 0;  // bytes actually received (recv)
+    ucp_tag_recv_info_t info{};
+};
+
+class Worker {
+  public:
+    // keepalive: how fast UCX should notice a dead peer (the communicator timeout / 4, capped);
+    // UCX_KEEPALIVE_INTERVAL in the environment wins.
+    Worker(int world_rank, int world_size, std::chrono::milliseconds keepalive);
+    ~Worker();
+    Worker(const Worker &) = delete;
+    Worker &operator=(const Worker &) = delete;
+
+    int world_rank() const { return world_rank_; }
+    int world_size() const { return world_size_; }
+    const std::vector<std::uint8_t> &address() const { return address_; }
+    // Creates the endpoints (including one to itself) from every rank's worker address.
+    void connect(const std::vector<std::vector<std::uint8_t>> &addresses);
+
+    // --- requests (each locks) ----------------------------------------------------------
+    void post_send(Request &r, int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes);
+    void post_recv(Request &r, std::uint64_t tag, std::uint64_t mask, void *buf, std::size_t bytes);
+    // Sends now if UCX can complete it immediately (eager); otherwise copies the data and
+    // sends it in the background (buffered send).
+    void send_buffered(int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes);
+    // Cancels an outstanding request and releases it (receives: the buffer is no longer used).
+    void cancel(Request &r);
+    // Cancels many at once, waiting (bounded) for receives whose data is already in flight.
+    void cancel_all(Request *const *reqs, std::size_t n);
+
+    // Progress, then `done()` (called with the lock held; may call test_locked). Returns true
+    // when done() returned true.
+    template <typename Fn> bool progress_and_check(Fn &&done) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        progress_locked();
+        return done();
+    }
+    // Updates r from UCX; call with the lock held (inside progress_and_check). True when done.
+    bool test_locked(Request &r);
+    // Sleeps until UCX signals activity or `until` (at most a couple of milliseconds).
+    void idle_wait(Clock::time_point until);
+
+    bool lost(int world_peer) const { return lost_[world_peer].load(std::memory_order_acquire); }
+    std::string lost_reason(int world_peer) const;
+
+    // Context ids for split(): a fresh proposal (never used by this process), and the agreed
+    // id (max of the members' proposals) marking everything up to it used.
+    std::uint32_t propose_context();
+    void commit_context(std::uint32_t agreed);
+
+  private:
+    struct EpArg {
+        Worker *worker;
+        int rank;
+    };
+    struct Detached {
+        void *handle;
+        std::vector<std::uint8_t> data;
+    };
+    static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
+    void progress_locked();
+    ucp_ep_h ep_for(int world_peer);
+
+    int world_rank_, world_size_;
+    ucp_context_h context_ = nullptr;
+    ucp_worker_h worker_ = nullptr;
+    int efd_ = -1;
+    std::vector<std::uint8_t> address_;
+    std::vector<ucp_ep_h> eps_;
+    std::vector<std::unique_ptr<EpArg>> ep_args_;
+    std::unique_ptr<std::atomic<bool>[]> lost_;
+    std::vector<std::string> lost_reasons_; // under mutex_
+    std::list<Detached> detached_;
+    std::uint32_t next_context_ = 1; // 0 is the world communicator
+    mutable std::mutex mutex_;
+};
+
+} // namespace shardopt::ucx
