@@ -94,11 +94,15 @@ template <typename T> T read_struct(const T *user, const T &defaults, const char
     std::memcpy(static_cast<void *>(&full), user, size);
     return full;
 }
+// Output structs: the caller must have set struct_size (checked before any work is done).
+template <typename T> void check_out_struct(const T *user, const char *name) {
+    require(user->struct_size >= sizeof(std::size_t), ErrorCode::invalid_argument,
+            std::string(name) + ": struct_size is not set (set it to sizeof the struct)");
+}
 // Output structs: writes only the first struct_size bytes the caller declared.
 template <typename T> void write_struct(T *user, const T &value, const char *name) {
+    check_out_struct(user, name);
     const std::size_t size = user->struct_size;
-    require(size >= sizeof(std::size_t), ErrorCode::invalid_argument,
-            std::string(name) + ": struct_size is not set (set it to sizeof the struct)");
     const std::size_t n = size < sizeof(T) ? size : sizeof(T);
     T copy = value;
     copy.struct_size = size;

@@ -18,7 +18,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt,
         const OptimizeOptions oo = optimize_options_from(options);
         shardopt_optimize_result out{};
         if (result) {
-            write_struct(result, *result, "optimize result"); // checks struct_size
+            check_out_struct(result, "optimize result");
             const std::size_t have = std::min(result->struct_size, sizeof out);
             std::memcpy(static_cast<void *>(&out), result, have);
             require(out.best_parameters_count == 0 || out.best_parameters_count == o.layout().element_count(),

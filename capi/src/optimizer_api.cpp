@@ -224,7 +224,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_grad_ready(shardopt_optimizer op
 SHARDOPT_API shardopt_status shardopt_optimizer_step(shardopt_optimizer opt, shardopt_step_result *result) {
     return guard(__func__, [&] {
         auto &o = opt_of(opt);
-        if (result) write_struct(result, shardopt_step_result{}, "step result"); // validate before stepping
+        if (result) check_out_struct(result, "step result"); // before stepping: outputs unchanged on error
         const StepResult r = o.step();
         if (!result) return;
         shardopt_step_result c{};

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "capi_internal.hpp"
+#include "shardopt/optim.hpp"
 
 namespace {
 thread_local char last_error[1024] = "";
@@ -41,3 +42,20 @@ SHARDOPT_API const char *shardopt_status_name(shardopt_status status) {
 SHARDOPT_API const char *shardopt_last_error_message(void) { return last_error; }
 
 } // extern "C"
+
+// The C enums are the C++ ones, value for value.
+static_assert(int(shardopt::ErrorCode::invalid_argument) == SHARDOPT_ERR_INVALID_ARGUMENT &&
+                  int(shardopt::ErrorCode::invalid_state) == SHARDOPT_ERR_INVALID_STATE &&
+                  int(shardopt::ErrorCode::timeout) == SHARDOPT_ERR_TIMEOUT &&
+                  int(shardopt::ErrorCode::mismatch) == SHARDOPT_ERR_MISMATCH &&
+                  int(shardopt::ErrorCode::peer_lost) == SHARDOPT_ERR_PEER_LOST &&
+                  int(shardopt::ErrorCode::io) == SHARDOPT_ERR_IO && int(shardopt::ErrorCode::corrupt) == SHARDOPT_ERR_CORRUPT &&
+                  int(shardopt::ErrorCode::out_of_memory) == SHARDOPT_ERR_OUT_OF_MEMORY &&
+                  int(shardopt::ErrorCode::unsupported) == SHARDOPT_ERR_UNSUPPORTED &&
+                  int(shardopt::ErrorCode::internal) == SHARDOPT_ERR_INTERNAL,
+              "shardopt_status must equal ErrorCode");
+static_assert(int(shardopt::DType::u8) == SHARDOPT_U8 && int(shardopt::DType::bf16) == SHARDOPT_BF16 &&
+                  int(shardopt::ReduceOp::prod) == SHARDOPT_PROD &&
+                  int(shardopt::OptimizerKind::lamb) == SHARDOPT_LAMB &&
+                  int(shardopt::Strategy::local_sgd) == SHARDOPT_LOCAL_SGD && int(shardopt::Strategy::fsdp) == SHARDOPT_FSDP,
+              "C enums must equal the C++ ones");
