@@ -115,6 +115,7 @@ SHARDOPT_API shardopt_status shardopt_comm_split(shardopt_comm comm, int color, 
 /* Releases the handle. Optimizers created over it keep the communicator alive. NULL: no-op. */
 SHARDOPT_API shardopt_status shardopt_comm_destroy(shardopt_comm comm);
 
+/* This handle's rank in [0, size) and the group size. Errors: INVALID_ARGUMENT (NULL). */
 SHARDOPT_API shardopt_status shardopt_comm_rank(shardopt_comm comm, int *rank);
 SHARDOPT_API shardopt_status shardopt_comm_size(shardopt_comm comm, int *size);
 /* Timeout of every later blocking call and wait, in milliseconds (> 0). */
@@ -224,6 +225,7 @@ typedef struct shardopt_params_s *shardopt_params;
 
 /* dtype: SHARDOPT_F32 or SHARDOPT_F64. bucket_bytes: largest gradient bucket, 0 = 25 MiB. */
 SHARDOPT_API shardopt_status shardopt_params_create(shardopt_dtype dtype, size_t bucket_bytes, shardopt_params *out);
+/* A parameter set is a plain description, not collective; destroy any time after create. */
 SHARDOPT_API shardopt_status shardopt_params_destroy(shardopt_params params);
 /* Appends a tensor of `count` elements (name unique, non-empty; count > 0). tp_replicated: hybrid,
  * same values on every tensor-parallel rank. *index (may be NULL) receives its index. */
@@ -231,6 +233,7 @@ SHARDOPT_API shardopt_status shardopt_params_add(shardopt_params params, const c
                                                  int tp_replicated, int *index);
 /* Closes the current bucket: the next tensor starts a new one (an FSDP unit boundary). */
 SHARDOPT_API shardopt_status shardopt_params_end_bucket(shardopt_params params);
+/* Tensors registered so far. Errors: INVALID_ARGUMENT (NULL). */
 SHARDOPT_API shardopt_status shardopt_params_tensor_count(shardopt_params params, int *count);
 /* Real parameter elements (the packed length used by get/set_parameters and optimize). */
 SHARDOPT_API shardopt_status shardopt_params_element_count(shardopt_params params, size_t *count);
@@ -262,6 +265,8 @@ typedef struct shardopt_sharding_options {
     int32_t local_sgd_period;            /* Local SGD: average parameters every H steps; 4 */
 } shardopt_sharding_options;
 
+/* Fills *opts with the defaults noted above (struct_size as given); prefer the inline _init.
+ * Errors: INVALID_ARGUMENT (NULL, struct_size too small). */
 SHARDOPT_API shardopt_status shardopt_sharding_options_init_sized(shardopt_sharding_options *opts, size_t struct_size);
 static inline shardopt_status shardopt_sharding_options_init(shardopt_sharding_options *opts) {
     return shardopt_sharding_options_init_sized(opts, sizeof *opts);
@@ -290,7 +295,8 @@ SHARDOPT_API shardopt_status shardopt_optimizer_create_external(shardopt_comm co
 /* Not collective. NULL: no-op. */
 SHARDOPT_API shardopt_status shardopt_optimizer_destroy(shardopt_optimizer opt);
 
-/* Layout queries (counts in elements). */
+/* Layout queries (counts in elements); any thread that owns the handle, never collective.
+ * Errors: INVALID_ARGUMENT (NULL handle or output, tensor/bucket index out of range). */
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_count(shardopt_optimizer opt, int *count);
 /* Elements of tensor t and the bucket (FSDP unit) holding it; either output may be NULL. */
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_info(shardopt_optimizer opt, int tensor, size_t *count,
@@ -301,7 +307,9 @@ SHARDOPT_API shardopt_status shardopt_optimizer_bucket_info(shardopt_optimizer o
 /* Packed element count (sum of tensor counts) and flat padded length; either may be NULL. */
 SHARDOPT_API shardopt_status shardopt_optimizer_element_count(shardopt_optimizer opt, size_t *count,
                                                               size_t *padded_count);
+/* Learning rate of later steps (schedules); set the same on every rank. INVALID_ARGUMENT if < 0. */
 SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optimizer opt, double lr);
+/* Updates applied so far (accumulation micro-steps and skipped steps not counted). */
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps);
 
 /* Parameters. Pointers returned stay owned by the optimizer. */
@@ -331,6 +339,7 @@ typedef struct shardopt_step_result {
     double grad_norm;          /* global norm of the averaged gradient, before clipping */
 } shardopt_step_result;
 
+/* Starts a step: every bucket's gradient is closed and will read as zero until filled. */
 SHARDOPT_API shardopt_status shardopt_optimizer_zero_grad(shardopt_optimizer opt);
 /* Opens bucket b's gradient buffer (zeroed) and returns it; *count (may be NULL) = its packed
  * element count. Valid until the next step. */
@@ -339,8 +348,11 @@ SHARDOPT_API shardopt_status shardopt_optimizer_bucket_grad(shardopt_optimizer o
 /* Gradient of tensor t inside its (opened) bucket; *count (may be NULL) = its elements. */
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_grad(shardopt_optimizer opt, int tensor, void **grad,
                                                             size_t *count);
+/* Bucket b's gradient is complete: its reduction starts now (overlapping later buckets' work). */
 SHARDOPT_API shardopt_status shardopt_optimizer_grad_ready(shardopt_optimizer opt, int bucket);
-/* Reduces the remaining buckets and updates. result may be NULL. */
+/* Collective: reduces the remaining buckets and updates (or only accumulates); result may be NULL.
+ * Errors: INVALID_STATE (protocol misuse), INVALID_ARGUMENT (result->struct_size unset), and
+ * those of the collectives. */
 SHARDOPT_API shardopt_status shardopt_optimizer_step(shardopt_optimizer opt, shardopt_step_result *result);
 
 /* Collective: replicated state made identical (from rank 0), sharded state checked (MISMATCH). */
@@ -358,6 +370,7 @@ typedef struct shardopt_memory_stats {
     uint64_t total_bytes;           /* params + grads + state + buffers */
 } shardopt_memory_stats;
 
+/* Bytes this rank holds now (not collective). stats->struct_size must be set by the caller. */
 SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats);
 
 /* ---------------------------------------------------------------------------------------------
@@ -380,6 +393,7 @@ typedef struct shardopt_optimize_options {
     double min_delta;       /* smaller improvements do not count; 0 */
 } shardopt_optimize_options;
 
+/* Fills *opts with the defaults noted above; prefer the inline _init. Errors: INVALID_ARGUMENT. */
 SHARDOPT_API shardopt_status shardopt_optimize_options_init_sized(shardopt_optimize_options *opts, size_t struct_size);
 static inline shardopt_status shardopt_optimize_options_init(shardopt_optimize_options *opts) {
     return shardopt_optimize_options_init_sized(opts, sizeof *opts);

@@ -9,5 +9,6 @@ int main(void) {
     test_collectives();
     test_optimizer();
     test_optimize();
+    test_strategies();
     return harness_report();
 }

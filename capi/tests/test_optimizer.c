@@ -142,6 +142,7 @@ static void zero2_rank(shardopt_comm comm, int rank) {
     CHECK_OK(shardopt_optimizer_release(opt, 1));
     CHECK_OK(shardopt_optimizer_step_count(opt, &steps));
     CHECK(steps == 1);
+    CHECK_ERR(shardopt_optimizer_set_learning_rate(opt, -1.0), SHARDOPT_ERR_INVALID_ARGUMENT, "lr");
     CHECK_OK(shardopt_optimizer_set_learning_rate(opt, 0.2));
     sgd_step(opt);
     CHECK_OK(shardopt_optimizer_get_parameters(opt, now, N));

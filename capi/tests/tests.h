@@ -6,5 +6,6 @@ void test_collectives(void);  /* blocking and async collectives, split, work han
 void test_options(void);      /* options structs: defaults, versioning, validation; params */
 void test_optimizer(void);    /* creation, step protocol, FSDP states, parameters, state */
 void test_optimize(void);     /* optimize() with a C callback, failing callbacks */
+void test_strategies(void);   /* hybrid, Local SGD, accumulation, clipping */
 int header_compiles_as_cxx(void); /* from header_cxx.cpp */
 #endif
