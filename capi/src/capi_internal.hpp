@@ -1,0 +1,112 @@
+// Internals shared by the C ABI's implementation files: the handle structs and the guard that
+// turns every C++ exception into a status plus a thread-local message.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "shardopt.h"
+#include "shardopt/comm.hpp"
+#include "shardopt/error.hpp"
+#include "shardopt/params.hpp"
+#include "shardopt/sharded_optimizer.hpp"
+#include "shardopt/work.hpp"
+
+// Each handle starts with a tag, so a handle of the wrong kind or one already destroyed (tag
+// cleared) is usually reported instead of misused.
+enum class HandleTag : std::uint32_t { comm = 0x636f6d6d, work = 0x776f726b, params = 0x70617273, optimizer = 0x6f707469, dead = 0 };
+
+struct shardopt_comm_s {
+    HandleTag tag = HandleTag::comm;
+    shardopt::CommunicatorPtr comm;
+};
+struct shardopt_work_s {
+    HandleTag tag = HandleTag::work;
+    shardopt::WorkPtr work;
+};
+struct shardopt_params_s {
+    HandleTag tag = HandleTag::params;
+    shardopt::ParameterSet set;
+    explicit shardopt_params_s(shardopt::ParameterSet s) : set(std::move(s)) {}
+};
+struct shardopt_optimizer_s {
+    HandleTag tag = HandleTag::optimizer;
+    std::unique_ptr<shardopt::ShardedOptimizer> opt;
+};
+
+namespace shardopt::capi {
+
+// Records "function: message" as this thread's last error and returns code.
+shardopt_status fail(ErrorCode code, const char *function, const char *message) noexcept;
+
+template <typename F> shardopt_status guard(const char *function, F &&body) noexcept {
+    try {
+        body();
+        return SHARDOPT_OK;
+    } catch (const Error &e) {
+        return fail(e.code(), function, e.what());
+    } catch (const std::bad_alloc &) {
+        return fail(ErrorCode::out_of_memory, function, "out of memory");
+    } catch (const std::exception &e) {
+        return fail(ErrorCode::internal, function, e.what());
+    } catch (...) {
+        return fail(ErrorCode::internal, function, "unknown exception");
+    }
+}
+
+// Argument checks, one line each; they throw Error(invalid_argument) with the argument's name.
+template <typename H> H *check(H *handle, HandleTag tag, const char *what) {
+    require(handle != nullptr, ErrorCode::invalid_argument, std::string(what) + " handle is NULL");
+    require(handle->tag == tag, ErrorCode::invalid_argument,
+            std::string(what) + " handle is invalid (destroyed, or another kind of handle)");
+    return handle;
+}
+inline Communicator &comm_of(shardopt_comm c) { return *check(c, HandleTag::comm, "communicator")->comm; }
+inline ShardedOptimizer &opt_of(shardopt_optimizer o) { return *check(o, HandleTag::optimizer, "optimizer")->opt; }
+inline ParameterSet &params_of(shardopt_params p) { return check(p, HandleTag::params, "parameter set")->set; }
+inline void not_null(const void *p, const char *name) {
+    require(p != nullptr, ErrorCode::invalid_argument, std::string(name) + " is NULL");
+}
+inline DType dtype_arg(shardopt_dtype d) {
+    require(is_valid(DType(d)), ErrorCode::invalid_argument, "invalid dtype " + std::to_string(int(d)));
+    return DType(d);
+}
+inline ReduceOp op_arg(shardopt_reduce_op op) {
+    require(is_valid(ReduceOp(op)), ErrorCode::invalid_argument, "invalid reduce op " + std::to_string(int(op)));
+    return ReduceOp(op);
+}
+
+// Versioned structs: copies the `size` bytes the caller has into a full library-side struct
+// (defaults beyond). Rejects sizes that are too small to hold struct_size or larger than known.
+template <typename T> T read_struct(const T *user, const T &defaults, const char *name) {
+    not_null(user, name);
+    const std::size_t size = user->struct_size;
+    require(size >= sizeof(std::size_t) + sizeof(std::int32_t), ErrorCode::invalid_argument,
+            std::string(name) + ": struct_size " + std::to_string(size) +
+                " is too small (initialize it with its _init function)");
+    require(size <= sizeof(T), ErrorCode::unsupported,
+            std::string(name) + ": struct_size " + std::to_string(size) + " is larger than this library's " +
+                std::to_string(sizeof(T)) + " (built against a newer shardopt.h?)");
+    T full = defaults;
+    std::memcpy(static_cast<void *>(&full), user, size);
+    return full;
+}
+// Output structs: the caller must have set struct_size (checked before any work is done).
+template <typename T> void check_out_struct(const T *user, const char *name) {
+    require(user->struct_size >= sizeof(std::size_t), ErrorCode::invalid_argument,
+            std::string(name) + ": struct_size is not set (set it to sizeof the struct)");
+}
+// Output structs: writes only the first struct_size bytes the caller declared.
+template <typename T> void write_struct(T *user, const T &value, const char *name) {
+    check_out_struct(user, name);
+    const std::size_t size = user->struct_size;
+    const std::size_t n = size < sizeof(T) ? size : sizeof(T);
+    T copy = value;
+    copy.struct_size = size;
+    std::memcpy(static_cast<void *>(user), &copy, n);
+}
+
+} // namespace shardopt::capi

@@ -1,0 +1,255 @@
+// Communicators and collectives on raw buffers: shardopt_comm_*, shardopt_<collective>[_async],
+// shardopt_work_*.
+#include <cstdlib>
+#include <vector>
+
+#include "capi_internal.hpp"
+#include "shardopt/inprocess.hpp"
+
+#ifdef SHARDOPT_HAVE_UCX
+namespace shardopt {
+// Provided by the UCX backend (src/comm/ucx) when it is built.
+CommunicatorPtr create_communicator_from_env(const std::string &backend);
+} // namespace shardopt
+#endif
+
+using namespace shardopt;
+using namespace shardopt::capi;
+
+namespace {
+
+shardopt_comm wrap(CommunicatorPtr comm) {
+    auto *h = new shardopt_comm_s;
+    h->comm = std::move(comm);
+    return h;
+}
+
+// Issues an async collective and hands its Work out as a handle.
+template <typename F> void issue_async(shardopt_work *work, F &&issue) {
+    not_null(work, "work");
+    std::unique_ptr<shardopt_work_s> h(new shardopt_work_s);
+    h->work = issue();
+    *work = h.release();
+}
+
+std::string env_or_empty(const char *name) {
+    const char *v = std::getenv(name);
+    return v ? v : "";
+}
+
+} // namespace
+
+extern "C" {
+
+SHARDOPT_API shardopt_status shardopt_comm_create_inprocess(int size, shardopt_comm *comms) {
+    return guard(__func__, [&] {
+        not_null(comms, "comms");
+        require(size >= 1, ErrorCode::invalid_argument, "size must be >= 1, got " + std::to_string(size));
+        auto group = make_inprocess_group(size);
+        std::vector<std::unique_ptr<shardopt_comm_s>> handles;
+        handles.reserve(group.size());
+        for (auto &c : group) handles.emplace_back(wrap(c));
+        for (std::size_t r = 0; r < handles.size(); ++r) comms[r] = handles[r].release();
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_create_from_env(const char *backend, shardopt_comm *comm) {
+    return guard(__func__, [&] {
+        not_null(comm, "comm");
+        std::string name = backend ? backend : env_or_empty("SHARDOPT_BACKEND");
+        if (name.empty()) name = "inprocess";
+        if (name == "inprocess") {
+            const std::string ws = env_or_empty("SHARDOPT_WORLD_SIZE");
+            require(ws.empty() || ws == "1", ErrorCode::invalid_argument,
+                    "the inprocess backend forms a world of one rank per process, but SHARDOPT_WORLD_SIZE=" + ws +
+                        ": use shardopt_comm_create_inprocess for threads, or the ucx backend for processes");
+            *comm = wrap(make_inprocess_group(1).front());
+            return;
+        }
+        if (name == "ucx") {
+#ifdef SHARDOPT_HAVE_UCX
+            *comm = wrap(create_communicator_from_env(name));
+            return;
+#else
+            throw Error(ErrorCode::unsupported, "the ucx backend is not built into this libshardopt");
+#endif
+        }
+        throw Error(ErrorCode::invalid_argument, "unknown backend '" + name + "' (inprocess, ucx)");
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_split(shardopt_comm comm, int color, int key, shardopt_comm *out) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        not_null(out, "out");
+        auto child = c.split(color, key);
+        *out = child ? wrap(std::move(child)) : nullptr;
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_destroy(shardopt_comm comm) {
+    return guard(__func__, [&] {
+        if (!comm) return;
+        check(comm, HandleTag::comm, "communicator");
+        comm->tag = HandleTag::dead;
+        delete comm;
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_rank(shardopt_comm comm, int *rank) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        not_null(rank, "rank");
+        *rank = c.rank();
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_size(shardopt_comm comm, int *size) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        not_null(size, "size");
+        *size = c.size();
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_set_timeout(shardopt_comm comm, int64_t timeout_ms) {
+    return guard(__func__, [&] { comm_of(comm).set_timeout(std::chrono::milliseconds(timeout_ms)); });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_abort(shardopt_comm comm, const char *reason) {
+    return guard(__func__, [&] { comm_of(comm).abort(reason ? reason : "aborted by the caller"); });
+}
+
+// --- blocking collectives ---------------------------------------------------------------------
+
+SHARDOPT_API shardopt_status shardopt_allreduce(shardopt_comm comm, const void *send, void *recv, size_t count,
+                                                shardopt_dtype dtype, shardopt_reduce_op op) {
+    return guard(__func__, [&] { comm_of(comm).allreduce(send, recv, count, dtype_arg(dtype), op_arg(op)); });
+}
+
+SHARDOPT_API shardopt_status shardopt_reduce_scatter(shardopt_comm comm, const void *send, void *recv,
+                                                     size_t recv_count, shardopt_dtype dtype, shardopt_reduce_op op) {
+    return guard(__func__,
+                 [&] { comm_of(comm).reduce_scatter(send, recv, recv_count, dtype_arg(dtype), op_arg(op)); });
+}
+
+SHARDOPT_API shardopt_status shardopt_allgather(shardopt_comm comm, const void *send, void *recv, size_t send_count,
+                                                shardopt_dtype dtype) {
+    return guard(__func__, [&] { comm_of(comm).allgather(send, recv, send_count, dtype_arg(dtype)); });
+}
+
+SHARDOPT_API shardopt_status shardopt_broadcast(shardopt_comm comm, void *buffer, size_t count, shardopt_dtype dtype,
+                                                int root) {
+    return guard(__func__, [&] { comm_of(comm).broadcast(buffer, count, dtype_arg(dtype), root); });
+}
+
+SHARDOPT_API shardopt_status shardopt_reduce(shardopt_comm comm, const void *send, void *recv, size_t count,
+                                             shardopt_dtype dtype, shardopt_reduce_op op, int root) {
+    return guard(__func__, [&] { comm_of(comm).reduce(send, recv, count, dtype_arg(dtype), op_arg(op), root); });
+}
+
+SHARDOPT_API shardopt_status shardopt_barrier(shardopt_comm comm) {
+    return guard(__func__, [&] { comm_of(comm).barrier(); });
+}
+
+SHARDOPT_API shardopt_status shardopt_send(shardopt_comm comm, const void *buffer, size_t count, shardopt_dtype dtype,
+                                           int peer, int tag) {
+    return guard(__func__, [&] { comm_of(comm).send(buffer, count, dtype_arg(dtype), peer, tag); });
+}
+
+SHARDOPT_API shardopt_status shardopt_recv(shardopt_comm comm, void *buffer, size_t count, shardopt_dtype dtype,
+                                           int peer, int tag) {
+    return guard(__func__, [&] { comm_of(comm).recv(buffer, count, dtype_arg(dtype), peer, tag); });
+}
+
+// --- asynchronous forms -----------------------------------------------------------------------
+
+SHARDOPT_API shardopt_status shardopt_allreduce_async(shardopt_comm comm, const void *send, void *recv, size_t count,
+                                                      shardopt_dtype dtype, shardopt_reduce_op op,
+                                                      shardopt_work *work) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        issue_async(work, [&] { return c.allreduce_async(send, recv, count, dtype_arg(dtype), op_arg(op)); });
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_reduce_scatter_async(shardopt_comm comm, const void *send, void *recv,
+                                                           size_t recv_count, shardopt_dtype dtype,
+                                                           shardopt_reduce_op op, shardopt_work *work) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        issue_async(work,
+                    [&] { return c.reduce_scatter_async(send, recv, recv_count, dtype_arg(dtype), op_arg(op)); });
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_allgather_async(shardopt_comm comm, const void *send, void *recv,
+                                                      size_t send_count, shardopt_dtype dtype, shardopt_work *work) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        issue_async(work, [&] { return c.allgather_async(send, recv, send_count, dtype_arg(dtype)); });
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_broadcast_async(shardopt_comm comm, void *buffer, size_t count,
+                                                      shardopt_dtype dtype, int root, shardopt_work *work) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        issue_async(work, [&] { return c.broadcast_async(buffer, count, dtype_arg(dtype), root); });
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_reduce_async(shardopt_comm comm, const void *send, void *recv, size_t count,
+                                                   shardopt_dtype dtype, shardopt_reduce_op op, int root,
+                                                   shardopt_work *work) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        issue_async(work, [&] { return c.reduce_async(send, recv, count, dtype_arg(dtype), op_arg(op), root); });
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_barrier_async(shardopt_comm comm, shardopt_work *work) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        issue_async(work, [&] { return c.barrier_async(); });
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_send_async(shardopt_comm comm, const void *buffer, size_t count,
+                                                 shardopt_dtype dtype, int peer, int tag, shardopt_work *work) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        issue_async(work, [&] { return c.send_async(buffer, count, dtype_arg(dtype), peer, tag); });
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_recv_async(shardopt_comm comm, void *buffer, size_t count, shardopt_dtype dtype,
+                                                 int peer, int tag, shardopt_work *work) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        issue_async(work, [&] { return c.recv_async(buffer, count, dtype_arg(dtype), peer, tag); });
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_work_wait(shardopt_work work) {
+    return guard(__func__, [&] { check(work, HandleTag::work, "work")->work->wait(); });
+}
+
+SHARDOPT_API shardopt_status shardopt_work_test(shardopt_work work, int *done) {
+    return guard(__func__, [&] {
+        auto *w = check(work, HandleTag::work, "work");
+        not_null(done, "done");
+        *done = w->work->test() ? 1 : 0;
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_work_destroy(shardopt_work work) {
+    return guard(__func__, [&] {
+        if (!work) return;
+        check(work, HandleTag::work, "work");
+        work->tag = HandleTag::dead;
+        delete work;
+    });
+}
+
+} // extern "C"

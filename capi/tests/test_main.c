@@ -1,0 +1,14 @@
+/* C tests of the shardopt ABI. Prints "N passed, N failed"; exits non-zero on any failure. */
+#include "harness.h"
+#include "tests.h"
+
+int main(void) {
+    CHECK(header_compiles_as_cxx() == SHARDOPT_ABI_VERSION);
+    test_basics();
+    test_options();
+    test_collectives();
+    test_optimizer();
+    test_optimize();
+    test_strategies();
+    return harness_report();
+}

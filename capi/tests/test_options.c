@@ -1,0 +1,76 @@
+/* Options structs (defaults, struct_size versioning, validation naming the field) and
+ * parameter sets. */
+#include <stddef.h>
+
+#include "harness.h"
+#include "tests.h"
+
+static void test_optimizer_options(void) {
+    shardopt_optimizer_options o;
+    CHECK_OK(shardopt_optimizer_options_init(&o));
+    CHECK(o.struct_size == sizeof o && o.kind == SHARDOPT_ADAM && o.lr == 1e-3 && o.beta2 == 0.999);
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_SGD, &o));
+    CHECK(o.kind == SHARDOPT_SGD && o.momentum == 0.0);
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_LAMB, &o));
+    CHECK(o.kind == SHARDOPT_LAMB && o.eps == 1e-6);
+    CHECK_ERR(shardopt_optimizer_options_init(NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "optimizer options is NULL");
+    CHECK_ERR(shardopt_optimizer_options_defaults((shardopt_optimizer_kind)9, &o), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "invalid optimizer kind 9");
+    CHECK_ERR(shardopt_optimizer_options_init_sized(&o, 4, SHARDOPT_ADAM), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "struct_size 4 is too small");
+    /* An older caller's struct: only the prefix is written. */
+    o.amsgrad = 77;
+    CHECK_OK(shardopt_optimizer_options_init_sized(&o, offsetof(shardopt_optimizer_options, amsgrad), SHARDOPT_ADAM));
+    CHECK(o.struct_size == offsetof(shardopt_optimizer_options, amsgrad) && o.amsgrad == 77 && o.eps == 1e-8);
+}
+
+static void test_sharding_and_optimize_options(void) {
+    shardopt_sharding_options s;
+    shardopt_optimize_options oo;
+    CHECK_OK(shardopt_sharding_options_init(&s));
+    CHECK(s.struct_size == sizeof s && s.strategy == SHARDOPT_DDP && s.gradient_accumulation_steps == 1 &&
+          s.skip_nonfinite == 1 && s.staging_buffers == 1 && s.fsdp_prefetch == 1 && s.data_parallel_size == -1 &&
+          s.hybrid_data_strategy == SHARDOPT_ZERO2 && s.local_sgd_period == 4);
+    CHECK_ERR(shardopt_sharding_options_init(NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "sharding options is NULL");
+    CHECK_ERR(shardopt_sharding_options_init_sized(&s, 0), SHARDOPT_ERR_INVALID_ARGUMENT, "too small");
+    CHECK_OK(shardopt_optimize_options_init(&oo));
+    CHECK(oo.struct_size == sizeof oo && oo.epochs == 1 && oo.num_samples == 0 && oo.batch_size == 0);
+    CHECK_ERR(shardopt_optimize_options_init(NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "optimize options is NULL");
+    CHECK_ERR(shardopt_optimize_options_init_sized(&oo, 2), SHARDOPT_ERR_INVALID_ARGUMENT, "too small");
+}
+
+static void test_params(void) {
+    shardopt_params p = NULL;
+    int index = -1, count = -1;
+    size_t n = 0;
+    CHECK_ERR(shardopt_params_create(SHARDOPT_I32, 0, &p), SHARDOPT_ERR_INVALID_ARGUMENT, "f32");
+    CHECK_ERR(shardopt_params_create((shardopt_dtype)42, 0, &p), SHARDOPT_ERR_INVALID_ARGUMENT, "invalid dtype 42");
+    CHECK_ERR(shardopt_params_create(SHARDOPT_F32, 0, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "out is NULL");
+    CHECK(p == NULL);
+    CHECK_OK(shardopt_params_create(SHARDOPT_F64, 1024, &p));
+    CHECK_OK(shardopt_params_add(p, "w", 10, 0, &index));
+    CHECK(index == 0);
+    CHECK_OK(shardopt_params_end_bucket(p));
+    CHECK_OK(shardopt_params_add(p, "b", 3, 1, NULL));
+    CHECK_ERR(shardopt_params_add(p, NULL, 3, 0, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "name is NULL");
+    CHECK_ERR(shardopt_params_add(p, "", 3, 0, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "must not be empty");
+    CHECK_ERR(shardopt_params_add(p, "z", 0, 0, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "zero elements");
+    CHECK_ERR(shardopt_params_add(p, "w", 4, 0, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "registered twice");
+    CHECK_OK(shardopt_params_tensor_count(p, &count));
+    CHECK(count == 2);
+    CHECK_OK(shardopt_params_element_count(p, &n));
+    CHECK(n == 13);
+    CHECK_OK(shardopt_params_padded_count(p, 4, &n));
+    CHECK(n == 12 + 4); /* 10 -> 12, 3 -> 4 */
+    CHECK_ERR(shardopt_params_padded_count(p, 0, &n), SHARDOPT_ERR_INVALID_ARGUMENT, "shards must be >= 1");
+    CHECK_ERR(shardopt_params_padded_count(p, 4, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "count is NULL");
+    CHECK_ERR(shardopt_params_tensor_count(p, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "count is NULL");
+    CHECK_ERR(shardopt_params_element_count(p, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "count is NULL");
+    CHECK_OK(shardopt_params_destroy(p));
+}
+
+void test_options(void) {
+    test_optimizer_options();
+    test_sharding_and_optimize_options();
+    test_params();
+}

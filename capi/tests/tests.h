@@ -1,0 +1,11 @@
+/* The C test groups of the ABI (one file each). */
+#ifndef SHARDOPT_CAPI_TESTS_H
+#define SHARDOPT_CAPI_TESTS_H
+void test_basics(void);       /* version, status names, destroy(NULL), NULL handles, env */
+void test_collectives(void);  /* blocking and async collectives, split, work handles, errors */
+void test_options(void);      /* options structs: defaults, versioning, validation; params */
+void test_optimizer(void);    /* creation, step protocol, FSDP states, parameters, state */
+void test_optimize(void);     /* optimize() with a C callback, failing callbacks */
+void test_strategies(void);   /* hybrid, Local SGD, accumulation, clipping */
+int header_compiles_as_cxx(void); /* from header_cxx.cpp */
+#endif
