@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/cpu_dispatch.hpp"
 #include "optim/parallel_update.hpp"
 #include "optim/thread_pool.hpp"
 #include "shardopt/error.hpp"
@@ -175,6 +176,31 @@ template <typename T> void check_all_rules() {
 
 BOOST_AUTO_TEST_CASE(threaded_update_is_bitwise_single_threaded_f32) { check_all_rules<float>(); }
 BOOST_AUTO_TEST_CASE(threaded_update_is_bitwise_single_threaded_f64) { check_all_rules<double>(); }
+
+// The AVX2 loops (where the CPU has them) and the baseline loops agree bitwise.
+BOOST_AUTO_TEST_CASE(avx2_and_generic_kernels_agree_bitwise) {
+    const std::vector<std::size_t> sizes{1, 7, 4099, 65537};
+    for (const Rule &rule : rules()) {
+        auto opt = Optimizer::create(rule.options);
+        for (std::size_t skew : {0, 3}) {
+            BOOST_TEST_CONTEXT(rule.name << " skew=" << skew) {
+                Buffers<float> fast(69644, skew, opt->state_slots(), *opt, 3), base(69644, skew, opt->state_slots(), *opt, 3);
+                Buffers<double> fast64(69644, skew, opt->state_slots(), *opt, 4), base64(69644, skew, opt->state_slots(), *opt, 4);
+                for (int64_t step = 1; step <= 3; ++step) {
+                    optim_kernels::force_generic_kernels(false);
+                    reference_step(*opt, fast.segments(sizes), step, 4);
+                    reference_step(*opt, fast64.segments(sizes), step, 4);
+                    optim_kernels::force_generic_kernels(true);
+                    reference_step(*opt, base.segments(sizes), step, 4);
+                    reference_step(*opt, base64.segments(sizes), step, 4);
+                }
+                optim_kernels::force_generic_kernels(false);
+                BOOST_TEST(fast.same_as(base));
+                BOOST_TEST(fast64.same_as(base64));
+            }
+        }
+    }
+}
 
 BOOST_AUTO_TEST_CASE(split_covers_every_element_once_at_cache_lines) {
     std::vector<float> storage(300000 + 64);
