@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "optim/cpu_dispatch.hpp"
@@ -180,6 +181,13 @@ int main(int argc, char **argv) {
             std::printf("name=optim target=adam_f32_%ldM_2threads_vs_1 value=%.3f required=1.60 met=%s\n", mi,
                         speedup, speedup >= 1.6 ? "yes" : "no");
         }
+    // Busy machines (load above the core count) cannot show thread scaling: say so.
+    if (FILE *f = std::fopen("/proc/loadavg", "r")) {
+        double load = 0;
+        if (std::fscanf(f, "%lf", &load) == 1)
+            std::printf("name=optim context=loadavg_1min value=%.2f cores=%u\n", load, std::thread::hardware_concurrency());
+        std::fclose(f);
+    }
     // What this machine's memory allows: the copy's own speedup from 1 to 2 threads.
     if (copy.count(1) && copy.count(2))
         std::printf("name=optim context=copy_2threads_vs_1 value=%.3f\n", copy.at(2) / copy.at(1));
