@@ -6,7 +6,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
-BIN=$BUILD/tests/bench_collectives
+BIN=$BUILD/bench/bench_collectives
 RUN=$ROOT/tools/shardopt-run
 MAX_BYTES=${MAX_BYTES:-268435456}
 if [ ! -x "$BIN" ]; then echo "bench/collectives: $BIN not built (UCX missing?); skipping"; exit 0; fi

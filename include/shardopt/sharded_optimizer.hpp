@@ -61,6 +61,10 @@ struct ShardingOptions {
     int hsdp_replicas = 1;
     // LocalSGD: average parameters every period steps.
     int local_sgd_period = 4;
+    // Threads for the optimizer update on this rank (the calling thread included); 0 = automatic:
+    // SHARDOPT_NUM_THREADS, else the hardware concurrency (at most 16). Updates under 64K
+    // elements run on the calling thread. Results are bitwise the same for any value.
+    int update_threads = 0; // 0 = automatic
 };
 
 struct StepResult {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "cpu_dispatch.hpp"
 #include "kernel_support.hpp"
 #include "rules.hpp"
 
@@ -23,7 +24,7 @@ template <typename T> struct AdamScalars {
 // One pass over p, g, m, v (and v_max): every element is read and written once, no temporaries.
 // L2 adds weight_decay * p to the gradient (Adam); Decoupled shrinks p first (AdamW).
 template <typename T, class L2, class Decoupled, class AmsGrad>
-void update(const Segment<T> &seg, const AdamScalars<T> &k, L2, Decoupled, AmsGrad) {
+[[gnu::always_inline]] inline void update_loop(const Segment<T> &seg, const AdamScalars<T> &k) {
     T *__restrict param = seg.param;
     const T *__restrict grad = seg.grad;
     T *__restrict m = seg.state[0];
@@ -45,6 +46,29 @@ void update(const Segment<T> &seg, const AdamScalars<T> &k, L2, Decoupled, AmsGr
         T denom = std::sqrt(v_i) / k.bias_correction2_sqrt + k.eps;
         param[i] = p - k.step_size * m_i / denom;
     }
+}
+
+// The same loop compiled twice: for any x86-64 (SSE2) and for AVX2 (twice the lanes; the
+// sqrt/div throughput matters once the loop is close to memory speed). Without FMA (AVX2 does
+// not imply it, and the rules are built with -ffp-contract=off) both do the same IEEE-rounded
+// operations per element, so they give bitwise the same results (cpu_dispatch.hpp chooses).
+template <typename T, class L2, class Decoupled, class AmsGrad>
+void update_generic(const Segment<T> &seg, const AdamScalars<T> &k) {
+    update_loop<T, L2, Decoupled, AmsGrad>(seg, k);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename T, class L2, class Decoupled, class AmsGrad>
+__attribute__((target("avx2"))) void update_avx2(const Segment<T> &seg, const AdamScalars<T> &k) {
+    update_loop<T, L2, Decoupled, AmsGrad>(seg, k);
+}
+#endif
+
+template <typename T, class L2, class Decoupled, class AmsGrad>
+void update(const Segment<T> &seg, const AdamScalars<T> &k, L2, Decoupled, AmsGrad) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (optim_kernels::use_avx2()) return update_avx2<T, L2, Decoupled, AmsGrad>(seg, k);
+#endif
+    update_generic<T, L2, Decoupled, AmsGrad>(seg, k);
 }
 
 class Adam final : public Optimizer {

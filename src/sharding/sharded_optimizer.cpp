@@ -27,6 +27,7 @@ void validate(const ShardingOptions &o) {
     require(o.max_grad_norm >= 0.0, ErrorCode::invalid_argument, "max_grad_norm must be >= 0 (0 disables clipping)");
     require(o.staging_buffers >= 1, ErrorCode::invalid_argument, "staging_buffers must be >= 1");
     require(o.local_sgd_period >= 1, ErrorCode::invalid_argument, "local_sgd_period must be >= 1");
+    require(o.update_threads >= 0, ErrorCode::invalid_argument, "update_threads must be >= 0 (0 = automatic)");
     if (o.strategy == Strategy::hybrid)
         require(o.hybrid_data_strategy == Strategy::ddp || o.hybrid_data_strategy == Strategy::zero1 ||
                     o.hybrid_data_strategy == Strategy::zero2 || o.hybrid_data_strategy == Strategy::fsdp,

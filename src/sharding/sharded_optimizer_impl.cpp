@@ -28,7 +28,7 @@ StrategyPlan StrategyPlan::of(Strategy s, const ShardingOptions &options) {
 
 ShardedOptimizer::Impl::Impl(ShardedOptimizer &o, HybridGrid g, StrategyPlan p, void *external_params)
     : owner(o), grid(std::move(g)), plan(p), dtype(o.layout_.dtype()), elem(o.layout_.element_size()),
-      group_rank(grid.shard->rank()), group_size(grid.shard->size()) {
+      group_rank(grid.shard->rank()), group_size(grid.shard->size()), updater(o.options_.update_threads) {
     const ParameterSet &layout = o.layout_;
     const std::size_t full = layout.padded_count(), shard = layout.shard_count();
 
@@ -260,22 +260,22 @@ void ShardedOptimizer::Impl::apply_update(double clip_factor) {
     if (clip_factor != 1.0)
         for (const auto &s : update_segments) scale(grad_at(s), s.count, dtype, clip_factor);
 
-    std::vector<double> stats;
-    const int per_tensor = opt.tensor_stats();
-    if (per_tensor > 0) {
-        stats.assign(std::size_t(owner.layout_.tensor_count()) * per_tensor, 0.0);
-        for (const auto &s : update_segments) {
-            if (dtype == DType::f32) opt.begin_step(segment(s, (float *)nullptr), step, stats.data());
-            else opt.begin_step(segment(s, (double *)nullptr), step, stats.data());
+    auto run = [&](auto *type_tag) {
+        std::vector<Segment<std::remove_pointer_t<decltype(type_tag)>>> segments;
+        segments.reserve(update_segments.size());
+        for (const auto &s : update_segments) segments.push_back(segment(s, type_tag));
+        std::vector<double> stats;
+        const int per_tensor = opt.tensor_stats();
+        if (per_tensor > 0) {
+            stats.assign(std::size_t(owner.layout_.tensor_count()) * per_tensor, 0.0);
+            updater.begin_step(opt, segments, step, stats.data());
+            if (plan.state_sharded && group_size > 1)
+                grid.shard->allreduce(stats.data(), stats.data(), stats.size(), DType::f64, ReduceOp::sum);
         }
-        if (plan.state_sharded && group_size > 1)
-            grid.shard->allreduce(stats.data(), stats.data(), stats.size(), DType::f64, ReduceOp::sum);
-    }
-    const double *stats_ptr = stats.empty() ? nullptr : stats.data();
-    for (const auto &s : update_segments) {
-        if (dtype == DType::f32) opt.apply(segment(s, (float *)nullptr), step, stats_ptr);
-        else opt.apply(segment(s, (double *)nullptr), step, stats_ptr);
-    }
+        updater.apply(opt, segments, step, stats.empty() ? nullptr : stats.data());
+    };
+    if (dtype == DType::f32) run((float *)nullptr);
+    else run((double *)nullptr);
 }
 
 void ShardedOptimizer::Impl::gather_params_after_step() {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "../optim/parallel_update.hpp"
 #include "../params/aligned_buffer.hpp"
 #include "hybrid_grid.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -81,6 +82,7 @@ class ShardedOptimizer::Impl {
     std::vector<OwnedSegment> chunk_segments;  // chunk group_rank of every bucket, per tensor
     std::vector<OwnedSegment> update_segments; // what this rank updates
     std::size_t peak_buffer_bytes = 0;
+    ParallelUpdate updater; // update_segments spread over ShardingOptions::update_threads
 
     bool final_micro_step() const;
     void start_micro_step();
