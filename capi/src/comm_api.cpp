@@ -1,17 +1,12 @@
 // Communicators and collectives on raw buffers: shardopt_comm_*, shardopt_<collective>[_async],
 // shardopt_work_*.
+#include "shardopt/ucx.hpp"
 #include <cstdlib>
 #include <vector>
 
 #include "capi_internal.hpp"
 #include "shardopt/inprocess.hpp"
 
-#ifdef SHARDOPT_HAVE_UCX
-namespace shardopt {
-// Provided by the UCX backend (src/comm/ucx) when it is built.
-CommunicatorPtr create_communicator_from_env(const std::string &backend);
-} // namespace shardopt
-#endif
 
 using namespace shardopt;
 using namespace shardopt::capi;
@@ -67,12 +62,9 @@ SHARDOPT_API shardopt_status shardopt_comm_create_from_env(const char *backend, 
             return;
         }
         if (name == "ucx") {
-#ifdef SHARDOPT_HAVE_UCX
+            require(ucx_available(), ErrorCode::unsupported, "the ucx backend is not built into this libshardopt");
             *comm = wrap(create_communicator_from_env(name));
             return;
-#else
-            throw Error(ErrorCode::unsupported, "the ucx backend is not built into this libshardopt");
-#endif
         }
         throw Error(ErrorCode::invalid_argument, "unknown backend '" + name + "' (inprocess, ucx)");
     });

@@ -228,16 +228,20 @@ unsigned char *ShardedOptimizer::Impl::param_at(const OwnedSegment &s) {
 }
 
 double ShardedOptimizer::Impl::global_sum_of_squares() {
-    // Every strategy sums the same chunks in the same order, so the norm (and hence clipping)
-    // is bitwise identical across DDP/ZeRO/FSDP at one world size.
+    // LocalSGD: each rank steps on its own gradient, so the norm is of the local gradient.
+    if (!plan.reduce_grads) {
+        double local = 0.0;
+        for (const auto &s : update_segments) local += sum_of_squares(grad_at(s), s.count, dtype);
+        return local;
+    }
+    // Every other strategy sums the same chunks in the same order, so the norm (and hence
+    // clipping) is bitwise identical across DDP/ZeRO/FSDP at one world size.
     double local = 0.0;
-    const bool counts = grid.replica_rank == 0;
-    if (counts)
+    if (grid.replica_rank == 0)
         for (const auto &s : chunk_segments) {
             if (grid.tp_rank != 0 && owner.layout_.tensor(s.tensor).tp_replicated) continue;
             local += sum_of_squares(grad_at(s), s.count, dtype);
         }
-    if (!plan.reduce_grads) return local; // LocalSGD: local gradients, local norm
     double total = local;
     grid.world->allreduce(&local, &total, 1, DType::f64, ReduceOp::sum);
     return total;

@@ -207,6 +207,27 @@ BOOST_AUTO_TEST_CASE(local_sgd_averages_every_period) {
     });
 }
 
+// LocalSGD steps on local gradients: the reported (and clipped) norm is the local one.
+BOOST_AUTO_TEST_CASE(local_sgd_norm_is_local) {
+    run_inprocess(4, [](Communicator &comm) {
+        auto o = with(Strategy::local_sgd);
+        o.max_grad_norm = 1.0;
+        auto opt = ShardedOptimizer::create(comm.shared_from_this(), big_layout(64 << 10),
+                                            OptimizerOptions::defaults(OptimizerKind::sgd), o);
+        const float g = 0.5f * float(comm.rank() + 1);
+        opt->zero_grad();
+        for (int b = 0; b < opt->layout().bucket_count(); ++b) {
+            auto *grad = static_cast<float *>(opt->bucket_grad(b));
+            for (std::size_t i = 0; i < opt->layout().bucket(b).count; ++i) grad[i] = g;
+            opt->grad_ready(b);
+        }
+        const double expected = double(g) * std::sqrt(double(opt->layout().element_count()));
+        const double got = opt->step().grad_norm;
+        if (std::abs(got - expected) > 1e-6 * expected)
+            throw std::runtime_error("local norm " + std::to_string(got) + ", expected " + std::to_string(expected));
+    });
+}
+
 BOOST_AUTO_TEST_CASE(optimize_trains_and_stops_early) {
     const examples::MlpShape shape;
     const auto data = examples::make_blobs(240, shape.inputs, shape.classes);
