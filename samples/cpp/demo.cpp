@@ -3,6 +3,7 @@
 // from the same training done by a single process on the full batch.
 //
 //   shardopt_demo [--ranks N] [--strategy ddp|zero1|zero2|fsdp] [--epochs E] [--samples S]
+//   tools/shardopt-run -n 4 -- shardopt_demo --backend ucx      (one rank per process)
 #include <getopt.h>
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include "shardopt/error.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
+#include "shardopt/ucx.hpp"
 
 using namespace shardopt;
 
@@ -27,6 +29,7 @@ struct DemoOptions {
     int epochs = 8;
     std::int64_t samples = 4096;
     std::int64_t batch = 512;
+    std::string backend = "inprocess"; // or "ucx": this process is one rank of a launched job
 };
 
 Strategy parse_strategy(const std::string &name) {
@@ -36,13 +39,20 @@ Strategy parse_strategy(const std::string &name) {
 }
 
 // Trains and returns rank 0's final packed parameters; prints progress when verbose.
-std::vector<float> train(const DemoOptions &d, int ranks, Strategy strategy, bool verbose) {
+// backend "inprocess" runs `ranks` threads here; "ucx" makes this process one rank of the job
+// its launcher started.
+std::vector<float> train(const DemoOptions &d, const std::string &backend, int ranks, Strategy strategy,
+                         bool verbose) {
     const examples::MlpShape shape{16, 64, 4};
     const auto data = examples::make_blobs(std::size_t(d.samples), shape.inputs, shape.classes);
     const auto init = examples::mlp_init<float>(shape);
     std::vector<float> result;
     std::mutex m;
-    run_inprocess(ranks, [&](Communicator &comm) {
+    auto body = [&](Communicator &comm) {
+        if (verbose && comm.rank() == 0)
+            std::printf("shardopt demo: MLP classifier, %d ranks (%s), %s over Adam, %lld samples, batch %lld\n",
+                        comm.size(), comm.backend_name().c_str(), strategy_name(strategy), (long long)d.samples,
+                        (long long)d.batch);
         ParameterSet layout(DType::f32);
         int t = 0;
         for (auto &[name, count] : examples::mlp_tensors(shape)) {
@@ -98,7 +108,9 @@ std::vector<float> train(const DemoOptions &d, int ranks, Strategy strategy, boo
                             mem.total(), mem.params_bytes, mem.grads_bytes, mem.optimizer_state_bytes, mem.buffer_bytes);
             }
         }
-    });
+    };
+    if (backend == "inprocess") run_inprocess(ranks, body);
+    else body(*create_communicator_from_env(backend));
     return result;
 }
 
@@ -110,26 +122,28 @@ int main(int argc, char **argv) {
                                           {"strategy", required_argument, nullptr, 's'},
                                           {"epochs", required_argument, nullptr, 'e'},
                                           {"samples", required_argument, nullptr, 'm'},
+                                          {"backend", required_argument, nullptr, 'b'},
                                           {"help", no_argument, nullptr, 'h'},
                                           {nullptr, 0, nullptr, 0}};
     try {
-        for (int c; (c = getopt_long(argc, argv, "n:s:e:m:h", long_options, nullptr)) != -1;) {
+        for (int c; (c = getopt_long(argc, argv, "n:s:e:m:b:h", long_options, nullptr)) != -1;) {
             switch (c) {
             case 'n': d.ranks = std::stoi(optarg); break;
             case 's': d.strategy = parse_strategy(optarg); break;
             case 'e': d.epochs = std::stoi(optarg); break;
             case 'm': d.samples = std::stoll(optarg); break;
+            case 'b': d.backend = optarg; break;
             default:
-                std::printf("usage: %s [--ranks N] [--strategy ddp|zero1|zero2|fsdp] [--epochs E] [--samples S]\n", argv[0]);
+                std::printf("usage: %s [--ranks N] [--strategy ddp|zero1|zero2|fsdp] [--epochs E] [--samples S] [--backend inprocess|ucx]\n",
+                            argv[0]);
                 return c == 'h' ? 0 : 2;
             }
         }
         if (d.ranks < 1 || d.epochs < 1 || d.samples < 1)
             throw Error(ErrorCode::invalid_argument, "ranks, epochs and samples must be positive");
-        std::printf("shardopt demo: MLP classifier, %d in-process ranks, %s over Adam, %lld samples, batch %lld\n",
-                    d.ranks, strategy_name(d.strategy), (long long)d.samples, (long long)d.batch);
-        const auto sharded = train(d, d.ranks, d.strategy, true);
-        const auto single = train(d, 1, Strategy::ddp, false);
+        const auto sharded = train(d, d.backend, d.ranks, d.strategy, true);
+        if (sharded.empty()) return 0; // a UCX rank other than 0: rank 0 reports
+        const auto single = train(d, "inprocess", 1, Strategy::ddp, false);
         double max_diff = 0, max_abs = 0;
         for (std::size_t i = 0; i < single.size(); ++i) {
             max_diff = std::max(max_diff, double(std::fabs(sharded[i] - single[i])));
