@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "shardopt/error.hpp"
+#include "memory_plan.hpp"
 #include "sharded_optimizer_impl.hpp"
 
 namespace shardopt {
@@ -60,6 +61,9 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm,
     layout.plan(grid.shard->size());
     std::unique_ptr<ShardedOptimizer> opt(new ShardedOptimizer(comm, std::move(layout), optimizer, options));
     const StrategyPlan plan = StrategyPlan::of(data_strategy, options);
+    require_fits(MemoryPlan::of(plan, opt->layout_, opt->optimizer_->state_slots(), options, external_params != nullptr),
+                 ranks_sharing_memory(*comm), data_strategy, opt->layout_.element_count(),
+                 optimizer_kind_name(optimizer.kind));
     opt->impl_ = std::make_unique<Impl>(*opt, std::move(grid), plan, external_params);
     if (initial) opt->set_parameters(initial);
     return opt;

@@ -377,8 +377,10 @@ void ShardedOptimizer::Impl::release(int b) {
         unit.work.reset();
     }
     unit.gathered = false;
-    // Keep one spare buffer so the steady state allocates nothing; free the rest.
-    if (free_unit_buffers.empty()) free_unit_buffers.push_back(std::move(unit.buffer));
+    // Keep as many spare buffers as units can be live at once (the current one, plus the
+    // prefetched one), so the steady state allocates nothing; free the rest.
+    const std::size_t live_units = owner.options_.fsdp_prefetch ? 2 : 1;
+    if (free_unit_buffers.size() < live_units) free_unit_buffers.push_back(std::move(unit.buffer));
     else unit.buffer.release();
 }
 

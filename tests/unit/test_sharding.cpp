@@ -301,6 +301,19 @@ BOOST_AUTO_TEST_CASE(misuse_is_reported) {
     });
 }
 
+// A billion f32 parameters under DDP on 4 ranks of one host (64 GB) is refused before anything
+// is allocated, with the estimate in the message.
+BOOST_AUTO_TEST_CASE(model_too_big_is_refused_up_front) {
+    run_inprocess(4, [](Communicator &comm) {
+        ParameterSet layout(DType::f32);
+        for (int i = 0; i < 10; ++i) layout.add("layer" + std::to_string(i), 100'000'000);
+        expect_error(ErrorCode::out_of_memory, "needs 16.00 GB per rank", [&] {
+            ShardedOptimizer::create(comm.shared_from_this(), layout, OptimizerOptions::defaults(OptimizerKind::adam),
+                                     with(Strategy::ddp));
+        });
+    });
+}
+
 BOOST_AUTO_TEST_CASE(parameter_set_layout) {
     ParameterSet layout(DType::f32, 100 * 4);
     layout.add("w", 70);
