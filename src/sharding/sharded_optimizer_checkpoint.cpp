@@ -284,6 +284,7 @@ std::vector<unsigned char> ShardedOptimizer::serialize() {
 void ShardedOptimizer::load(const std::string &dir) { load_checkpoint(dir, nullptr, 0); }
 
 void ShardedOptimizer::deserialize(const void *data, std::size_t size) {
+    require(data != nullptr || size == 0, ErrorCode::invalid_argument, "deserialize: null buffer with a nonzero size");
     load_checkpoint(std::string(), data ? data : "", size);
 }
 
@@ -324,7 +325,8 @@ void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes
                         "deserialize: these bytes are a sharded checkpoint's manifest, not a serialized checkpoint");
         check_same_layout(meta.layout, layout_info(layout_));
         require(meta.optimizer_kind == int(optimizer_->kind()), ErrorCode::invalid_argument,
-                "checkpoint optimizer is kind " + std::to_string(meta.optimizer_kind) + ", this optimizer is " +
+                std::string("checkpoint was saved by a ") + optimizer_kind_name(OptimizerKind(meta.optimizer_kind)) +
+                    " optimizer (kind " + std::to_string(meta.optimizer_kind) + "), this optimizer is " +
                     optimizer_kind_name(optimizer_->kind()));
         require(meta.state_slots == int(impl.state.size()), ErrorCode::invalid_argument,
                 "checkpoint holds " + std::to_string(meta.state_slots) + " optimizer state arrays per element, this " +

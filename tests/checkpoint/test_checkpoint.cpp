@@ -337,7 +337,7 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
                      ErrorCode::invalid_argument, "dtype is f32 in the checkpoint but f64 in the model", {}});
     cases.push_back({"other optimizer",
                      bad_copy(with_header(consolidated, [&](nlohmann::json &h) { h["optimizer_kind"] = 0; })),
-                     ErrorCode::invalid_argument, "checkpoint optimizer is kind 0, this optimizer is adam", {}});
+                     ErrorCode::invalid_argument, "checkpoint was saved by a sgd optimizer (kind 0), this optimizer is adam", {}});
     cases.push_back({"missing shard", bad_sharded(2, {}, true), ErrorCode::io,
                      "checkpoint shard of rank 2 of 4 is missing or unreadable", {}});
     cases.push_back({"truncated shard", bad_sharded(1, [](auto &b) { b.resize(b.size() - 9); }, false),
@@ -424,7 +424,8 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
 // after every step, alternating forms, with an injected delay inside each file write.
 BOOST_AUTO_TEST_CASE(killed_save_leaves_previous_checkpoint_loadable) {
     ResumeSetup s;
-    const int kills = 10;
+    const int kills = 16;
+    int killed_mid_save = 0; // kills that left a half-done save behind
     std::map<std::int64_t, std::vector<double>> reference; // step -> parameters
     for (int k = 0; k < kills; ++k) {
         TempDir tmp;
@@ -441,11 +442,19 @@ BOOST_AUTO_TEST_CASE(killed_save_leaves_previous_checkpoint_loadable) {
         while (::access((dir + "/checkpoint.shardopt").c_str(), F_OK) != 0 &&
                std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        std::this_thread::sleep_for(std::chrono::microseconds(2000 + 7919 * k % 60000));
+        std::this_thread::sleep_for(std::chrono::microseconds(1000 + 7919 * k % 120000));
         ::kill(child, SIGKILL);
         int status = 0;
         ::waitpid(child, &status, 0);
         BOOST_REQUIRE(WIFSIGNALED(status));
+        const auto shards = shard_files(dir);
+        FILE *p = ::popen(("ls '" + dir + "' | grep -c '\\.tmp\\.'").c_str(), "r");
+        int tmp_count = 0;
+        if (p) {
+            if (std::fscanf(p, "%d", &tmp_count) != 1) tmp_count = 0;
+            ::pclose(p);
+        }
+        if (tmp_count > 0 || (shards.size() != 0 && shards.size() != 4)) ++killed_mid_save;
         std::int64_t step = -1;
         std::vector<double> loaded;
         BOOST_TEST_CONTEXT("kill " << k) {
@@ -459,6 +468,38 @@ BOOST_AUTO_TEST_CASE(killed_save_leaves_previous_checkpoint_loadable) {
             if (!reference.count(step))
                 reference[step] = run_training<double>(s, 4, strategy_options(Strategy::zero2), int(step));
             BOOST_CHECK(std::memcmp(loaded.data(), reference[step].data(), loaded.size() * sizeof(double)) == 0);
+            // The next save clears the debris of the interrupted one.
+            run_training<double>(s, 4, strategy_options(Strategy::zero2), 0, [&](ShardedOptimizer &opt) {
+                opt.load(dir);
+                opt.save(dir);
+            });
+            BOOST_CHECK_EQUAL(shard_files(dir).size(), 4u);
         }
     }
+    BOOST_TEST_MESSAGE(killed_mid_save << " of " << kills << " kills interrupted a save half way");
+    BOOST_CHECK_GE(killed_mid_save, 1);
+}
+
+BOOST_AUTO_TEST_CASE(tensor_and_pipeline_parallel_grids_are_refused) {
+    std::string message;
+    ErrorCode code = ErrorCode::ok;
+    TempDir tmp;
+    run_inprocess(2, [&](Communicator &comm) {
+        ShardingOptions o;
+        o.strategy = Strategy::hybrid;
+        o.tensor_parallel_size = 2;
+        ParameterSet layout(DType::f32);
+        layout.add("w", 8);
+        auto opt = ShardedOptimizer::create(comm.shared_from_this(), layout, OptimizerOptions{}, o);
+        try {
+            opt->save(tmp.sub("ckpt"));
+        } catch (const Error &e) {
+            if (comm.rank() == 0) {
+                code = e.code();
+                message = e.what();
+            }
+        }
+    });
+    BOOST_CHECK(code == ErrorCode::unsupported);
+    BOOST_CHECK_MESSAGE(message.find("tensor or pipeline parallelism are not supported") != std::string::npos, message);
 }
