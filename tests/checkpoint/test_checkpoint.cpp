@@ -18,6 +18,8 @@
 #include <thread>
 #include <unistd.h>
 
+extern char **environ;
+
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
@@ -430,11 +432,19 @@ BOOST_AUTO_TEST_CASE(killed_save_leaves_previous_checkpoint_loadable) {
     for (int k = 0; k < kills; ++k) {
         TempDir tmp;
         const std::string dir = tmp.sub("ckpt");
+        // Everything the child needs is prepared before fork: it only calls execve.
+        std::vector<std::string> env_strings{std::string("SHARDOPT_CHECKPOINT_TEST_DELAY_MS=") + (k % 2 ? "3" : "0")};
+        for (char **e = environ; *e; ++e)
+            if (std::strncmp(*e, "SHARDOPT_CHECKPOINT_TEST_DELAY_MS=", 34) != 0) env_strings.emplace_back(*e);
+        std::vector<char *> envp;
+        for (auto &e : env_strings) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        std::string tool = SHARDOPT_CHECKPOINT_TOOL, mode = "save-loop", dir_arg = dir;
+        char *argv[] = {tool.data(), mode.data(), dir_arg.data(), nullptr};
         const pid_t child = ::fork();
         BOOST_REQUIRE(child >= 0);
         if (child == 0) {
-            ::setenv("SHARDOPT_CHECKPOINT_TEST_DELAY_MS", k % 2 ? "3" : "0", 1);
-            ::execl(SHARDOPT_CHECKPOINT_TOOL, SHARDOPT_CHECKPOINT_TOOL, "save-loop", dir.c_str(), nullptr);
+            ::execve(tool.c_str(), argv, envp.data());
             ::_exit(127);
         }
         // Wait for the first complete checkpoint, then kill at a varying moment.
