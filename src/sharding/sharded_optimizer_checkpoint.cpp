@@ -184,7 +184,9 @@ void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
 
     // Every rank writes its chunk of every bucket (LocalSGD: its whole replica, since the
     // replicas differ), params and each state slot.
-    const std::vector<OwnedSegment> segs = impl.plan.reduce_grads ? impl.chunk_segments : whole_tensors(layout_);
+    // HSDP: the shard groups are replicas of one another; only the first one's ranks write data.
+    std::vector<OwnedSegment> segs = impl.plan.reduce_grads ? impl.chunk_segments : whole_tensors(layout_);
+    if (impl.grid.replica && impl.grid.replica_rank != 0) segs.clear();
     std::vector<SegmentData> data;
     for (int k = -1; k < int(impl.state.size()); ++k) {
         const bool sharded = k < 0 ? impl.plan.params_sharded : impl.plan.state_sharded;

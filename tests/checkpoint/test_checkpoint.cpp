@@ -163,6 +163,26 @@ BOOST_AUTO_TEST_CASE(resume_sharded_across_world_sizes_and_strategies) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(resume_from_hsdp_and_fsdp_sources) {
+    // Sources other than ZeRO-2: HSDP (replica groups write no duplicate data) and 3-rank FSDP.
+    struct Source {
+        const char *name;
+        int world;
+        ShardingOptions options;
+    };
+    for (const Source &src : {Source{"4-rank hsdp", 4, hybrid_options(4, Strategy::fsdp, 2)},
+                              Source{"3-rank fsdp", 3, strategy_options(Strategy::fsdp)}}) {
+        TempDir tmp;
+        const std::string dir = tmp.sub("ckpt");
+        run_training<double>(setup64(), src.world, src.options, kHalf, {},
+                             [&](ShardedOptimizer &opt) { opt.save(dir); });
+        const Target t{"2-rank zero2", 2, strategy_options(Strategy::zero2), false};
+        const auto got = run_training<double>(setup64(), t.world, t.options, kHalf,
+                                              [&](ShardedOptimizer &opt) { opt.load(dir); });
+        check_resumed(got, t, std::string("sharded from ") + src.name);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(resume_consolidated_across_world_sizes_and_strategies) {
     TempDir tmp;
     const std::string dir = tmp.sub("ckpt");
