@@ -67,6 +67,9 @@ struct ShardingOptions {
     int update_threads = 0; // 0 = automatic
 };
 
+// Checkpoint forms (see save()).
+enum class CheckpointForm : int32_t { sharded = 0, consolidated = 1 };
+
 struct StepResult {
     bool applied = false;          // an optimizer update happened
     bool skipped_nonfinite = false; // gradients had NaN/Inf on some rank: update skipped everywhere
@@ -173,11 +176,36 @@ class ShardedOptimizer {
 
     OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
 
+    // --- checkpoints (all collective over the world; see src/checkpoint/) ---
+    // Contents: parameters, optimizer state, step count, learning rate, optimizer and sharding
+    // options, and the parameter layout (names, counts, dtype). Refused with
+    // Error(invalid_state) in the middle of gradient accumulation. Hybrid grids with tensor or
+    // pipeline parallelism are not supported (Error(unsupported)).
+    //
+    // save(dir): sharded form = every rank writes its own shard file in parallel, then rank 0
+    // writes the manifest `dir/checkpoint.shardopt` (the checkpoint exists only once it is in
+    // place); consolidated form = rank 0 writes everything into the manifest file, plus the
+    // parameters as `dir/model.safetensors`. Files are replaced atomically; an interrupted
+    // save leaves the previous checkpoint loadable.
+    void save(const std::string &dir, CheckpointForm form = CheckpointForm::sharded);
+    // Loads a checkpoint of either form saved by any world size and strategy (resharding).
+    // Validates everything before changing anything: on any error (Error(corrupt), io,
+    // invalid_argument for a layout or optimizer mismatch) every rank throws and the
+    // optimizer is unchanged.
+    void load(const std::string &dir);
+    // The consolidated form in memory; every rank gets the same bytes.
+    std::vector<unsigned char> serialize();
+    // Loads bytes from serialize() (every rank passes the same bytes); as load().
+    void deserialize(const void *data, std::size_t size);
+    void deserialize(const std::vector<unsigned char> &bytes) { deserialize(bytes.data(), bytes.size()); }
+
     class Impl;
 
   protected:
     ShardedOptimizer(CommunicatorPtr comm, ParameterSet layout, const OptimizerOptions &optimizer,
                      const ShardingOptions &options);
+    // load() and deserialize(): from the directory/manifest `dir`, or from `bytes` when not null.
+    void load_checkpoint(const std::string &dir, const void *bytes, std::size_t size);
 
     CommunicatorPtr comm_;
     ParameterSet layout_;

@@ -408,6 +408,24 @@ void ShardedOptimizer::Impl::get_parameters(void *packed_raw) {
     }
 }
 
+void ShardedOptimizer::Impl::get_state(int k, void *packed_raw) {
+    auto *packed = static_cast<unsigned char *>(packed_raw);
+    const ParameterSet &layout = owner.layout_;
+    const unsigned char *base = state.at(std::size_t(k)).data();
+    AlignedBuffer unit;
+    std::size_t out = 0;
+    for (const auto &bl : layout.buckets()) {
+        const unsigned char *full = base + bl.offset * elem;
+        if (plan.state_sharded) {
+            if (unit.size() < bl.padded * elem) unit.resize(layout.max_bucket_padded() * elem);
+            grid.shard->allgather(base + bl.shard_offset * elem, unit.data(), bl.shard, dtype);
+            full = unit.data();
+        }
+        std::memcpy(packed + out * elem, full, bl.count * elem);
+        out += bl.count;
+    }
+}
+
 void ShardedOptimizer::Impl::set_parameters(const void *packed_raw) {
     const auto *packed = static_cast<const unsigned char *>(packed_raw);
     const ParameterSet &layout = owner.layout_;

@@ -95,6 +95,10 @@ class ShardedOptimizer::Impl {
     void set_parameters(const void *packed);
     void synchronize_state();
     std::size_t buffer_bytes() const;
+    // Checkpoint hooks: drop gathered FSDP units (their contents go stale when the shards are
+    // replaced), and gather state slot k into packed form (collective like get_parameters).
+    void release_all_units();
+    void get_state(int k, void *packed);
 
   private:
     int take_staging(int b);
@@ -107,7 +111,6 @@ class ShardedOptimizer::Impl {
     void gather_params_after_step();
     void average_params();
     void start_gather(int b);
-    void release_all_units();
     void note_buffers();
 };
 

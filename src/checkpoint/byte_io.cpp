@@ -1,0 +1,87 @@
+#include "byte_io.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shardopt/error.hpp"
+
+namespace shardopt::checkpoint {
+
+namespace {
+void check_range(const std::string &name, std::uint64_t size, std::uint64_t offset, std::size_t n) {
+    if (offset > size || n > size - offset)
+        throw Error(ErrorCode::corrupt, name + ": truncated: needs bytes [" + std::to_string(offset) + ", " +
+                                            std::to_string(offset + n) + ") but has only " + std::to_string(size));
+}
+} // namespace
+
+MemorySource::MemorySource(const void *data, std::size_t size, std::string name)
+    : data_(static_cast<const unsigned char *>(data)), size_(size), name_(std::move(name)) {
+    require(data_ != nullptr || size_ == 0, ErrorCode::invalid_argument, "deserialize: null buffer");
+}
+
+void MemorySource::read(std::uint64_t offset, void *dst, std::size_t n) const {
+    check_range(name_, size_, offset, n);
+    if (n) std::memcpy(dst, data_ + offset, n);
+}
+
+FileSource::FileSource(const std::string &path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw Error(ErrorCode::io, "cannot open '" + path + "': " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const int e = errno;
+        ::close(fd_);
+        fd_ = -1;
+        throw Error(ErrorCode::io, "'" + path + "' is not a readable regular file" +
+                                       (e ? std::string(": ") + std::strerror(e) : std::string()));
+    }
+    size_ = std::uint64_t(st.st_size);
+}
+
+FileSource::~FileSource() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void FileSource::read(std::uint64_t offset, void *dst, std::size_t n) const {
+    check_range(path_, size_, offset, n);
+    auto *out = static_cast<unsigned char *>(dst);
+    while (n > 0) {
+        const ssize_t got = ::pread(fd_, out, n, off_t(offset));
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            throw Error(ErrorCode::io, "reading '" + path_ + "': " + std::strerror(errno));
+        }
+        if (got == 0) throw Error(ErrorCode::corrupt, path_ + ": truncated while reading (file shrank)");
+        out += got;
+        offset += std::uint64_t(got);
+        n -= std::size_t(got);
+    }
+}
+
+void VectorSink::write(const void *data, std::size_t n) {
+    const auto *p = static_cast<const unsigned char *>(data);
+    out_.insert(out_.end(), p, p + n);
+}
+
+void put_u32(unsigned char *p, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+void put_u64(unsigned char *p, std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+std::uint32_t get_u32(const unsigned char *p) {
+    std::uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+std::uint64_t get_u64(const unsigned char *p) {
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+} // namespace shardopt::checkpoint

@@ -1,0 +1,78 @@
+// The checkpoint container: every checkpoint file (manifest, shard, consolidated, serialized
+// bytes) has the same frame.
+//
+//   offset  size  field
+//   0       8     magic "SHRDCKPT"
+//   8       4     format version (u32 LE), currently 1; newer versions are refused
+//   12      4     flags (u32 LE), 0
+//   16      8     header length H (u64 LE)
+//   24      8     XXH3-64 of the header bytes (u64 LE)
+//   32      H     header: UTF-8 JSON object (see manifest.hpp for its fields)
+//   32+H    D     data: the segments' raw little-endian elements, back to back
+//
+// The header's "segments" array describes the data: each entry names a part ("param",
+// "state.0", ...), a tensor index, an element range [offset, offset+count) in that tensor's
+// packed elements, where its bytes lie (data_offset relative to the data area, bytes) and the
+// XXH3-64 of those bytes (hex). "data_bytes" in the header must equal D: a truncated or
+// extended file is refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "byte_io.hpp"
+
+namespace shardopt::checkpoint {
+
+inline constexpr char kMagic[8] = {'S', 'H', 'R', 'D', 'C', 'K', 'P', 'T'};
+inline constexpr std::uint32_t kFormatVersion = 1;
+inline constexpr std::size_t kPreambleBytes = 32;
+inline constexpr std::uint64_t kMaxHeaderBytes = std::uint64_t(256) << 20; // refuse larger headers
+
+struct SegmentRecord {
+    std::string part;        // "param" or "state.<k>"
+    int tensor = 0;          // index into the layout
+    std::uint64_t offset = 0; // first element inside the tensor
+    std::uint64_t count = 0;  // elements
+    std::uint64_t data_offset = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t xxh3 = 0;
+};
+
+// A segment to write: its description and where its bytes are now.
+struct SegmentData {
+    std::string part;
+    int tensor = 0;
+    std::uint64_t offset = 0, count = 0;
+    const void *data = nullptr;
+    std::size_t bytes = 0;
+};
+
+std::string hex64(std::uint64_t v);
+std::uint64_t xxh3(const void *data, std::size_t n);
+
+// Writes one container: header (the caller's fields plus "segments" and "data_bytes") then the
+// segments' bytes. Returns the XXH3 of the header written.
+std::uint64_t write_container(ByteSink &sink, nlohmann::json header, const std::vector<SegmentData> &segments);
+
+struct Container {
+    nlohmann::json header;
+    std::uint64_t header_xxh3 = 0;
+    std::uint64_t data_start = 0;
+    std::uint64_t data_bytes = 0;
+    std::vector<SegmentRecord> segments;
+};
+
+// Reads and validates the frame and the header (magic, version, sizes against the source's
+// size, header checksum, JSON, segment records within the data area). Segment element ranges
+// are checked against the layout later (resharding), data checksums when a segment is read.
+// Throws Error(corrupt) naming what is wrong.
+Container read_container(const ByteSource &source);
+
+// Reads one segment's bytes into dst (record.bytes long) and checks its checksum.
+void read_segment(const ByteSource &source, const Container &container, const SegmentRecord &record, void *dst);
+
+} // namespace shardopt::checkpoint

@@ -1,0 +1,45 @@
+// Resharding: a checkpoint's segments indexed by (part, tensor) in the packed element space of
+// each tensor, so a reader at any world size and strategy copies exactly the element ranges it
+// owns, from whichever files hold them. Sources are added in order of preference; an element
+// held by several (replicas, LocalSGD) comes from the first.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "container_format.hpp"
+#include "manifest.hpp"
+
+namespace shardopt::checkpoint {
+
+class SegmentIndex {
+  public:
+    explicit SegmentIndex(LayoutInfo layout);
+
+    // Validates every record against the layout (tensor index, element range inside the
+    // tensor, bytes = count * element size; Error(corrupt) otherwise) and indexes it.
+    void add(std::shared_ptr<const ByteSource> source, std::shared_ptr<const Container> container);
+
+    // Copies elements [offset, offset+count) of `part` of tensor `tensor` into dst, checking
+    // the checksum of every segment read. Error(corrupt) when a range is held by no segment.
+    void read(const std::string &part, int tensor, std::uint64_t offset, std::uint64_t count, void *dst) const;
+
+    const LayoutInfo &layout() const noexcept { return layout_; }
+
+  private:
+    struct Entry {
+        const ByteSource *source;
+        const Container *container;
+        const SegmentRecord *record;
+    };
+    LayoutInfo layout_;
+    std::size_t elem_;
+    std::vector<std::shared_ptr<const ByteSource>> sources_;
+    std::vector<std::shared_ptr<const Container>> containers_;
+    std::map<std::pair<std::string, int>, std::vector<Entry>> entries_;
+};
+
+} // namespace shardopt::checkpoint

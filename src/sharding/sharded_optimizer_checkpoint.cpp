@@ -1,0 +1,394 @@
+// ShardedOptimizer's checkpoint operations: what each rank writes and reads, in terms of the
+// engine's storage (params, state slots, owned chunk segments). The file format, manifest,
+// atomic writes, resharding and error agreement live in src/checkpoint/.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "../checkpoint/atomic_file.hpp"
+#include "../checkpoint/collective_errors.hpp"
+#include "../checkpoint/container_format.hpp"
+#include "../checkpoint/manifest.hpp"
+#include "../checkpoint/resharding.hpp"
+#include "../checkpoint/safetensors_writer.hpp"
+#include "shardopt/error.hpp"
+#include "sharded_optimizer_impl.hpp"
+
+namespace shardopt {
+
+using namespace checkpoint;
+
+namespace {
+
+class CountingSink final : public ByteSink {
+  public:
+    explicit CountingSink(ByteSink &inner) : inner_(inner) {}
+    void write(const void *data, std::size_t n) override {
+        inner_.write(data, n);
+        bytes += n;
+    }
+    std::uint64_t bytes = 0;
+
+  private:
+    ByteSink &inner_;
+};
+
+LayoutInfo layout_info(const ParameterSet &ps) {
+    LayoutInfo info;
+    info.dtype = ps.dtype();
+    for (const auto &t : ps.tensors()) info.tensors.push_back({t.name, t.count});
+    return info;
+}
+
+nlohmann::json optimizer_json(const OptimizerOptions &o) {
+    return {{"kind", int(o.kind)},
+            {"kind_name", optimizer_kind_name(o.kind)},
+            {"lr", o.lr},
+            {"weight_decay", o.weight_decay},
+            {"maximize", o.maximize},
+            {"momentum", o.momentum},
+            {"dampening", o.dampening},
+            {"nesterov", o.nesterov},
+            {"beta1", o.beta1},
+            {"beta2", o.beta2},
+            {"eps", o.eps},
+            {"amsgrad", o.amsgrad},
+            {"alpha", o.alpha},
+            {"centered", o.centered},
+            {"lr_decay", o.lr_decay},
+            {"initial_accumulator_value", o.initial_accumulator_value}};
+}
+
+nlohmann::json sharding_json(const ShardingOptions &o, std::int64_t step_count) {
+    return {{"strategy", strategy_name(o.strategy)},
+            {"gradient_accumulation_steps", o.gradient_accumulation_steps},
+            {"max_grad_norm", o.max_grad_norm},
+            {"skip_nonfinite", o.skip_nonfinite},
+            {"staging_buffers", o.staging_buffers},
+            {"fsdp_prefetch", o.fsdp_prefetch},
+            {"pipeline_parallel_size", o.pipeline_parallel_size},
+            {"tensor_parallel_size", o.tensor_parallel_size},
+            {"data_parallel_size", o.data_parallel_size},
+            {"hybrid_data_strategy", strategy_name(o.hybrid_data_strategy)},
+            {"hsdp_replicas", o.hsdp_replicas},
+            {"local_sgd_period", o.local_sgd_period},
+            {"local_sgd_position", o.local_sgd_period > 0 ? step_count % o.local_sgd_period : 0}};
+}
+
+std::string new_generation() {
+    std::random_device rd;
+    const std::uint64_t t = std::uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+    const std::uint64_t r = (std::uint64_t(rd()) << 32) ^ std::uint64_t(rd());
+    return hex64(xxh3(&t, sizeof t) ^ r);
+}
+
+std::string part_name(int state_slot) { return state_slot < 0 ? "param" : "state." + std::to_string(state_slot); }
+
+bool host_is_little_endian() {
+    const std::uint32_t one = 1;
+    unsigned char first;
+    std::memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+// Every tensor whole, in flat indices: what a rank holding full (unsharded) storage owns.
+std::vector<OwnedSegment> whole_tensors(const ParameterSet &layout) {
+    std::vector<OwnedSegment> segs;
+    for (int t = 0; t < layout.tensor_count(); ++t) {
+        const auto &tl = layout.tensor(t);
+        segs.push_back({t, tl.offset, tl.offset, tl.count});
+    }
+    return segs;
+}
+
+void check_checkpointable(const ShardedOptimizer::Impl &impl, const ShardingOptions &options, const char *what) {
+    require(host_is_little_endian(), ErrorCode::unsupported, "checkpoints need a little-endian host");
+    require(impl.grid.pp_size == 1 && impl.grid.tp_size == 1, ErrorCode::unsupported,
+            std::string(what) + ": checkpoints of hybrid grids with tensor or pipeline parallelism are not supported "
+                                "(every rank must hold the whole model's layout)");
+    require(impl.micro_step == 0, ErrorCode::invalid_state,
+            std::string(what) + ": refused in the middle of gradient accumulation (" + std::to_string(impl.micro_step) +
+                " of " + std::to_string(options.gradient_accumulation_steps) +
+                " micro-steps done); call it after the step() that applies the update");
+}
+
+} // namespace
+
+void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
+    Impl &impl = *impl_;
+    Communicator &world = *impl.grid.world;
+    run_agreed(world, [&] {
+        require(!dir.empty(), ErrorCode::invalid_argument, "save: empty checkpoint directory");
+        require(form == CheckpointForm::sharded || form == CheckpointForm::consolidated, ErrorCode::invalid_argument,
+                "save: invalid checkpoint form");
+        check_checkpointable(impl, options_, "save");
+    });
+    const std::size_t elem = impl.elem;
+    const LayoutInfo info = layout_info(layout_);
+    Manifest manifest;
+    manifest.layout = info;
+    manifest.world_size = world.size();
+    manifest.step_count = step_count_;
+    manifest.state_slots = int(impl.state.size());
+    manifest.optimizer_kind = int(optimizer_->kind());
+    manifest.lr = optimizer_->options().lr;
+    manifest.optimizer = optimizer_json(optimizer_->options());
+    manifest.sharding = sharding_json(options_, step_count_);
+    const std::string manifest_path = join_path(dir, kManifestFile);
+
+    if (form == CheckpointForm::consolidated) {
+        const std::vector<unsigned char> bytes = serialize(); // collective; rank 0's are the file
+        run_agreed(world, [&] {
+            if (world.rank() != 0) return;
+            make_directories(dir);
+            write_file_atomically(manifest_path, [&](ByteSink &sink) { sink.write(bytes.data(), bytes.size()); });
+            // The parameters again, for other tools: read them back from the bytes just written.
+            MemorySource source(bytes.data(), bytes.size());
+            const Container c = read_container(source);
+            std::vector<unsigned char> packed(layout_.element_count() * elem);
+            SegmentIndex index(info);
+            index.add(std::make_shared<MemorySource>(bytes.data(), bytes.size()), std::make_shared<Container>(c));
+            std::size_t at = 0;
+            for (int t = 0; t < layout_.tensor_count(); ++t) {
+                const std::size_t n = layout_.tensor(t).count;
+                index.read("param", t, 0, n, packed.data() + at * elem);
+                at += n;
+            }
+            write_file_atomically(join_path(dir, kSafetensorsFile), [&](ByteSink &sink) {
+                write_safetensors(sink, info, packed.data(),
+                                  {{"producer", "shardopt"}, {"step_count", std::to_string(step_count_)}});
+            });
+            // Shard files of an earlier sharded save are no longer referenced.
+            for (const auto &name : list_directory(dir))
+                if (is_shard_file_name(name) || name.find(".tmp.") != std::string::npos)
+                    remove_file_quietly(join_path(dir, name));
+            fsync_directory(dir);
+        });
+        return;
+    }
+
+    // --- sharded form ---
+    std::int64_t gen_bits = 0;
+    if (world.rank() == 0) {
+        const std::string g = new_generation();
+        gen_bits = std::int64_t(std::stoull(g, nullptr, 16));
+    }
+    world.broadcast(&gen_bits, 1, DType::i64, 0);
+    const std::string generation = hex64(std::uint64_t(gen_bits));
+    manifest.kind = "sharded-manifest";
+    manifest.generation = generation;
+    run_agreed(world, [&] {
+        if (world.rank() == 0) make_directories(dir);
+    });
+
+    // Every rank writes its chunk of every bucket (LocalSGD: its whole replica, since the
+    // replicas differ), params and each state slot.
+    // HSDP: the shard groups are replicas of one another; only the first one's ranks write data.
+    std::vector<OwnedSegment> segs = impl.plan.reduce_grads ? impl.chunk_segments : whole_tensors(layout_);
+    if (impl.grid.replica && impl.grid.replica_rank != 0) segs.clear();
+    std::vector<SegmentData> data;
+    for (int k = -1; k < int(impl.state.size()); ++k) {
+        const bool sharded = k < 0 ? impl.plan.params_sharded : impl.plan.state_sharded;
+        const unsigned char *base = k < 0 ? impl.params : impl.state[std::size_t(k)].data();
+        for (const auto &s : segs) {
+            const std::size_t at = sharded && impl.plan.reduce_grads ? s.local : s.flat;
+            data.push_back({part_name(k), s.tensor, s.flat - layout_.tensor(s.tensor).offset, s.count,
+                            base + at * elem, s.count * elem});
+        }
+    }
+    nlohmann::json shard_header = {{"format", kFormatName},
+                                   {"kind", "shard"},
+                                   {"rank", world.rank()},
+                                   {"world_size", world.size()},
+                                   {"generation", generation},
+                                   {"layout", layout_to_json(info)}};
+    const std::string my_file = shard_file_name(world.rank(), world.size(), generation);
+    std::int64_t mine[2] = {0, 0}; // bytes, header checksum
+    try {
+        run_agreed(world, [&] {
+            write_file_atomically(join_path(dir, my_file), [&](ByteSink &sink) {
+                CountingSink counting(sink);
+                mine[1] = std::int64_t(write_container(counting, shard_header, data));
+                mine[0] = std::int64_t(counting.bytes);
+            });
+        });
+    } catch (...) {
+        remove_file_quietly(join_path(dir, my_file)); // no manifest will point at it
+        throw;
+    }
+    test_delay_point();
+    // Barrier + what rank 0 needs for the manifest.
+    std::vector<std::int64_t> all(2 * std::size_t(world.size()));
+    world.allgather(mine, all.data(), 2, DType::i64);
+    for (int r = 0; r < world.size(); ++r)
+        manifest.files.push_back({shard_file_name(r, world.size(), generation), r, std::uint64_t(all[2 * r]),
+                                  std::uint64_t(all[2 * r + 1])});
+    run_agreed(world, [&] {
+        if (world.rank() != 0) return;
+        write_file_atomically(manifest_path,
+                              [&](ByteSink &sink) { write_container(sink, manifest_to_json(manifest), {}); });
+        // The new checkpoint is in place: older shard files, stale temporaries of interrupted
+        // saves and a safetensors export of an older consolidated save go.
+        for (const auto &name : list_directory(dir)) {
+            const bool current = name.find("." + generation + ".") != std::string::npos && is_shard_file_name(name);
+            if ((is_shard_file_name(name) && !current) || name.find(".tmp.") != std::string::npos ||
+                name == kSafetensorsFile)
+                remove_file_quietly(join_path(dir, name));
+        }
+        fsync_directory(dir);
+    });
+}
+
+std::vector<unsigned char> ShardedOptimizer::serialize() {
+    Impl &impl = *impl_;
+    Communicator &world = *impl.grid.world;
+    run_agreed(world, [&] { check_checkpointable(impl, options_, "serialize"); });
+    const std::size_t elem = impl.elem, n = layout_.element_count();
+    std::vector<unsigned char> params(n * elem);
+    impl.get_parameters(params.data()); // collective (FSDP, hybrid)
+    std::vector<std::vector<unsigned char>> state(impl.state.size(), std::vector<unsigned char>(n * elem));
+    for (std::size_t k = 0; k < state.size(); ++k) impl.get_state(int(k), state[k].data());
+
+    std::vector<unsigned char> bytes;
+    if (world.rank() == 0) {
+        Manifest manifest;
+        manifest.kind = "consolidated";
+        manifest.layout = layout_info(layout_);
+        manifest.generation = new_generation();
+        manifest.world_size = world.size();
+        manifest.step_count = step_count_;
+        manifest.state_slots = int(impl.state.size());
+        manifest.optimizer_kind = int(optimizer_->kind());
+        manifest.lr = optimizer_->options().lr;
+        manifest.optimizer = optimizer_json(optimizer_->options());
+        manifest.sharding = sharding_json(options_, step_count_);
+        std::vector<SegmentData> data;
+        for (int k = -1; k < int(state.size()); ++k) {
+            const unsigned char *base = k < 0 ? params.data() : state[std::size_t(k)].data();
+            std::size_t at = 0;
+            for (int t = 0; t < layout_.tensor_count(); ++t) {
+                const std::size_t count = layout_.tensor(t).count;
+                data.push_back({part_name(k), t, 0, count, base + at * elem, count * elem});
+                at += count;
+            }
+        }
+        VectorSink sink(bytes);
+        write_container(sink, manifest_to_json(manifest), data);
+    }
+    std::int64_t size = std::int64_t(bytes.size());
+    world.broadcast(&size, 1, DType::i64, 0);
+    bytes.resize(std::size_t(size));
+    world.broadcast(bytes.data(), bytes.size(), DType::u8, 0);
+    return bytes;
+}
+
+void ShardedOptimizer::load(const std::string &dir) { load_checkpoint(dir, nullptr, 0); }
+
+void ShardedOptimizer::deserialize(const void *data, std::size_t size) {
+    require(data != nullptr || size == 0, ErrorCode::invalid_argument, "deserialize: null buffer with a nonzero size");
+    load_checkpoint(std::string(), data ? data : "", size);
+}
+
+void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes, std::size_t size) {
+    Impl &impl = *impl_;
+    Communicator &world = *impl.grid.world;
+    const std::size_t elem = impl.elem;
+    // New contents are staged here and committed only when every rank has all of them.
+    std::vector<unsigned char> new_params;
+    std::vector<std::vector<unsigned char>> new_state;
+    Manifest meta;
+    run_agreed(world, [&] {
+        check_checkpointable(impl, options_, bytes ? "deserialize" : "load");
+        std::shared_ptr<ByteSource> msource;
+        std::string base_dir;
+        if (bytes) {
+            msource = std::make_shared<MemorySource>(bytes, size);
+        } else {
+            require(!dir.empty(), ErrorCode::invalid_argument, "load: empty checkpoint path");
+            std::string manifest_path = dir;
+            base_dir = dir;
+            if (is_directory(dir)) {
+                manifest_path = join_path(dir, kManifestFile);
+            } else {
+                const auto slash = dir.find_last_of('/');
+                base_dir = slash == std::string::npos ? "." : dir.substr(0, slash + 1);
+            }
+            try {
+                msource = std::make_shared<FileSource>(manifest_path);
+            } catch (const Error &e) {
+                throw Error(ErrorCode::io, std::string("no checkpoint at '") + dir + "': " + e.what());
+            }
+        }
+        auto mcontainer = std::make_shared<Container>(read_container(*msource));
+        meta = manifest_from_json(mcontainer->header, msource->name());
+        if (bytes && meta.kind != "consolidated")
+            throw Error(ErrorCode::invalid_argument,
+                        "deserialize: these bytes are a sharded checkpoint's manifest, not a serialized checkpoint");
+        check_same_layout(meta.layout, layout_info(layout_));
+        require(meta.optimizer_kind == int(optimizer_->kind()), ErrorCode::invalid_argument,
+                std::string("checkpoint was saved by a ") + optimizer_kind_name(OptimizerKind(meta.optimizer_kind)) +
+                    " optimizer (kind " + std::to_string(meta.optimizer_kind) + "), this optimizer is " +
+                    optimizer_kind_name(optimizer_->kind()));
+        require(meta.state_slots == int(impl.state.size()), ErrorCode::invalid_argument,
+                "checkpoint holds " + std::to_string(meta.state_slots) + " optimizer state arrays per element, this " +
+                    optimizer_kind_name(optimizer_->kind()) + " optimizer uses " + std::to_string(impl.state.size()) +
+                    " (momentum/amsgrad/centered options differ)");
+        require(std::isfinite(meta.lr) && meta.lr >= 0.0, ErrorCode::corrupt,
+                msource->name() + ": learning rate " + std::to_string(meta.lr) + " is not valid");
+
+        SegmentIndex index(meta.layout);
+        if (meta.kind == "consolidated") {
+            index.add(msource, mcontainer);
+        } else {
+            // LocalSGD keeps one replica per rank: at the same world size each rank takes its own.
+            std::vector<ShardFileInfo> files = meta.files;
+            if (options_.strategy == Strategy::local_sgd && meta.world_size == world.size())
+                std::stable_partition(files.begin(), files.end(),
+                                      [&](const ShardFileInfo &f) { return f.rank == world.rank(); });
+            for (const auto &f : files) {
+                const std::string path = join_path(base_dir, f.name);
+                std::shared_ptr<ByteSource> source;
+                try {
+                    source = std::make_shared<FileSource>(path);
+                } catch (const Error &e) {
+                    throw Error(ErrorCode::io, "checkpoint shard of rank " + std::to_string(f.rank) + " of " +
+                                                   std::to_string(meta.world_size) + " is missing or unreadable: " +
+                                                   e.what());
+                }
+                if (source->size() != f.bytes)
+                    throw Error(ErrorCode::corrupt, path + ": shard file is " + std::to_string(source->size()) +
+                                                        " bytes but the manifest recorded " + std::to_string(f.bytes) +
+                                                        (source->size() < f.bytes ? " (truncated)" : ""));
+                auto container = std::make_shared<Container>(read_container(*source));
+                if (container->header_xxh3 != f.header_xxh3)
+                    throw Error(ErrorCode::corrupt,
+                                path + ": shard file does not belong to this checkpoint (its header checksum differs "
+                                       "from the manifest's)");
+                index.add(source, container);
+            }
+        }
+
+        // Stage: start from the current storage (padding and anything not owned stay as they are).
+        const std::size_t param_elems = impl.plan.params_sharded ? layout_.shard_count() : layout_.padded_count();
+        new_params.assign(impl.params, impl.params + param_elems * elem);
+        for (const auto &s : impl.state) new_state.emplace_back(s.data(), s.data() + s.size());
+        const std::vector<OwnedSegment> whole = whole_tensors(layout_);
+        for (int k = -1; k < int(impl.state.size()); ++k) {
+            const bool sharded = k < 0 ? impl.plan.params_sharded : impl.plan.state_sharded;
+            unsigned char *base = k < 0 ? new_params.data() : new_state[std::size_t(k)].data();
+            for (const auto &s : sharded ? impl.chunk_segments : whole)
+                index.read(part_name(k), s.tensor, s.flat - layout_.tensor(s.tensor).offset, s.count,
+                           base + (sharded ? s.local : s.flat) * elem);
+        }
+    });
+    // Commit: nothing below can fail.
+    impl.release_all_units();
+    std::memcpy(impl.params, new_params.data(), new_params.size());
+    for (std::size_t k = 0; k < impl.state.size(); ++k)
+        std::memcpy(impl.state[k].data(), new_state[k].data(), new_state[k].size());
+    step_count_ = meta.step_count;
+    optimizer_->set_lr(meta.lr);
+}
+
+} // namespace shardopt
