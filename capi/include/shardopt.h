@@ -420,7 +420,31 @@ SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt,
                                                          void *user_data, const shardopt_optimize_options *options,
                                                          shardopt_optimize_result *result);
 
-/* (Checkpoints — serialize/deserialize/save/load — come in a later ABI minor version.) */
+/* ---------------------------------------------------------------------------------------------
+ * Checkpoints. All four are collective over the optimizer's communicator: every rank calls them
+ * with the same arguments. A checkpoint saved by any world size and strategy loads into any
+ * other (resharding). Files are checksummed and written atomically; a failed load changes
+ * nothing (SHARDOPT_ERR_IO: unreadable/unwritable path or missing shard; SHARDOPT_ERR_CORRUPT:
+ * bad magic, future version, truncation, checksum; SHARDOPT_ERR_INVALID_ARGUMENT: a layout that
+ * does not match; SHARDOPT_ERR_INVALID_STATE: saving in the middle of gradient accumulation).
+ * ------------------------------------------------------------------------------------------- */
+typedef enum shardopt_checkpoint_form {
+    SHARDOPT_CHECKPOINT_SHARDED = 0,     /* every rank writes its shard; rank 0 the manifest last */
+    SHARDOPT_CHECKPOINT_CONSOLIDATED = 1 /* rank 0 writes one file (+ model.safetensors) */
+} shardopt_checkpoint_form;
+
+/* Saves into directory `dir` (created if missing). */
+SHARDOPT_API shardopt_status shardopt_optimizer_save(shardopt_optimizer opt, const char *dir,
+                                                     shardopt_checkpoint_form form);
+/* Loads the checkpoint in directory `dir`, of either form. */
+SHARDOPT_API shardopt_status shardopt_optimizer_load(shardopt_optimizer opt, const char *dir);
+/* The consolidated checkpoint as bytes, identical on every rank. *data is allocated by the
+ * library and released with shardopt_buffer_free. */
+SHARDOPT_API shardopt_status shardopt_optimizer_serialize(shardopt_optimizer opt, void **data, size_t *size);
+/* Loads bytes produced by shardopt_optimizer_serialize (every rank passes the same bytes). */
+SHARDOPT_API shardopt_status shardopt_optimizer_deserialize(shardopt_optimizer opt, const void *data, size_t size);
+/* Frees a buffer the library allocated (NULL is a no-op). */
+SHARDOPT_API shardopt_status shardopt_buffer_free(void *data);
 
 #ifdef __cplusplus
 } /* extern "C" */

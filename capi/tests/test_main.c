@@ -10,5 +10,6 @@ int main(void) {
     test_optimizer();
     test_optimize();
     test_strategies();
+    test_checkpoint();
     return harness_report();
 }

@@ -7,5 +7,6 @@ void test_options(void);      /* options structs: defaults, versioning, validati
 void test_optimizer(void);    /* creation, step protocol, FSDP states, parameters, state */
 void test_optimize(void);     /* optimize() with a C callback, failing callbacks */
 void test_strategies(void);   /* hybrid, Local SGD, accumulation, clipping */
+void test_checkpoint(void);   /* save/load, serialize/deserialize, resume, errors */
 int header_compiles_as_cxx(void); /* from header_cxx.cpp */
 #endif

@@ -1,0 +1,121 @@
+/* Checkpoints through the ABI on 2 ranks: save/load in both forms, serialize/deserialize, a
+ * resumed run equal to an uninterrupted one, and each error path with its message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tests.h"
+
+#define N 9
+
+static shardopt_optimizer make_zero2(shardopt_comm comm) {
+    shardopt_params p = NULL;
+    shardopt_optimizer_options o;
+    shardopt_sharding_options s;
+    shardopt_optimizer opt = NULL;
+    const float initial[N] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    CHECK_OK(shardopt_params_create(SHARDOPT_F32, 0, &p));
+    CHECK_OK(shardopt_params_add(p, "a", 6, 0, NULL));
+    CHECK_OK(shardopt_params_end_bucket(p));
+    CHECK_OK(shardopt_params_add(p, "b", 3, 0, NULL));
+    CHECK_OK(shardopt_optimizer_options_init(&o));
+    o.kind = SHARDOPT_ADAM;
+    CHECK_OK(shardopt_sharding_options_init(&s));
+    s.strategy = SHARDOPT_ZERO2;
+    CHECK_OK(shardopt_optimizer_create(comm, p, &o, &s, initial, &opt));
+    CHECK_OK(shardopt_params_destroy(p));
+    return opt;
+}
+
+static void adam_step(shardopt_optimizer opt, int rank, int step) {
+    int b, buckets = 0;
+    CHECK_OK(shardopt_optimizer_zero_grad(opt));
+    CHECK_OK(shardopt_optimizer_bucket_count(opt, &buckets));
+    for (b = 0; b < buckets; ++b) {
+        float *g = NULL;
+        size_t i, count = 0;
+        CHECK_OK(shardopt_optimizer_bucket_grad(opt, b, (void **)&g, &count));
+        for (i = 0; i < count; ++i) g[i] = 0.1f * (float)(rank + 1) * (float)((step + (int)i) % 5 - 2);
+        CHECK_OK(shardopt_optimizer_grad_ready(opt, b));
+    }
+    {
+        shardopt_step_result r;
+        memset(&r, 0, sizeof r);
+        r.struct_size = sizeof r;
+        CHECK_OK(shardopt_optimizer_step(opt, &r));
+    }
+}
+
+static void checkpoint_rank(shardopt_comm comm, int rank, void *arg) {
+    const char *dir = (const char *)arg;
+    char sharded[512], consolidated[512], missing[512];
+    float straight[N], resumed[N], other[N];
+    void *bytes = NULL;
+    size_t size = 0;
+    int step;
+    shardopt_optimizer a = make_zero2(comm), b = make_zero2(comm);
+    snprintf(sharded, sizeof sharded, "%s/sharded", dir);
+    snprintf(consolidated, sizeof consolidated, "%s/consolidated", dir);
+    snprintf(missing, sizeof missing, "%s/never-written", dir);
+
+    for (step = 0; step < 3; ++step) adam_step(a, rank, step);
+    CHECK_OK(shardopt_optimizer_save(a, sharded, SHARDOPT_CHECKPOINT_SHARDED));
+    CHECK_OK(shardopt_optimizer_save(a, consolidated, SHARDOPT_CHECKPOINT_CONSOLIDATED));
+    CHECK_OK(shardopt_optimizer_serialize(a, &bytes, &size));
+    CHECK(bytes != NULL && size > 0);
+    for (step = 3; step < 6; ++step) adam_step(a, rank, step);
+    CHECK_OK(shardopt_optimizer_get_parameters(a, straight, N));
+
+    /* Resume from each form: 3 more steps equal the uninterrupted 6, bit for bit. */
+    CHECK_OK(shardopt_optimizer_load(b, sharded));
+    for (step = 3; step < 6; ++step) adam_step(b, rank, step);
+    CHECK_OK(shardopt_optimizer_get_parameters(b, resumed, N));
+    CHECK(memcmp(straight, resumed, sizeof straight) == 0);
+    CHECK_OK(shardopt_optimizer_load(b, consolidated));
+    for (step = 3; step < 6; ++step) adam_step(b, rank, step);
+    CHECK_OK(shardopt_optimizer_get_parameters(b, resumed, N));
+    CHECK(memcmp(straight, resumed, sizeof straight) == 0);
+    CHECK_OK(shardopt_optimizer_deserialize(b, bytes, size));
+    for (step = 3; step < 6; ++step) adam_step(b, rank, step);
+    CHECK_OK(shardopt_optimizer_get_parameters(b, resumed, N));
+    CHECK(memcmp(straight, resumed, sizeof straight) == 0);
+
+    /* Errors: each leaves the optimizer as it was. */
+    CHECK_ERR(shardopt_optimizer_save(NULL, sharded, SHARDOPT_CHECKPOINT_SHARDED), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "optimizer handle is NULL");
+    CHECK_ERR(shardopt_optimizer_save(b, NULL, SHARDOPT_CHECKPOINT_SHARDED), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "dir is NULL");
+    CHECK_ERR(shardopt_optimizer_save(b, sharded, (shardopt_checkpoint_form)7), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "not a shardopt_checkpoint_form");
+    CHECK_ERR(shardopt_optimizer_load(b, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "dir is NULL");
+    CHECK_ERR(shardopt_optimizer_serialize(b, NULL, &size), SHARDOPT_ERR_INVALID_ARGUMENT, "data is NULL");
+    CHECK_ERR(shardopt_optimizer_serialize(b, &bytes, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "size is NULL");
+    CHECK_ERR(shardopt_optimizer_deserialize(b, NULL, 4), SHARDOPT_ERR_INVALID_ARGUMENT, "data is NULL");
+    CHECK_OK(shardopt_optimizer_get_parameters(b, other, N));
+    CHECK_ERR(shardopt_optimizer_load(b, missing), SHARDOPT_ERR_IO, "never-written");
+    ((unsigned char *)bytes)[0] ^= 0xff; /* wrong magic */
+    CHECK_ERR(shardopt_optimizer_deserialize(b, bytes, size), SHARDOPT_ERR_CORRUPT, "magic");
+    ((unsigned char *)bytes)[0] ^= 0xff;
+    CHECK_ERR(shardopt_optimizer_deserialize(b, bytes, size / 2), SHARDOPT_ERR_CORRUPT, "");
+    CHECK_OK(shardopt_optimizer_get_parameters(b, resumed, N));
+    CHECK(memcmp(other, resumed, sizeof other) == 0);
+
+    CHECK_OK(shardopt_buffer_free(bytes));
+    CHECK_OK(shardopt_buffer_free(NULL));
+    CHECK_OK(shardopt_optimizer_destroy(a));
+    CHECK_OK(shardopt_optimizer_destroy(b));
+}
+
+void test_checkpoint(void) {
+    char dir[] = "/tmp/shardopt-capi-ckpt-XXXXXX";
+    char command[256];
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp failed");
+        return;
+    }
+    run_ranks(2, checkpoint_rank, dir);
+    snprintf(command, sizeof command, "rm -rf '%s'", dir);
+    CHECK(system(command) == 0);
+}
