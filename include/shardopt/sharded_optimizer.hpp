@@ -65,6 +65,12 @@ struct ShardingOptions {
     // SHARDOPT_NUM_THREADS, else the hardware concurrency (at most 16). Updates under 64K
     // elements run on the calling thread. Results are bitwise the same for any value.
     int update_threads = 0; // 0 = automatic
+    // ZeRO-1/2: leave the post-update parameter allgather running when step() returns, so it
+    // overlaps whatever the caller does next (typically the next forward). The parameters of
+    // bucket b are complete once gather(b), tensor_parameters(), parameters(),
+    // get_parameters() or the next step() is called; a pointer kept from before must not be
+    // read until then. Off by default: with it off, step() returns with parameters complete.
+    bool overlap_param_gather = false;
 };
 
 // Checkpoint forms (see save()).
@@ -75,6 +81,12 @@ struct StepResult {
     bool skipped_nonfinite = false; // gradients had NaN/Inf on some rank: update skipped everywhere
     bool accumulating = false;     // a micro-step of gradient accumulation: no update yet
     double grad_norm = 0.0;        // global norm of the averaged gradient (before clipping)
+    // Where step() spent its time: waiting for gradient reductions still in flight (what the
+    // caller's computation did not hide), the optimizer update, and the collectives after it
+    // (ZeRO parameter allgather, LocalSGD averaging).
+    double reduce_wait_seconds = 0.0;
+    double update_seconds = 0.0;
+    double post_update_seconds = 0.0;
 };
 
 struct MemoryStats {

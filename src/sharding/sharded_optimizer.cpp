@@ -45,7 +45,15 @@ ShardedOptimizer::ShardedOptimizer(CommunicatorPtr comm, ParameterSet layout, co
     : comm_(std::move(comm)), layout_(std::move(layout)), optimizer_(Optimizer::create(optimizer)),
       options_(options) {}
 
-ShardedOptimizer::~ShardedOptimizer() = default;
+ShardedOptimizer::~ShardedOptimizer() {
+    // Collectives in flight read and write our buffers: let them finish first.
+    if (impl_) {
+        try {
+            impl_->wait_param_gathers();
+        } catch (...) { // an aborted communicator: nothing left to wait for
+        }
+    }
+}
 
 std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm, ParameterSet layout,
                                                            const OptimizerOptions &optimizer,
@@ -83,12 +91,16 @@ CommunicatorPtr ShardedOptimizer::pipeline_group() const noexcept { return impl_
 void *ShardedOptimizer::parameters() {
     require(!impl_->plan.params_sharded, ErrorCode::invalid_state,
             "FSDP keeps parameters sharded: use gather(unit) or get_parameters()");
+    impl_->wait_param_gathers();
     return impl_->params;
 }
 
 void *ShardedOptimizer::tensor_parameters(int t) {
     const auto &tl = layout_.tensor(t);
-    if (!impl_->plan.params_sharded) return impl_->params + tl.offset * impl_->elem;
+    if (!impl_->plan.params_sharded) {
+        impl_->wait_param_gather(tl.bucket);
+        return impl_->params + tl.offset * impl_->elem;
+    }
     const auto &unit = impl_->units[tl.bucket];
     require(unit.gathered, ErrorCode::invalid_state,
             "tensor '" + tl.name + "' belongs to unit " + std::to_string(tl.bucket) + ", which is not gathered");

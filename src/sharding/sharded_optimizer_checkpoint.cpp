@@ -117,6 +117,7 @@ void check_checkpointable(const ShardedOptimizer::Impl &impl, const ShardingOpti
 
 void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
     Impl &impl = *impl_;
+    impl.wait_param_gathers();
     Communicator &world = *impl.grid.world;
     run_agreed(world, [&] {
         require(!dir.empty(), ErrorCode::invalid_argument, "save: empty checkpoint directory");
@@ -242,6 +243,7 @@ void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
 
 std::vector<unsigned char> ShardedOptimizer::serialize() {
     Impl &impl = *impl_;
+    impl.wait_param_gathers();
     Communicator &world = *impl.grid.world;
     run_agreed(world, [&] { check_checkpointable(impl, options_, "serialize"); });
     const std::size_t elem = impl.elem, n = layout_.element_count();
@@ -291,6 +293,7 @@ void ShardedOptimizer::deserialize(const void *data, std::size_t size) {
 }
 
 void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes, std::size_t size) {
+    impl_->wait_param_gathers();
     Impl &impl = *impl_;
     Communicator &world = *impl.grid.world;
     const std::size_t elem = impl.elem;

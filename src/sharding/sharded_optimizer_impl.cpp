@@ -1,6 +1,7 @@
 #include "sharded_optimizer_impl.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -283,13 +284,25 @@ void ShardedOptimizer::Impl::apply_update(double clip_factor) {
 }
 
 void ShardedOptimizer::Impl::gather_params_after_step() {
-    std::vector<WorkPtr> works;
-    for (const auto &b : owner.layout_.buckets()) {
-        unsigned char *bucket = params + b.offset * elem;
-        works.push_back(grid.shard->allgather_async(bucket + std::size_t(group_rank) * b.shard * elem, bucket, b.shard,
-                                                    dtype));
+    param_gathers.resize(owner.layout_.bucket_count());
+    for (int b = 0; b < owner.layout_.bucket_count(); ++b) {
+        const auto &bl = owner.layout_.bucket(b);
+        unsigned char *bucket = params + bl.offset * elem;
+        param_gathers[b] =
+            grid.shard->allgather_async(bucket + std::size_t(group_rank) * bl.shard * elem, bucket, bl.shard, dtype);
     }
-    for (auto &w : works) w->wait();
+    if (!owner.options_.overlap_param_gather) wait_param_gathers();
+}
+
+void ShardedOptimizer::Impl::wait_param_gather(int b) {
+    if (b < int(param_gathers.size()) && param_gathers[b]) {
+        auto work = std::move(param_gathers[b]);
+        work->wait();
+    }
+}
+
+void ShardedOptimizer::Impl::wait_param_gathers() {
+    for (int b = 0; b < int(param_gathers.size()); ++b) wait_param_gather(b);
 }
 
 void ShardedOptimizer::Impl::average_params() {
@@ -299,6 +312,7 @@ void ShardedOptimizer::Impl::average_params() {
 
 StepResult ShardedOptimizer::Impl::step() {
     StepResult result;
+    wait_param_gathers(); // the update rewrites shards a previous allgather may still be reading
     for (int b = 0; b < int(buckets.size()); ++b)
         if (buckets[b].phase == BucketPhase::idle || buckets[b].phase == BucketPhase::open) grad_ready(b);
     if (!final_micro_step()) {
@@ -306,7 +320,13 @@ StepResult ShardedOptimizer::Impl::step() {
         result.accumulating = true;
         return result;
     }
+    using Clock = std::chrono::steady_clock;
+    const auto seconds_since = [](Clock::time_point t) {
+        return std::chrono::duration<double>(Clock::now() - t).count();
+    };
+    auto t0 = Clock::now();
     wait_reductions();
+    result.reduce_wait_seconds = seconds_since(t0);
     release_all_units();
     micro_step = 0;
     if (owner.options_.gradient_accumulation_steps > 1) accumulation.zero();
@@ -326,11 +346,15 @@ StepResult ShardedOptimizer::Impl::step() {
     double clip = 1.0;
     const double max_norm = owner.options_.max_grad_norm;
     if (max_norm > 0.0) clip = std::min(1.0, max_norm / (result.grad_norm + 1e-6)); // as torch clip_grad_norm_
+    t0 = Clock::now();
     apply_update(clip);
+    result.update_seconds = seconds_since(t0);
     ++owner.step_count_;
     result.applied = true;
+    t0 = Clock::now();
     if (plan.gather_after_step) gather_params_after_step();
     if (plan.average_params_every > 0 && owner.step_count_ % plan.average_params_every == 0) average_params();
+    result.post_update_seconds = seconds_since(t0);
     return result;
 }
 
@@ -351,7 +375,10 @@ void ShardedOptimizer::Impl::start_gather(int b) {
 
 void *ShardedOptimizer::Impl::gather(int b) {
     const auto &bl = owner.layout_.bucket(b);
-    if (!plan.params_sharded) return params + bl.offset * elem;
+    if (!plan.params_sharded) {
+        wait_param_gather(b);
+        return params + bl.offset * elem;
+    }
     auto &unit = units[b];
     if (!unit.gathered) start_gather(b);
     // Prefetch the next unit in the direction of travel (forward or backward).
@@ -391,6 +418,7 @@ void ShardedOptimizer::Impl::release_all_units() {
 
 // --- whole-parameter access -------------------------------------------------------------------
 void ShardedOptimizer::Impl::get_parameters(void *packed_raw) {
+    wait_param_gathers();
     auto *packed = static_cast<unsigned char *>(packed_raw);
     const ParameterSet &layout = owner.layout_;
     AlignedBuffer unit;
@@ -427,6 +455,7 @@ void ShardedOptimizer::Impl::get_state(int k, void *packed_raw) {
 }
 
 void ShardedOptimizer::Impl::set_parameters(const void *packed_raw) {
+    wait_param_gathers();
     const auto *packed = static_cast<const unsigned char *>(packed_raw);
     const ParameterSet &layout = owner.layout_;
     std::size_t in = 0;
@@ -448,6 +477,7 @@ void ShardedOptimizer::Impl::set_parameters(const void *packed_raw) {
 }
 
 void ShardedOptimizer::Impl::synchronize_state() {
+    wait_param_gathers();
     // 1. Agreement on everything every rank must share: step, layout, optimizer options.
     const auto &opts = owner.optimizer_->options();
     const std::int64_t facts[4] = {owner.step_count_, std::int64_t(owner.layout_.fingerprint() >> 1),

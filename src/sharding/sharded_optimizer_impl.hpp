@@ -79,6 +79,11 @@ class ShardedOptimizer::Impl {
     std::vector<AlignedBuffer> free_unit_buffers;
     int last_gathered = -1;
 
+    // ZeRO-1/2 with overlap_param_gather: post-update allgathers still in flight, per bucket.
+    std::vector<WorkPtr> param_gathers;
+    void wait_param_gather(int b);
+    void wait_param_gathers();
+
     std::vector<OwnedSegment> chunk_segments;  // chunk group_rank of every bucket, per tensor
     std::vector<OwnedSegment> update_segments; // what this rank updates
     std::size_t peak_buffer_bytes = 0;

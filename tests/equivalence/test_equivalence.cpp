@@ -69,6 +69,20 @@ BOOST_DATA_TEST_CASE(strategies_bitwise_identical, bdata::make({3, 4}), ws) {
     }
 }
 
+// Leaving the post-update allgather in flight (overlapping the next forward) changes nothing.
+BOOST_AUTO_TEST_CASE(overlapped_param_gather_is_bitwise_identical) {
+    TrainingSetup setup;
+    setup.steps = 60;
+    for (Strategy s : {Strategy::zero1, Strategy::zero2}) {
+        auto overlapped = with(s);
+        overlapped.overlap_param_gather = true;
+        const auto a = train_distributed<float>(setup, 3, with(s));
+        const auto b = train_distributed<float>(setup, 3, overlapped);
+        BOOST_TEST_INFO(strategy_name(s));
+        BOOST_TEST(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    }
+}
+
 BOOST_DATA_TEST_CASE(clipping_matches_single_process, bdata::make(kStrategies), strategy) {
     TrainingSetup setup;
     setup.max_grad_norm = 0.5;
