@@ -292,6 +292,24 @@ static int so_java_model_call(void *user_data, const void *params, void *grad, c
 }
 %}
 
+%{
+#include <signal.h>
+/* The JVM turns SIGSEGV/SIGBUS/SIGILL/SIGFPE in Java code into NullPointerException and friends. Loading
+ * libshardopt loads UCX, whose error handling (UCX_HANDLE_ERRORS=bt) replaces those handlers, so a plain
+ * Java NPE would kill the process. Put the JVM's handler back: it is the one it also installed for SIGPIPE,
+ * which UCX leaves alone. */
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
+    struct sigaction jvm;
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+    size_t i;
+    (void)vm; (void)reserved;
+    if (sigaction(SIGPIPE, NULL, &jvm) == 0 && (jvm.sa_flags & SA_SIGINFO) && jvm.sa_sigaction != NULL) {
+        for (i = 0; i < sizeof sigs / sizeof sigs[0]; ++i) sigaction(sigs[i], &jvm, NULL);
+    }
+    return JNI_VERSION_1_6;
+}
+%}
+
 /* No `return` after the throw: the wrapper falls through to release pinned arrays (freearg);
  * the pending Java exception is raised when the native method returns. */
 %exception {
@@ -389,7 +407,14 @@ SWIGEXPORT void SWIGSTDCALL so_cs_register_exception_callback(so_cs_exception_ca
 /* ------------------------------------------------------------------------------------------------
  * The option and result structs of shardopt.h (fields as in C), and its enums; no raw functions.
  * ---------------------------------------------------------------------------------------------- */
-%apply int { shardopt_dtype, shardopt_reduce_op, shardopt_optimizer_kind, shardopt_strategy, shardopt_status };
+/* C enums as plain int constants everywhere (the layers define their own enums) */
+#if defined(SWIGJAVA)
+%include "enumtypeunsafe.swg"
+%javaconst(1);
+#elif defined(SWIGCSHARP)
+%include "enumsimple.swg"
+%csconst(1);
+#endif
 %apply long long { int64_t };
 %apply int { int32_t };
 #if defined(SWIGCSHARP)
