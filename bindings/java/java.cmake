@@ -34,6 +34,7 @@ if(SHARDOPT_BUILD_TESTS)
       DEPENDS ${J_JAR} ${J_TESTS} ${J_SAMPLES}
       COMMENT "Java tests and sample")
     add_custom_target(shardopt_java_tests ALL DEPENDS ${J_DIR}/tests.stamp)
+    add_dependencies(shardopt_java_tests shardopt_jar)
     add_test(NAME bindings.java
              COMMAND ${Java_JAVA_EXECUTABLE} -Xmx512m -jar ${JUNIT_JAR} --disable-banner --details=summary
                      --fail-if-no-tests -cp ${J_JAR}:${J_DIR}/test-classes --select-package org.shardopt.tests)
