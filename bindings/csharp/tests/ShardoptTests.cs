@@ -1,0 +1,255 @@
+// Plain-assert test runner on mono: each [Test]-like method runs; exit code = failures.
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
+using System.Linq;
+using System.Threading;
+using Shardopt.DistributedTraining;
+
+static class ShardoptTests
+{
+    static readonly MlpDemo Model = new MlpDemo();
+
+    static void Assert(bool c, string what) { if (!c) throw new Exception("assertion failed: " + what); }
+
+    static T Throws<T>(Action a) where T : Exception
+    {
+        try { a(); } catch (T e) { return e; } catch (Exception e) { throw new Exception($"expected {typeof(T).Name}, got {e.GetType().Name}: {e.Message}"); }
+        throw new Exception($"expected {typeof(T).Name}, nothing thrown");
+    }
+
+    static List<T> Ranks<T>(int worldSize, Func<CommunicationBackend, T> body)
+    {
+        string env = "cs-" + Guid.NewGuid();
+        var results = new T[worldSize];
+        var errors = new Exception[worldSize];
+        var threads = Enumerable.Range(0, worldSize).Select(rank => new Thread(() =>
+        {
+            using (var b = new InMemoryCommunicationBackend(rank, worldSize, env))
+            {
+                try { results[rank] = body(b); }
+                catch (Exception e) { errors[rank] = e; b.Abort($"rank {rank} failed"); }
+            }
+        })).ToList();
+        threads.ForEach(t => t.Start());
+        threads.ForEach(t => t.Join());
+        var first = errors.FirstOrDefault(e => e != null && !(e is InvalidOperationException)) ?? errors.FirstOrDefault(e => e != null);
+        if (first != null) System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(first).Throw();
+        return results.ToList();
+    }
+
+    static (OptimizationResult, float[]) Train(string strategy, int worldSize) => Ranks(worldSize, b =>
+    {
+        var adam = new AdamOptimizer(new AdamOptimizerOptions { LearningRate = 3e-3 });
+        var cfg = new ShardingConfiguration(b);
+        ShardedOptimizer opt = strategy == "ddp" ? new DDPOptimizer(adam, cfg) : strategy == "zero2" ? (ShardedOptimizer)new ZeRO2Optimizer(adam, cfg) : new FSDPOptimizer(adam, cfg);
+        using (opt)
+        {
+            opt.Initialize(Model.Layout(), Model.InitialParameters());
+            var r = opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples, BatchSize = 128, Epochs = 3 });
+            return (r, opt.GetParameters());
+        }
+    })[0];
+
+    static void FourRanksMatchSingleProcess()
+    {
+        var (refR, refP) = Train("ddp", 1);
+        Assert(refR.FitnessHistory[2] < 0.8 * refR.FitnessHistory[0], "loss decreases");
+        foreach (var s in new[] { "ddp", "zero2", "fsdp" })
+        {
+            var (r, p) = Train(s, 4);
+            Assert(r.Iterations == refR.Iterations, s + " iterations");
+            for (int i = 0; i < r.FitnessHistory.Length; ++i) Assert(Math.Abs(r.FitnessHistory[i] - refR.FitnessHistory[i]) < 1e-5, s + " loss");
+            for (int i = 0; i < p.Length; ++i) Assert(Math.Abs(p[i] - refP[i]) < 1e-5, $"{s} parameter {i}");
+        }
+    }
+
+    static void StepApiZeroCopy()
+    {
+        var res = Ranks(4, b =>
+        {
+            using (var opt = new DDPOptimizer(new StochasticGradientDescentOptimizer(), new ShardingConfiguration(b, 0.5)))
+            {
+                var lay = new ParameterLayout().Add("w", 10);
+                var mine = new float[opt.PaddedCountFor(lay)];
+                opt.Initialize(lay, Enumerable.Repeat(1f, 10).ToArray(), mine);
+                opt.ZeroGrad();
+                opt.BucketGradient(0).Fill(b.Rank + 1f);
+                Assert(opt.Step().Applied, "applied");
+                Assert(Math.Abs(mine[3] - (1 - 0.5f * 2.5f)) < 1e-6, "updated in the caller's pinned array");
+                Assert(opt.Parameters[3] == mine[3], "Parameters is the same memory");
+                return opt.GetParameters()[0];
+            }
+        });
+        Assert(res.All(v => Math.Abs(v + 0.25f) < 1e-6), "all ranks equal");
+    }
+
+    static void ConfigurationChangesBehaviour()
+    {
+        var res = Ranks(2, b =>
+        {
+            var cfgs = new[] { ShardingConfiguration.CreateDefault(b), ShardingConfiguration.CreateForHighBandwidth(b), ShardingConfiguration.CreateForLowBandwidth(b) };
+            return cfgs.Select(c =>
+            {
+                var lay = new ParameterLayout();
+                for (int t = 0; t < 8; ++t) lay.Add("t" + t, 300);
+                using (var o = new DDPOptimizer(new AdamOptimizer(), c)) { o.Initialize(lay); return o.BucketCount; }
+            }).ToArray();
+        });
+        Assert(res[0][1] > res[0][0] && res[0][0] > res[0][2], "bucket counts high > default > low");
+        using (var b = new InMemoryCommunicationBackend(0, 1, "cs-cfg"))
+        {
+            var c = new ShardingConfiguration(b);
+            Throws<NotSupportedException>(() => c.EnableGradientCompression = true);
+            c.AutoSyncGradients = false;
+            Throws<ArgumentException>(() => new FSDPOptimizer(new AdamOptimizer(), c));
+            Throws<ArgumentException>(() => new ShardingConfiguration(b, -1));
+        }
+    }
+
+    static void DefaultsMatchLibrary()
+    {
+        Assert(new AdamOptimizerOptions().LearningRate == 1e-3, "adam lr");
+        Assert(Math.Abs(new AdamWOptimizerOptions().WeightDecay - 0.01) < 1e-12, "adamw wd");
+        Assert(new MomentumOptimizerOptions().Momentum == 0.9, "momentum");
+        Assert(Math.Abs(new RootMeanSquarePropagationOptimizerOptions().Decay - 0.99) < 1e-12, "rmsprop alpha");
+    }
+
+    static void ErrorsMapToExceptions()
+    {
+        var e = Throws<ArgumentException>(() => new InMemoryCommunicationBackend(5, 4, "cs-bad"));
+        Assert(e.Message.StartsWith("SHARDOPT_ERR_INVALID_ARGUMENT: "), e.Message);
+        using (var b = new InMemoryCommunicationBackend(0, 1, "cs-err"))
+        {
+            using (var o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b)))
+            {
+                o.Initialize(new ParameterLayout().Add("w", 4));
+                Throws<ArgumentException>(() => o.SetParameters(new float[3]));
+                Throws<ArgumentException>(() => o.SetLearningRate(-1));
+            }
+            using (var f = new FSDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b)))
+            {
+                Throws<NotSupportedException>(() => f.Initialize(new ParameterLayout().Add("w", 4), null, new float[4]));
+                f.Initialize(new ParameterLayout().Add("w", 4));
+                var s = Throws<InvalidOperationException>(() => { var _ = f.Parameters.Length; });
+                Assert(s.Message.Contains("SHARDOPT_ERR_INVALID_STATE"), s.Message);
+                Assert(Throws<NotSupportedException>(() => f.Serialize()).Message.Contains("checkpoints"), "checkpoints");
+                Throws<NotSupportedException>(() => f.SaveModel("/tmp/x"));
+                Throws<NotSupportedException>(() => f.LoadModel("/tmp/x"));
+                Throws<NotSupportedException>(() => f.Deserialize(new byte[0]));
+            }
+        }
+        Assert(Throws<NotSupportedException>(() => new NcclCommunicationBackend()).Message.Contains("NCCL"), "nccl");
+        var t = Throws<TimeoutException>(() => Ranks<int>(2, b => { b.SetTimeout(200); if (b.Rank == 0) b.Barrier(); return 0; }));
+        Assert(t.Message.Contains("SHARDOPT_ERR_TIMEOUT"), t.Message);
+        var boom = Throws<FormatException>(() => Ranks<int>(2, b =>
+        {
+            using (var o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b)))
+            {
+                o.Initialize(new ParameterLayout().Add("w", 4));
+                o.Optimize((p, g, s) => { if (b.Rank == 1) throw new FormatException("model failed on rank 1"); return 1.0; },
+                           new OptimizationInputData { NumSamples = 8 });
+            }
+            return 0;
+        }));
+        Assert(boom.Message == "model failed on rank 1", boom.Message);
+    }
+
+    static void NullArguments()
+    {
+        using (var b = new InMemoryCommunicationBackend(0, 1, "cs-null"))
+        {
+            var c = new ShardingConfiguration(b);
+            Throws<ArgumentNullException>(() => new DDPOptimizer(null, c));
+            Throws<ArgumentNullException>(() => new ZeRO1Optimizer(new AdamOptimizer(), null));
+            Throws<ArgumentNullException>(() => new ZeRO2Optimizer(null, c));
+            Throws<ArgumentNullException>(() => new FSDPOptimizer(null, c));
+            Throws<ArgumentNullException>(() => new ZeRO3Optimizer(null, c));
+            Throws<ArgumentNullException>(() => new HybridShardedOptimizer(null, c));
+            Throws<ArgumentNullException>(() => new LocalSGDOptimizer(null, c));
+            Throws<ArgumentNullException>(() => new ShardingConfiguration(null));
+            Throws<NullReferenceException>(() => { string s = null; var _ = s.Length; }); // runtime still owns SIGSEGV
+        }
+    }
+
+    static long RssKib() => long.Parse(File.ReadAllLines("/proc/self/status").First(l => l.StartsWith("VmRSS:")).Split((char[])null, StringSplitOptions.RemoveEmptyEntries)[1]);
+
+    static void TenThousandCycles()
+    {
+        var lay = new ParameterLayout().Add("w", 256).Add("b", 16);
+        Action cycle = () =>
+        {
+            using (var b = new InMemoryCommunicationBackend(0, 1, "cs-cycles"))
+            using (var o = new ZeRO2Optimizer(new AdamOptimizer(), new ShardingConfiguration(b)))
+            {
+                o.Initialize(lay);
+                o.ZeroGrad();
+                o.Step();
+            }
+        };
+        for (int i = 0; i < 2000; ++i) cycle();
+        GC.Collect(); GC.WaitForPendingFinalizers();
+        long before = RssKib();
+        for (int i = 0; i < 10000; ++i) cycle();
+        GC.Collect(); GC.WaitForPendingFinalizers();
+        long grown = RssKib() - before;
+        Assert(grown < 16384, $"RSS grew by {grown} KiB over 10000 cycles");
+    }
+
+    static void TwoUcxProcesses()
+    {
+        string run = Environment.GetEnvironmentVariable("SHARDOPT_RUN"), mono = Environment.GetEnvironmentVariable("MONO");
+        if (run == null || mono == null) { Console.WriteLine("  (skipped: SHARDOPT_RUN/MONO unset)"); return; }
+        var exe = typeof(ShardoptTests).Assembly.Location;
+        var psi = new ProcessStartInfo("python3", $"{run} -n 2 --timeout 120 -- {mono} {exe} --ucx-worker") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
+        var p = Process.Start(psi);
+        string output = p.StandardOutput.ReadToEnd() + p.StandardError.ReadToEnd();
+        p.WaitForExit();
+        Assert(p.ExitCode == 0 && output.Split(new[] { "ucx ok" }, StringSplitOptions.None).Length == 3, output);
+    }
+
+    static int UcxWorker()
+    {
+        using (var b = new UcxCommunicationBackend())
+        {
+            OptimizationResult r;
+            float[] p;
+            using (var opt = new ZeRO2Optimizer(new AdamOptimizer(), new ShardingConfiguration(b, 3e-3)))
+            {
+                opt.Initialize(Model.Layout(), Model.InitialParameters());
+                r = opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples, BatchSize = 128, Epochs = 3 });
+                p = opt.GetParameters();
+            }
+            float[] lo = (float[])p.Clone(), hi = (float[])p.Clone();
+            b.AllReduce(lo, ReductionOperation.Min);
+            b.AllReduce(hi, ReductionOperation.Max);
+            Assert(lo.SequenceEqual(hi), "ranks agree");
+            var h = r.FitnessHistory;
+            Assert(h[h.Length - 1] < h[0], "loss decreases");
+            Console.WriteLine($"ucx ok rank {b.Rank} loss {h[0]:F4} -> {h[h.Length - 1]:F4}");
+        }
+        return 0;
+    }
+
+    static int Main(string[] args)
+    {
+        if (args.Length > 0 && args[0] == "--ucx-worker") return UcxWorker();
+        var tests = new (string, Action)[] {
+            ("FourRanksMatchSingleProcess", FourRanksMatchSingleProcess), ("StepApiZeroCopy", StepApiZeroCopy),
+            ("ConfigurationChangesBehaviour", ConfigurationChangesBehaviour), ("DefaultsMatchLibrary", DefaultsMatchLibrary),
+            ("ErrorsMapToExceptions", ErrorsMapToExceptions), ("NullArguments", NullArguments),
+            ("TenThousandCycles", TenThousandCycles), ("TwoUcxProcesses", TwoUcxProcesses) };
+        int failed = 0;
+        foreach (var entry in tests)
+        {
+            var name = entry.Item1;
+            var test = entry.Item2;
+            var sw = Stopwatch.StartNew();
+            try { test(); Console.WriteLine($"PASS {name} ({sw.ElapsedMilliseconds} ms)"); }
+            catch (Exception e) { ++failed; Console.WriteLine($"FAIL {name}: {e}"); }
+        }
+        Console.WriteLine($"{tests.Length - failed} passed, {failed} failed");
+        return failed;
+    }
+}

@@ -1,0 +1,86 @@
+package org.shardopt;
+
+import java.nio.FloatBuffer;
+import java.nio.LongBuffer;
+import java.util.Random;
+
+/** The demo model of the samples and tests: a 2-layer MLP (ReLU, softmax cross-entropy) on synthetic
+ * Gaussian blobs; parameters packed fc1.weight, fc1.bias, fc2.weight, fc2.bias (float32). */
+public final class MlpDemo implements GradientModel {
+    public final int inputs, hidden, classes, samples;
+    private final double[][] x;
+    private final int[] y;
+    private final int w1, b1, w2, b2, n;
+
+    public MlpDemo() { this(16, 32, 4, 512); }
+
+    public MlpDemo(int inputs, int hidden, int classes, int samples) {
+        this.inputs = inputs; this.hidden = hidden; this.classes = classes; this.samples = samples;
+        w1 = 0; b1 = hidden * inputs; w2 = b1 + hidden; b2 = w2 + classes * hidden; n = b2 + classes;
+        Random rng = new Random(7);
+        double[][] centers = new double[classes][inputs];
+        for (double[] c : centers) for (int f = 0; f < inputs; ++f) c[f] = rng.nextGaussian() * 2;
+        x = new double[samples][inputs];
+        y = new int[samples];
+        for (int s = 0; s < samples; ++s) {
+            y[s] = rng.nextInt(classes);
+            for (int f = 0; f < inputs; ++f) x[s][f] = centers[y[s]][f] + rng.nextGaussian();
+        }
+    }
+
+    public ParameterLayout layout() {
+        return new ParameterLayout().add("fc1.weight", hidden * inputs).add("fc1.bias", hidden).endBucket()
+            .add("fc2.weight", classes * hidden).add("fc2.bias", classes).endBucket();
+    }
+
+    public float[] initialParameters() {
+        Random rng = new Random(11);
+        float[] p = new float[n];
+        double s1 = 1 / Math.sqrt(inputs), s2 = 1 / Math.sqrt(hidden);
+        for (int i = 0; i < n; ++i) p[i] = (float) ((rng.nextDouble() * 2 - 1) * (i < w2 ? s1 : s2));
+        return p;
+    }
+
+    @Override
+    public double evaluate(FloatBuffer p, FloatBuffer g, LongBuffer idx) {
+        int count = idx.remaining();
+        double loss = 0;
+        double[] hid = new double[hidden], pre = new double[hidden], logits = new double[classes], dh = new double[hidden];
+        double[] gacc = new double[n];
+        for (int k = 0; k < count; ++k) {
+            int s = (int) idx.get(k);
+            for (int h = 0; h < hidden; ++h) {
+                double a = p.get(b1 + h);
+                for (int f = 0; f < inputs; ++f) a += p.get(w1 + h * inputs + f) * x[s][f];
+                pre[h] = a;
+                hid[h] = a > 0 ? a : 0;
+            }
+            double max = -1e300, sum = 0;
+            for (int c = 0; c < classes; ++c) {
+                double a = p.get(b2 + c);
+                for (int h = 0; h < hidden; ++h) a += p.get(w2 + c * hidden + h) * hid[h];
+                logits[c] = a;
+                max = Math.max(max, a);
+            }
+            for (int c = 0; c < classes; ++c) sum += (logits[c] = Math.exp(logits[c] - max));
+            loss -= Math.log(Math.max(logits[y[s]] / sum, 1e-300));
+            java.util.Arrays.fill(dh, 0);
+            for (int c = 0; c < classes; ++c) {
+                double d = logits[c] / sum - (c == y[s] ? 1 : 0);
+                gacc[b2 + c] += d;
+                for (int h = 0; h < hidden; ++h) {
+                    gacc[w2 + c * hidden + h] += d * hid[h];
+                    dh[h] += d * p.get(w2 + c * hidden + h);
+                }
+            }
+            for (int h = 0; h < hidden; ++h) {
+                if (pre[h] <= 0) continue;
+                gacc[b1 + h] += dh[h];
+                for (int f = 0; f < inputs; ++f) gacc[w1 + h * inputs + f] += dh[h] * x[s][f];
+            }
+        }
+        int m = Math.max(count, 1);
+        for (int i = 0; i < n; ++i) g.put(i, (float) (gacc[i] / m));
+        return loss / m;
+    }
+}

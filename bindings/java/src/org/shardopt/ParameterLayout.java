@@ -1,0 +1,61 @@
+package org.shardopt;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.shardopt.internal.SWIGTYPE_p_shardopt_params_s;
+import org.shardopt.internal.shardopt_dtype;
+import org.shardopt.internal.shardopt_native;
+
+/** The model's tensors in order (name, element count). {@link #endBucket()} closes a gradient bucket (an
+ * FSDP unit); otherwise tensors are grouped into buckets of the configuration's MinimumParameterGroupSize. */
+public final class ParameterLayout {
+    static { NativeLoader.load(); }
+
+    public enum Precision { FLOAT32, FLOAT64 }
+
+    private final Precision precision;
+    private final List<Object[]> tensors = new ArrayList<>(); // name, count, tpReplicated, endsBucket
+
+    public ParameterLayout() { this(Precision.FLOAT32); }
+
+    public ParameterLayout(Precision precision) {
+        if (precision == null) throw new NullPointerException("precision");
+        this.precision = precision;
+    }
+
+    public ParameterLayout add(String name, long count) { return add(name, count, false); }
+
+    public ParameterLayout add(String name, long count, boolean tensorParallelReplicated) {
+        tensors.add(new Object[] {name, count, tensorParallelReplicated, false});
+        return this;
+    }
+
+    public ParameterLayout endBucket() {
+        if (!tensors.isEmpty()) tensors.get(tensors.size() - 1)[3] = true;
+        return this;
+    }
+
+    public Precision getPrecision() { return precision; }
+    int dtype() { return precision == Precision.FLOAT32 ? shardopt_dtype.SHARDOPT_F32 : shardopt_dtype.SHARDOPT_F64; }
+    int elementSize() { return precision == Precision.FLOAT32 ? 4 : 8; }
+
+    public long getElementCount() {
+        long n = 0;
+        for (Object[] t : tensors) n += (Long) t[1];
+        return n;
+    }
+
+    SWIGTYPE_p_shardopt_params_s toNative(long bucketElements) {
+        SWIGTYPE_p_shardopt_params_s p = shardopt_native.so_params_create(dtype(), bucketElements * elementSize());
+        try {
+            for (Object[] t : tensors) {
+                shardopt_native.so_params_add(p, (String) t[0], (Long) t[1], (Boolean) t[2] ? 1 : 0);
+                if ((Boolean) t[3]) shardopt_native.so_params_end_bucket(p);
+            }
+        } catch (RuntimeException e) {
+            shardopt_native.so_params_destroy(p);
+            throw e;
+        }
+        return p;
+    }
+}

@@ -1,0 +1,27 @@
+package org.shardopt.tests;
+
+import org.shardopt.*;
+
+/** One rank of TrainingTest.twoUcxProcesses, run under tools/shardopt-run -n 2. */
+public final class UcxWorker {
+    public static void main(String[] args) {
+        MlpDemo model = new MlpDemo();
+        try (UcxCommunicationBackend b = new UcxCommunicationBackend()) {
+            if (b.getWorldSize() != 2) throw new AssertionError("world size " + b.getWorldSize());
+            float[] p;
+            OptimizationResult r;
+            try (ZeRO2Optimizer opt = new ZeRO2Optimizer(new AdamOptimizer(), new ShardingConfiguration(b, 3e-3),
+                                                         model.layout(), model.initialParameters())) {
+                r = opt.optimize(model, new OptimizationInputData(model.samples, 128, 3));
+                p = opt.getParametersFloat();
+            }
+            float[] lo = p.clone(), hi = p.clone();
+            b.allReduce(lo, ReductionOperation.MIN);
+            b.allReduce(hi, ReductionOperation.MAX);
+            if (!java.util.Arrays.equals(lo, hi)) throw new AssertionError("ranks disagree on parameters");
+            double[] h = r.getFitnessHistory();
+            if (!(h[h.length - 1] < h[0])) throw new AssertionError("loss did not decrease");
+            System.out.printf("ucx ok rank %d loss %.4f -> %.4f%n", b.getRank(), h[0], h[h.length - 1]);
+        }
+    }
+}

@@ -1,0 +1,30 @@
+"""shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP, hybrid, Local SGD).
+
+The classes mirror AiDotNet.DistributedTraining in Python naming. They sit on the SWIG module
+`shardopt.shardopt_native`, generated at build time from bindings/shardopt.i over the C ABI.
+
+Errors: ValueError (invalid argument), RuntimeError (invalid state, timeout, mismatch, lost peer),
+OSError (I/O, corrupt data), NotImplementedError (not built in / not in the ABI yet),
+MemoryError; the message starts with the library's status name (SHARDOPT_ERR_...).
+"""
+from . import shardopt_native as native
+from .backends import (CommunicationBackend, InMemoryCommunicationBackend, NcclCommunicationBackend,
+                       ReductionOperation, UcxCommunicationBackend, launch_in_memory)
+from .optimizers import (AdagradOptimizer, AdagradOptimizerOptions, AdamOptimizer, AdamOptimizerOptions,
+                         AdamWOptimizer, AdamWOptimizerOptions, LambOptimizer, LambOptimizerOptions,
+                         MomentumOptimizer, MomentumOptimizerOptions, Optimizer, OptimizerOptions,
+                         RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions,
+                         StochasticGradientDescentOptimizer, StochasticGradientDescentOptimizerOptions)
+from .sharding import (DDPOptimizer, FSDPOptimizer, HybridShardedOptimizer, LocalSGDOptimizer, MemoryStats,
+                       OptimizationInputData, OptimizationResult, ParameterLayout, ShardedOptimizer,
+                       ShardingConfiguration, StepResult, ZeRO1Optimizer, ZeRO2Optimizer, ZeRO3Optimizer)
+
+IShardedOptimizer = ShardedOptimizer
+
+
+def version():
+    v = native.shardopt_version()
+    return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+
+
+__version__ = version()

@@ -1,0 +1,184 @@
+"""Communication backends (AiDotNet's ICommunicationBackend, in Python naming)."""
+import enum
+import threading
+import uuid
+
+import numpy as np
+
+from . import shardopt_native as _n
+
+__all__ = ["ReductionOperation", "CommunicationBackend", "InMemoryCommunicationBackend",
+           "UcxCommunicationBackend", "NcclCommunicationBackend", "launch_in_memory"]
+
+
+class ReductionOperation(enum.IntEnum):
+    SUM = _n.SHARDOPT_SUM
+    PRODUCT = _n.SHARDOPT_PROD
+    MIN = _n.SHARDOPT_MIN
+    MAX = _n.SHARDOPT_MAX
+    AVERAGE = _n.SHARDOPT_AVG
+
+
+_DTYPES = {np.dtype(np.float32): _n.SHARDOPT_F32, np.dtype(np.float64): _n.SHARDOPT_F64,
+           np.dtype(np.int32): _n.SHARDOPT_I32, np.dtype(np.int64): _n.SHARDOPT_I64,
+           np.dtype(np.uint8): _n.SHARDOPT_U8}
+
+
+def _dtype_code(array):
+    try:
+        return _DTYPES[array.dtype]
+    except KeyError:
+        raise ValueError(f"unsupported dtype {array.dtype} (float32, float64, int32, int64, uint8)") from None
+
+
+def _contiguous(array, name="data"):
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array")
+    if not array.flags.c_contiguous or not array.flags.writeable:
+        raise ValueError(f"{name} must be a writable C-contiguous array (collectives work in place)")
+    return array
+
+
+class CommunicationBackend:
+    """One rank's communicator. Collectives are in place on numpy arrays (no copies)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise RuntimeError("the communication backend was closed")
+        return self._handle
+
+    @property
+    def rank(self):
+        return _n.so_comm_rank(self.handle)
+
+    @property
+    def world_size(self):
+        return _n.so_comm_size(self.handle)
+
+    @property
+    def is_initialized(self):
+        return self._handle is not None
+
+    def set_timeout(self, milliseconds):
+        _n.so_comm_set_timeout(self.handle, int(milliseconds))
+
+    def barrier(self):
+        _n.so_barrier(self.handle)
+
+    def all_reduce(self, data, operation=ReductionOperation.SUM):
+        """Reduces `data` in place across ranks and returns it."""
+        data = _contiguous(data)
+        _n.so_allreduce(self.handle, data, data.size, _dtype_code(data), int(operation))
+        return data
+
+    def broadcast(self, data, root=0):
+        data = _contiguous(data)
+        _n.so_broadcast(self.handle, data, data.size, _dtype_code(data), int(root))
+        return data
+
+    def all_gather(self, data):
+        """Every rank's `data`, concatenated in rank order (a new array)."""
+        data = np.ascontiguousarray(data)
+        out = np.empty(data.size * self.world_size, dtype=data.dtype)
+        _n.so_allgather(self.handle, data, out, data.size, _dtype_code(data))
+        return out
+
+    def abort(self, reason=None):
+        """Makes pending and later collectives fail on every rank (in-process: the whole group)."""
+        _n.so_comm_abort(self.handle, reason)
+
+    def split(self, color, key=0):
+        """Ranks with equal color form a new backend; color < 0 returns None."""
+        h = _n.so_comm_split(self.handle, int(color), int(key))
+        return None if h is None else CommunicationBackend(h)
+
+    def close(self):
+        """Releases this rank's handle (optimizers built over it keep the communicator alive)."""
+        if self._handle is not None:
+            h, self._handle = self._handle, None
+            _n.so_comm_destroy(h)
+
+    shutdown = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        if self._handle is None:
+            return f"<{type(self).__name__} closed>"
+        return f"<{type(self).__name__} rank {self.rank} of {self.world_size}>"
+
+
+class InMemoryCommunicationBackend(CommunicationBackend):
+    """Rank `rank` of an in-process group of `world_size` ranks (threads of this process).
+
+    Ranks sharing `environment_id` form one group; construct each rank's object on the thread that
+    drives it. The id may be reused once every rank of the previous group was constructed.
+    """
+
+    def __init__(self, rank, world_size, environment_id="default"):
+        self.environment_id = environment_id
+        super().__init__(_n.so_comm_inmemory(environment_id, int(rank), int(world_size)))
+
+
+class UcxCommunicationBackend(CommunicationBackend):
+    """This process's rank over UCX, from the environment (tools/shardopt-run, torchrun, mpirun, srun)."""
+
+    def __init__(self):
+        super().__init__(_n.so_comm_from_env("ucx"))
+
+
+class NcclCommunicationBackend(CommunicationBackend):
+    """NCCL (device buffers). Raises NotImplementedError until NCCL lands in the C ABI."""
+
+    def __init__(self, rank=0, world_size=1, device_id=-1):
+        super().__init__(_n.so_comm_nccl(int(rank), int(world_size), int(device_id)))
+
+
+def launch_in_memory(world_size, fn, environment_id=None):
+    """Runs fn(backend) on `world_size` threads, each with its InMemoryCommunicationBackend;
+    returns the results in rank order and re-raises the first rank's exception (after aborting
+    the group so the other ranks stop waiting)."""
+    env = environment_id or f"launch-{uuid.uuid4()}"
+    results = [None] * world_size
+    errors = [None] * world_size
+
+    def body(rank):
+        backend = None
+        try:
+            backend = InMemoryCommunicationBackend(rank, world_size, env)
+            results[rank] = fn(backend)
+        except BaseException as e:  # noqa: BLE001 - reported to the caller below
+            errors[rank] = e
+            if backend is not None and backend.is_initialized:
+                try:
+                    backend.abort(f"rank {rank} failed: {e}")
+                except Exception:
+                    pass
+        finally:
+            if backend is not None:
+                backend.close()
+
+    threads = [threading.Thread(target=body, args=(r,), name=f"shardopt-rank-{r}") for r in range(world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = next((e for e in errors if e is not None and not isinstance(e, RuntimeError)), None)
+    first = first or next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+    return results

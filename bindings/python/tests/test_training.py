@@ -1,0 +1,174 @@
+"""The demo MLP on 4 in-process ranks matches a 1-rank run (DDP, ZeRO-2, FSDP); real UCX processes."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import shardopt as so
+from shardopt.demo import MlpDemo
+
+MODEL = MlpDemo()
+DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=128, epochs=4)
+
+
+def train(cls, world_size):
+    def rank(backend):
+        cfg = so.ShardingConfiguration(backend)
+        with cls(so.AdamOptimizer(learning_rate=3e-3), cfg, layout=MODEL.layout(),
+                 initial=MODEL.initial_parameters()) as opt:
+            assert (opt.rank, opt.world_size) == (backend.rank, world_size)
+            result = opt.optimize(MODEL, DATA)
+            return result, opt.get_parameters()
+    return so.launch_in_memory(world_size, rank)
+
+
+@pytest.fixture(scope="module")
+def single():
+    return train(so.DDPOptimizer, 1)[0]
+
+
+@pytest.mark.parametrize("cls", [so.DDPOptimizer, so.ZeRO2Optimizer, so.FSDPOptimizer])
+def test_four_ranks_match_single_process(cls, single):
+    ref_result, ref_params = single
+    results = train(cls, 4)
+    for result, params in results:
+        np.testing.assert_allclose(result.fitness_history, ref_result.fitness_history, rtol=1e-5)
+        np.testing.assert_allclose(params, ref_params, atol=1e-5)
+        assert result.iterations == ref_result.iterations == 16
+    assert ref_result.fitness_history[-1] < 0.7 * ref_result.fitness_history[0]
+
+
+def test_step_api_matches_optimize_for_zero2():
+    """Manual step protocol with zero-copy gradient views, 4 ranks, against one rank."""
+    def run(world_size):
+        def rank(backend):
+            cfg = so.ShardingConfiguration(backend)
+            opt = so.ZeRO2Optimizer(so.AdamOptimizer(learning_rate=3e-3), cfg, layout=MODEL.layout(),
+                                    initial=MODEL.initial_parameters())
+            per = 128 // world_size
+            grad = np.zeros(MODEL.layout().element_count, np.float32)
+            for b0 in range(0, 256, 128):
+                samples = np.arange(b0 + backend.rank * per, b0 + (backend.rank + 1) * per)
+                params = opt.get_parameters()
+                grad[:] = 0
+                MODEL(params, grad, samples)
+                opt.zero_grad()
+                off = 0
+                for t in range(opt.tensor_count):
+                    g = opt.tensor_grad(t)  # a view of the library's bucket
+                    g[:] = grad[off:off + g.size]
+                    off += g.size
+                    if t in (1, 3):
+                        opt.grad_ready(opt.tensor_bucket(t))
+                r = opt.step()
+                assert r.applied and not r.skipped_nonfinite and r.grad_norm > 0
+            assert opt.step_count == 2
+            p = opt.get_parameters()
+            opt.close()
+            return p
+        return so.launch_in_memory(world_size, rank)
+    one = run(1)[0]
+    for p in run(4):
+        np.testing.assert_allclose(p, one, atol=1e-6)
+
+
+def test_external_parameters_are_zero_copy():
+    def rank(backend):
+        cfg = so.ShardingConfiguration(backend)
+        opt = so.DDPOptimizer(so.StochasticGradientDescentOptimizer(learning_rate=0.5), cfg)
+        lay = so.ParameterLayout().add("w", 10)
+        mine = np.zeros(opt.padded_count_for(lay), np.float32)
+        opt.initialize(lay, initial=np.ones(10, np.float32), parameters=mine)
+        assert np.all(mine[:10] == 1)
+        opt.zero_grad()
+        opt.bucket_grad(0)[:] = backend.rank + 1.0
+        opt.step()
+        np.testing.assert_allclose(mine[:10], 1 - 0.5 * 2.5)  # mean gradient over 4 ranks is 2.5
+        assert np.shares_memory(opt.parameters, mine) or opt.parameters.ctypes.data == mine.ctypes.data
+        opt.close()
+    so.launch_in_memory(4, rank)
+
+
+def test_configuration_changes_behaviour():
+    def rank(backend):
+        out = {}
+        for name, cfg in (("default", so.ShardingConfiguration.create_default(backend)),
+                          ("high", so.ShardingConfiguration.create_for_high_bandwidth(backend)),
+                          ("low", so.ShardingConfiguration.create_for_low_bandwidth(backend))):
+            lay = so.ParameterLayout()
+            for i in range(8):
+                lay.add(f"t{i}", 300)
+            with so.DDPOptimizer(so.AdamOptimizer(), cfg, layout=lay) as opt:
+                out[name] = opt.bucket_count
+        # Local SGD: no gradient sync per step, so ranks drift apart until the period
+        cfg = so.ShardingConfiguration(backend, learning_rate=0.1)
+        cfg.auto_sync_gradients = False
+        cfg.local_steps = 2
+        with so.DDPOptimizer(so.StochasticGradientDescentOptimizer(), cfg, layout=so.ParameterLayout().add("w", 4)) as opt:
+            seen = []
+            for _ in range(2):
+                opt.zero_grad()
+                opt.bucket_grad(0)[:] = backend.rank
+                opt.step()
+                seen.append(opt.get_parameters().copy())
+            out["local"] = seen
+        return out
+    res = so.launch_in_memory(2, rank)
+    assert res[0]["high"] > res[0]["default"] > res[0]["low"]
+    (r0, r1) = (res[0]["local"], res[1]["local"])
+    assert not np.allclose(r0[0], r1[0])            # after step 1: not averaged yet
+    np.testing.assert_allclose(r0[1], r1[1])        # after step 2: averaged
+    with so.InMemoryCommunicationBackend(0, 1, "cfg-errors") as b:
+        cfg = so.ShardingConfiguration(b)
+        with pytest.raises(NotImplementedError, match="compression"):
+            cfg.enable_gradient_compression = True
+        cfg.auto_sync_gradients = False
+        with pytest.raises(ValueError, match="Local SGD"):
+            so.FSDPOptimizer(so.AdamOptimizer(), cfg)
+        with pytest.raises(ValueError):
+            so.ShardingConfiguration(b, learning_rate=-1)
+
+
+def test_options_defaults_match_library():
+    assert so.AdamOptimizerOptions().learning_rate == pytest.approx(1e-3)
+    assert so.AdamOptimizerOptions().beta2 == pytest.approx(0.999)
+    assert so.AdamWOptimizerOptions().weight_decay == pytest.approx(0.01)
+    assert so.MomentumOptimizerOptions().momentum == pytest.approx(0.9)
+    assert so.RootMeanSquarePropagationOptimizerOptions().decay == pytest.approx(0.99)
+    assert so.LambOptimizerOptions().epsilon == pytest.approx(1e-6)
+    assert so.AdamOptimizer(amsgrad=True).get_options().amsgrad is True
+    with pytest.raises(TypeError):
+        so.AdamOptimizerOptions(no_such_option=1)
+
+
+def test_hybrid_and_local_sgd_and_zero1_and_zero3_train():
+    def rank(backend):
+        cfg = so.ShardingConfiguration(backend)
+        losses = []
+        for opt in (so.HybridShardedOptimizer(so.AdamWOptimizer(learning_rate=3e-3), cfg, 1, 2, -1),
+                    so.LocalSGDOptimizer(so.MomentumOptimizer(learning_rate=0.05), cfg),
+                    so.ZeRO1Optimizer(so.RootMeanSquarePropagationOptimizer(learning_rate=1e-3), cfg),
+                    so.ZeRO3Optimizer(so.LambOptimizer(learning_rate=1e-2), cfg)):
+            with opt:
+                opt.initialize(MODEL.layout(), MODEL.initial_parameters())
+                r = opt.optimize(MODEL, so.OptimizationInputData(MODEL.samples, 128, epochs=3))
+                losses.append(r.fitness_history)
+                opt.synchronize_optimizer_state()
+                assert opt.should_early_stop(vote=backend.rank == 1)
+                assert not opt.should_early_stop()
+        return losses
+    for hist in so.launch_in_memory(4, rank)[0]:
+        assert hist[-1] < hist[0]
+
+
+def test_two_ucx_processes():
+    run = os.environ.get("SHARDOPT_RUN")
+    if not run:
+        pytest.skip("SHARDOPT_RUN not set")
+    worker = os.path.join(os.path.dirname(__file__), "ucx_worker.py")
+    p = subprocess.run([sys.executable, run, "-n", "2", "--timeout", "120", "--", sys.executable, worker],
+                       capture_output=True, text=True, timeout=150)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("ucx ok") == 2, p.stdout
