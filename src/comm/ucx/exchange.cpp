@@ -1,6 +1,7 @@
 #include "exchange.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -59,6 +60,7 @@ Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint
     mine.root = call.root;
     mine.tag = call.tag;
     mine.context_proposal = context_proposal;
+    mine.fingerprint = comm.history_fingerprint();
     header_checked_[rank_] = true;
     Worker &w = comm_.worker();
     const std::uint32_t ctx = comm_.context();
@@ -101,17 +103,50 @@ Request &Exchange::recv(int peer, std::uint32_t step, void *buf, std::size_t byt
     return r;
 }
 
+namespace {
+
+// call_signature's normalization, on the numeric fields: what every rank must agree on.
+struct NormalizedCall {
+    std::uint32_t kind;
+    std::uint64_t count;
+    std::int32_t dtype, op, root;
+    bool operator==(const NormalizedCall &o) const {
+        return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && root == o.root;
+    }
+};
+
+NormalizedCall normalized(const WireHeader &h) {
+    const CallKind k = CallKind(h.kind);
+    NormalizedCall n{h.kind, h.count, h.dtype, h.op, h.root};
+    if (k == CallKind::split) n = NormalizedCall{h.kind, 0, 0, 0, 0};
+    if (k == CallKind::allgather || k == CallKind::barrier || k == CallKind::broadcast)
+        n.op = std::int32_t(ReduceOp::sum);
+    if (k != CallKind::broadcast && k != CallKind::reduce) n.root = 0;
+    if (k == CallKind::barrier) {
+        n.count = 0;
+        n.dtype = std::int32_t(DType::u8);
+    }
+    return n;
+}
+
+} // namespace
+
+bool Exchange::header_agrees(int p) const {
+    const Request &r = header_recvs_[p];
+    const WireHeader &h = headers_[p];
+    const WireHeader &mine = headers_[rank_];
+    if (r.status != UCS_OK || r.received != sizeof(WireHeader) || h.magic != mine.magic || h.seq != seq_)
+        return false;
+    if (!(normalized(h) == normalized(mine))) return false;
+    return h.fingerprint == 0 || mine.fingerprint == 0 || h.fingerprint == mine.fingerprint;
+}
+
 void Exchange::poll_headers_locked() {
     Worker &w = comm_.worker();
-    const std::string mine = call_signature(call_from(headers_[rank_]));
     for (int p = 0; p < size_; ++p) {
         if (header_checked_[p] || !w.test_locked(header_recvs_[p])) continue;
         header_checked_[p] = true;
-        const Request &r = header_recvs_[p];
-        const WireHeader &h = headers_[p];
-        if (r.status != UCS_OK || r.received != sizeof(WireHeader) || h.magic != headers_[rank_].magic ||
-            h.seq != seq_ || call_signature(call_from(h)) != mine)
-            header_mismatch_ = true;
+        if (!header_agrees(p)) header_mismatch_ = true;
     }
 }
 
@@ -182,6 +217,21 @@ void Exchange::throw_mismatch() {
             sig = call_signature(call_from(h));
         if (!by_signature.count(sig)) order.push_back(sig);
         by_signature[sig].push_back(p);
+    }
+    if (order.size() == 1 && missing.empty()) {
+        // Same call everywhere: the history fingerprints differ (SHARDOPT_CHECK_FINGERPRINTS).
+        std::map<std::uint64_t, std::vector<int>> by_fp;
+        for (int p = 0; p < size_; ++p)
+            if (headers_[p].fingerprint) by_fp[headers_[p].fingerprint].push_back(p);
+        std::string text = "collective history fingerprint mismatch at collective #" + std::to_string(seq_) + " (" +
+                           order[0] + " on every rank, but earlier calls differed):";
+        char hex[32];
+        for (const auto &[fp, ranks] : by_fp) {
+            std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fp));
+            text += " ranks " + rank_list(ranks) + " have " + hex + ";";
+        }
+        text.pop_back();
+        throw Error(ErrorCode::mismatch, text);
     }
     std::string text = "collective mismatch across ranks at collective #" + std::to_string(seq_) + ": ";
     for (std::size_t i = 0; i < order.size(); ++i) {
