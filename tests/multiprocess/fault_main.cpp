@@ -75,7 +75,17 @@ static int peer_kill_mode(int victim) {
 // Rank r's loss is 0.5 * |w - t_r|^2 with t_r[i] = (i % 7) + r: the averaged gradient is
 // w - mean_r(t_r), so SGD with lr from w = 0 gives w_k = T * (1 - (1 - lr)^k) exactly in reals.
 static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
-    auto comm = create_communicator_from_env("ucx");
+    CommunicatorPtr comm;
+    try {
+        comm = create_communicator_from_env("ucx");
+    } catch (const Error &e) { // the victim can die while the others still connect to it
+        const std::string what = e.what();
+        const bool named = victim >= 0 && what.find("rank " + std::to_string(victim)) != std::string::npos;
+        std::printf("%s %s: %s\n", named ? "LOST" : "BAD (at startup)", error_code_name(e.code()), what.c_str());
+        std::fflush(stdout);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        return named ? 0 : 1;
+    }
     const int rank = comm->rank(), size = comm->size();
     ParameterSet layout(DType::f32, 8 << 10); // small buckets: several collectives per step
     layout.add("w1", 3000);
@@ -137,6 +147,10 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
                            what.find("never arrived: " + std::to_string(victim)) != std::string::npos;
         std::printf("%s %s: %s\n", named ? "LOST" : "BAD (lost rank not named)", error_code_name(e.code()),
                     what.c_str());
+        std::fflush(stdout);
+        // Stay up a moment, as a real process would while it reports: a survivor that exits at
+        // once is itself "lost" to the others, which then (correctly) report that instead.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
         return named ? 0 : 1;
     }
     if (victim >= 0) {

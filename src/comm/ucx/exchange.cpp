@@ -247,9 +247,29 @@ void Exchange::check_result(Request &r) {
     if (r.status == UCS_OK && (!r.is_recv || r.received == r.expected)) return;
     const bool size_problem = r.status == UCS_ERR_MESSAGE_TRUNCATED || (r.status == UCS_OK && r.is_recv);
     if (!size_problem) {
+        const std::string failed = "the request with rank " + std::to_string(r.peer) + " failed: " +
+                                   ucs_status_string(r.status);
+        if (!comm_.worker().lost(comm_.world_rank_of(r.peer))) {
+            // A request to a live rank can fail because another rank died (UCX fails requests
+            // that depended on it, e.g. "Endpoint timeout"). Name the rank that was really lost:
+            // give the worker a moment to report it (or another rank's abort notice to arrive).
+            try {
+                comm_.block([] { return false; }, std::min(deadline_, Clock::now() + std::chrono::milliseconds(500)),
+                            [](int) { return true; }, [] { return std::string(); });
+            } catch (const Error &e) {
+                if (e.code() != ErrorCode::timeout)
+                    throw Error(e.code(), describe(call_) + " (collective #" + std::to_string(seq_) + ") on rank " +
+                                              std::to_string(rank_) + ": " + e.what() + "; " + failed);
+            }
+        }
+        std::string others;
+        for (int p = 0; p < size_; ++p)
+            if (p != rank_ && p != r.peer && comm_.worker().lost(comm_.world_rank_of(p)))
+                others += (others.empty() ? "; also lost: rank " : ", rank ") + std::to_string(p) + " (" +
+                          comm_.worker().lost_reason(comm_.world_rank_of(p)) + ")";
         throw Error(ErrorCode::peer_lost, describe(call_) + " (collective #" + std::to_string(seq_) + ") on rank " +
                                               std::to_string(rank_) + ": rank " + std::to_string(r.peer) +
-                                              " was lost (" + ucs_status_string(r.status) + ")");
+                                              " was lost (" + ucs_status_string(r.status) + ")" + others);
     }
     // A message of the wrong size means the ranks disagree: report it from the headers.
     header_mismatch_ = true;
