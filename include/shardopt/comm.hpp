@@ -12,12 +12,22 @@
 // receives among receives, independently of collectives and of each other, so a posted
 // recv_async never blocks a later send. One thread at a time may issue calls on a given
 // communicator object.
+//
+// Diagnostics: every communicator remembers its last kHistory calls (kind, count, dtype, op,
+// sequence number, outcome). When a call fails with a timeout, mismatch or lost peer, the
+// error message ends with this rank's recent calls, so each rank's report shows where it was.
+// SHARDOPT_CHECK_FINGERPRINTS=1 additionally keeps a running fingerprint (64-bit hash chain)
+// of every collective this communicator ran — kind, count, dtype, op, root and byte size —
+// and the backends compare it across ranks at every collective: a rank whose history
+// diverged is reported as a mismatch even where the current call alone looks the same.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -108,6 +118,17 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     // Reason this communicator was aborted, or empty.
     std::string abort_reason() const;
 
+    // --- diagnostics ----------------------------------------------------------------------
+    static constexpr std::size_t kHistory = 8;
+    // "rank 1 recent calls (oldest first): #3 allreduce(...) ok; #4 barrier() failed"; the
+    // text appended to timeout, mismatch and peer-lost errors.
+    std::string recent_calls() const;
+    // Whether SHARDOPT_CHECK_FINGERPRINTS was on when this communicator was created.
+    bool fingerprint_checks() const noexcept { return fingerprint_checks_; }
+    // Fingerprint of every collective run so far including the current one (0 when checks
+    // are off). Read by backends while running a collective, on the collective queue thread.
+    std::uint64_t history_fingerprint() const noexcept { return fingerprint_; }
+
   protected:
     Communicator(int rank, int size);
 
@@ -127,9 +148,23 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     WorkPtr run_async(const Call &call);
     class Queue &queue_for(CallKind kind);
 
+    struct HistoryEntry {
+        std::uint64_t seq; // per stream: collectives, sends, receives each count from 0
+        Call call;
+        int state; // 0 running, 1 ok, 2 failed
+    };
+    std::size_t record_start(const Call &call);
+    void record_end(std::size_t id, bool ok);
+
     int rank_;
     int size_;
     Duration timeout_;
+    mutable std::mutex history_mutex_;
+    std::deque<HistoryEntry> history_;
+    std::size_t history_base_ = 0; // id of history_.front()
+    std::uint64_t stream_seq_[3] = {0, 0, 0};
+    bool fingerprint_checks_ = false;
+    std::uint64_t fingerprint_ = 0;
     std::unique_ptr<Queue> collective_queue_, send_queue_, recv_queue_;
     mutable std::mutex abort_mutex_;
     std::string abort_reason_;

@@ -58,8 +58,46 @@ Communicator::Duration default_timeout_from_env() {
     return Communicator::kDefaultTimeout;
 }
 
+namespace {
+
+bool fingerprint_checks_from_env() {
+    const char *env = std::getenv("SHARDOPT_CHECK_FINGERPRINTS");
+    return env && *env && std::string(env) != "0";
+}
+
+std::uint64_t fnv_mix(std::uint64_t h, std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+// The part of a collective every rank must agree on, hashed into the running fingerprint
+// (the same normalization as the backends' per-call checks: split colors/keys and the op of
+// ops-less collectives legitimately differ).
+std::uint64_t fingerprint_step(std::uint64_t h, const Call &call) {
+    h = fnv_mix(h, std::uint64_t(call.kind));
+    if (call.kind == CallKind::split || call.kind == CallKind::barrier) return h;
+    const bool has_op = call.kind == CallKind::allreduce || call.kind == CallKind::reduce_scatter ||
+                        call.kind == CallKind::reduce;
+    const bool has_root = call.kind == CallKind::broadcast || call.kind == CallKind::reduce;
+    h = fnv_mix(h, call.count);
+    h = fnv_mix(h, std::uint64_t(call.dtype));
+    h = fnv_mix(h, std::uint64_t(call.count) * dtype_size(call.dtype));
+    h = fnv_mix(h, has_op ? std::uint64_t(call.op) : 0);
+    return fnv_mix(h, has_root ? std::uint64_t(std::int64_t(call.root)) : 0);
+}
+
+bool is_diagnosable(ErrorCode code) {
+    return code == ErrorCode::timeout || code == ErrorCode::mismatch || code == ErrorCode::peer_lost;
+}
+
+} // namespace
+
 Communicator::Communicator(int rank, int size)
     : rank_(rank), size_(size), timeout_(default_timeout_from_env()),
+      fingerprint_checks_(fingerprint_checks_from_env()), fingerprint_(fingerprint_checks_ ? 0xcbf29ce484222325ull : 0),
       collective_queue_(std::make_unique<Queue>()), send_queue_(std::make_unique<Queue>()),
       recv_queue_(std::make_unique<Queue>()) {
     require(size >= 1, ErrorCode::invalid_argument, "communicator size must be at least 1");
@@ -134,6 +172,41 @@ void Communicator::validate(const Call &call) const {
             what + ": count too large");
 }
 
+std::size_t Communicator::record_start(const Call &call) {
+    const int stream = call.kind == CallKind::send ? 1 : call.kind == CallKind::recv ? 2 : 0;
+    if (stream == 0 && fingerprint_checks_) fingerprint_ = fingerprint_step(fingerprint_, call);
+    std::lock_guard<std::mutex> lock(history_mutex_);
+    Call kept = call;
+    kept.send = nullptr;
+    kept.recv = nullptr;
+    history_.push_back(HistoryEntry{stream_seq_[stream]++, kept, 0});
+    if (history_.size() > kHistory) {
+        history_.pop_front();
+        ++history_base_;
+    }
+    return history_base_ + history_.size() - 1;
+}
+
+void Communicator::record_end(std::size_t id, bool ok) {
+    std::lock_guard<std::mutex> lock(history_mutex_);
+    if (id < history_base_) return; // already dropped from the ring
+    history_[id - history_base_].state = ok ? 1 : 2;
+}
+
+std::string Communicator::recent_calls() const {
+    std::lock_guard<std::mutex> lock(history_mutex_);
+    std::ostringstream out;
+    out << "rank " << rank_ << " recent calls (oldest first):";
+    if (history_.empty()) out << " none";
+    static const char *const kStates[] = {"running", "ok", "failed"};
+    for (std::size_t i = 0; i < history_.size(); ++i) {
+        const auto &h = history_[i];
+        const char *stream = h.call.kind == CallKind::send ? "send " : h.call.kind == CallKind::recv ? "recv " : "";
+        out << (i ? "; " : " ") << stream << "#" << h.seq << " " << describe(h.call) << " " << kStates[h.state];
+    }
+    return out.str();
+}
+
 void Communicator::guarded(const Call &call, const std::function<void()> &body) {
     {
         std::lock_guard<std::mutex> lock(abort_mutex_);
@@ -141,13 +214,22 @@ void Communicator::guarded(const Call &call, const std::function<void()> &body) 
             throw Error(abort_code_ == ErrorCode::ok ? ErrorCode::invalid_state : abort_code_,
                         describe(call) + " on an aborted communicator: " + abort_reason_);
     }
+    const std::size_t id = record_start(call);
     try {
         body();
     } catch (const Error &e) {
+        record_end(id, false);
+        if (e.code() == ErrorCode::invalid_argument) throw;
         // A collective that failed half way leaves peers in an unknown state: poison the group.
-        if (e.code() != ErrorCode::invalid_argument) abort(e.what(), e.code());
+        // Peers get the reason as it is; this rank's own report also lists where it was.
+        abort(e.what(), e.code());
+        if (!is_diagnosable(e.code())) throw;
+        throw Error(e.code(), std::string(e.what()) + " [" + recent_calls() + "]");
+    } catch (...) {
+        record_end(id, false);
         throw;
     }
+    record_end(id, true);
 }
 
 void Communicator::run_blocking(const Call &call) {

@@ -366,6 +366,39 @@ void check_mismatch(Communicator &comm, const Call &zero, const Call &other) {
                  "mismatch " + describe(zero) + " vs " + describe(other));
 }
 
+// Rank 0 calls allreduce then broadcast, the others broadcast then allreduce: every rank's
+// error names both calls, the collective number, and lists its own recent calls.
+void check_mismatch_order(Communicator &comm) {
+    comm.set_timeout(std::chrono::seconds(20));
+    std::vector<float> a(8, 1.0f);
+    comm.barrier(); // collective #0, agreed
+    const std::string ar = "allreduce(count=8, dtype=f32, op=sum)", bc = "broadcast(count=8, dtype=f32, root=0)";
+    expect_error(ErrorCode::mismatch, {ar, bc, "collective #1", "recent calls", "#0 barrier() ok"},
+                 [&] {
+                     if (comm.rank() == 0) {
+                         comm.allreduce(a.data(), a.data(), 8, DType::f32, ReduceOp::sum);
+                         comm.broadcast(a.data(), 8, DType::f32, 0);
+                     } else {
+                         comm.broadcast(a.data(), 8, DType::f32, 0);
+                         comm.allreduce(a.data(), a.data(), 8, DType::f32, ReduceOp::sum);
+                     }
+                 },
+                 "collectives in a different order");
+}
+
+// A timeout's report on each waiting rank names the missing rank and its own recent calls.
+void check_timeout_diagnostics(Communicator &comm) {
+    comm.set_timeout(std::chrono::milliseconds(300));
+    float x = 1.0f;
+    comm.allreduce(&x, &x, 1, DType::f32, ReduceOp::max);
+    const int late = comm.size() - 1;
+    if (comm.rank() == late) return;
+    expect_error(ErrorCode::timeout,
+                 {"never arrived: " + std::to_string(late), "recent calls (oldest first): #0 allreduce(count=1, "
+                                                            "dtype=f32, op=max) ok; #1 barrier() failed"},
+                 [&] { comm.barrier(); }, "timeout diagnostics");
+}
+
 Call call_of(CallKind kind, std::size_t count, DType dtype, ReduceOp op = ReduceOp::sum, int root = 0) {
     Call c;
     c.kind = kind;
@@ -407,6 +440,8 @@ std::vector<Case> failure_cases() {
     std::vector<Case> cases;
     cases.push_back({"timeout_missing_rank", 2, true, check_timeout});
     cases.push_back({"timeout_recv", 2, true, check_recv_timeout});
+    cases.push_back({"timeout_diagnostics", 2, true, check_timeout_diagnostics});
+    cases.push_back({"mismatch_order", 2, true, check_mismatch_order});
     auto mismatch = [&](const std::string &name, Call zero, Call other) {
         cases.push_back({"mismatch_" + name, 2, true, [=](Communicator &c) { check_mismatch(c, zero, other); }});
     };

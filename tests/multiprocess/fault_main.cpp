@@ -5,7 +5,20 @@
 //                     300 ms. Survivors must fail with peer_lost naming "rank VICTIM" within the
 //                     communicator timeout: they print "OK <seconds> <message>" and exit 0, or
 //                     "BAD ..." and exit 1.
+//   train STEPS [VICTIM KILL_STEP KILL_DELAY_US]
+//                     every rank trains a small ZeRO-2 model (SGD on a quadratic whose optimum
+//                     is known) for STEPS steps, then barriers. With a victim, that rank
+//                     SIGKILLs itself KILL_DELAY_US after starting step KILL_STEP (mid-step, often
+//                     mid-collective; it never passes the final barrier). Survivors print
+//                     "LOST <secs since the kill> <code>: <message>" and exit 0 when the error
+//                     names the victim, or "BAD ..." and exit 1. Without a victim every rank
+//                     checks its parameters against the closed form and prints "TRAINED" (exit
+//                     0) or "BAD ..." (exit 1). SHARDOPT_FAULT_STEP_SLEEP_MS slows each step.
 #include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
 
 #include <chrono>
 #include <cstdio>
@@ -14,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "shardopt/sharded_optimizer.hpp"
 #include "shardopt/ucx.hpp"
 
 using namespace shardopt;
@@ -58,7 +72,114 @@ static int peer_kill_mode(int victim) {
     }
 }
 
+// Rank r's loss is 0.5 * |w - t_r|^2 with t_r[i] = (i % 7) + r: the averaged gradient is
+// w - mean_r(t_r), so SGD with lr from w = 0 gives w_k = T * (1 - (1 - lr)^k) exactly in reals.
+static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
+    CommunicatorPtr comm;
+    try {
+        comm = create_communicator_from_env("ucx");
+    } catch (const Error &e) { // the victim can die while the others still connect to it
+        const std::string what = e.what();
+        const bool named = victim >= 0 && what.find("rank " + std::to_string(victim)) != std::string::npos;
+        std::printf("%s %s: %s\n", named ? "LOST" : "BAD (at startup)", error_code_name(e.code()), what.c_str());
+        std::fflush(stdout);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        return named ? 0 : 1;
+    }
+    const int rank = comm->rank(), size = comm->size();
+    ParameterSet layout(DType::f32, 8 << 10); // small buckets: several collectives per step
+    layout.add("w1", 3000);
+    layout.add("w2", 2000);
+    layout.add("w3", 1000);
+    OptimizerOptions sgd;
+    sgd.kind = OptimizerKind::sgd;
+    sgd.lr = 0.25;
+    ShardingOptions so;
+    so.strategy = Strategy::zero2;
+    auto opt = ShardedOptimizer::create(comm, layout, sgd, so);
+    const auto &lay = opt->layout();
+    int sleep_ms = 0;
+    if (const char *e = std::getenv("SHARDOPT_FAULT_STEP_SLEEP_MS")) sleep_ms = std::atoi(e);
+    try {
+        for (int step = 0; step < steps; ++step) {
+            if (rank == victim && step == kill_step && kill_delay_us >= 0) {
+                std::thread([kill_delay_us] {
+                    std::this_thread::sleep_for(std::chrono::microseconds(kill_delay_us));
+                    raise(SIGKILL);
+                }).detach();
+            }
+            const float *w = static_cast<const float *>(opt->parameters());
+            opt->zero_grad();
+            for (int b = 0; b < lay.bucket_count(); ++b) {
+                opt->bucket_grad(b);
+                const auto &bl = lay.bucket(b);
+                for (int t = bl.first_tensor; t < bl.first_tensor + bl.tensor_count; ++t) {
+                    const auto &tl = lay.tensor(t);
+                    float *g = static_cast<float *>(opt->grad(t));
+                    for (std::size_t i = 0; i < tl.count; ++i)
+                        g[i] = w[tl.offset + i] - float(int((tl.offset + i) % 7) + rank);
+                }
+                opt->grad_ready(b);
+            }
+            opt->step();
+            if (sleep_ms) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+        }
+        if (rank == victim && kill_step >= 0) {
+            // Finished before the kill fired: wait for it, never reaching the final barrier.
+            std::this_thread::sleep_for(std::chrono::seconds(30));
+            return 5;
+        }
+        comm->barrier();
+    } catch (const Error &e) {
+        if (rank == victim && kill_step < 0) { // cut off (link down), not killed: any clean error
+            std::printf("ISOLATED %s: %s\n", error_code_name(e.code()), e.what());
+            return 0;
+        }
+        if (victim < 0 || rank == victim) {
+            std::printf("BAD rank %d failed: %s: %s\n", rank, error_code_name(e.code()), e.what());
+            return 1;
+        }
+        // Survivors: the error must name the lost rank, within the communicator timeout.
+        const std::string what = e.what();
+        const bool named = what.find("rank " + std::to_string(victim) + " ") != std::string::npos ||
+                           what.find("rank " + std::to_string(victim) + ")") != std::string::npos ||
+                           what.find("rank(s) " + std::to_string(victim)) != std::string::npos ||
+                           what.find("never arrived: " + std::to_string(victim)) != std::string::npos;
+        std::printf("%s %s: %s\n", named ? "LOST" : "BAD (lost rank not named)", error_code_name(e.code()),
+                    what.c_str());
+        std::fflush(stdout);
+        // Stay up a moment, as a real process would while it reports: a survivor that exits at
+        // once is itself "lost" to the others, which then (correctly) report that instead.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        return named ? 0 : 1;
+    }
+    if (victim >= 0) {
+        std::printf("BAD rank %d finished although rank %d was killed\n", rank, victim);
+        return 1;
+    }
+    // Check against the closed form.
+    const float *w = static_cast<const float *>(opt->parameters());
+    const double decay = std::pow(1.0 - sgd.lr, steps);
+    double worst = 0;
+    for (int t = 0; t < lay.tensor_count(); ++t) {
+        const auto &tl = lay.tensor(t);
+        for (std::size_t i = 0; i < tl.count; ++i) {
+            const double target = double((tl.offset + i) % 7) + (size - 1) / 2.0;
+            worst = std::max(worst, std::fabs(w[tl.offset + i] - target * (1.0 - decay)));
+        }
+    }
+    if (worst > 1e-3) {
+        std::printf("BAD rank %d parameters off by %g after %d steps\n", rank, worst, steps);
+        return 1;
+    }
+    std::printf("TRAINED rank %d %d steps max error %g\n", rank, steps, worst);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 3 && !std::strcmp(argv[1], "train"))
+        return train_mode(std::atoi(argv[2]), argc >= 6 ? std::atoi(argv[3]) : -1, argc >= 6 ? std::atoi(argv[4]) : 0,
+                          argc >= 6 ? std::atoi(argv[5]) : 0);
     if (argc >= 2 && !std::strcmp(argv[1], "join")) return join_mode();
     if (argc >= 3 && !std::strcmp(argv[1], "peer-kill")) return peer_kill_mode(std::atoi(argv[2]));
     std::fprintf(stderr, "usage: %s join | peer-kill VICTIM\n", argv[0]);

@@ -1,4 +1,5 @@
 #include "frame.hpp"
+#include "messages.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -60,14 +61,9 @@ bool wait_fd(int fd, short events, Deadline deadline) {
     }
 }
 
-void put_u16(std::uint8_t *p, std::uint16_t v) {
-    p[0] = std::uint8_t(v);
-    p[1] = std::uint8_t(v >> 8);
-}
 void put_u32(std::uint8_t *p, std::uint32_t v) {
     for (int i = 0; i < 4; ++i) p[i] = std::uint8_t(v >> (8 * i));
 }
-std::uint16_t get_u16(const std::uint8_t *p) { return std::uint16_t(p[0] | (p[1] << 8)); }
 std::uint32_t get_u32(const std::uint8_t *p) {
     std::uint32_t v = 0;
     for (int i = 0; i < 4; ++i) v |= std::uint32_t(p[i]) << (8 * i);
@@ -223,28 +219,18 @@ Socket connect_until(const std::string &addr, int port, Deadline deadline) {
 
 void send_frame(const Socket &s, FrameType type, const std::vector<std::uint8_t> &payload, Deadline deadline) {
     require(payload.size() <= kMaxFrameBytes, ErrorCode::invalid_argument, "bootstrap: frame too large");
-    std::uint8_t header[12];
-    put_u32(header, kFrameMagic);
-    put_u16(header + 4, kProtocolVersion);
-    put_u16(header + 6, std::uint16_t(type));
-    put_u32(header + 8, std::uint32_t(payload.size()));
+    std::uint8_t header[kFrameHeaderBytes];
+    encode_header(header, type, std::uint32_t(payload.size()));
     write_all(s, header, sizeof header, deadline);
     if (!payload.empty()) write_all(s, payload.data(), payload.size(), deadline);
 }
 
-bool recv_frame(const Socket &s, Frame &frame, Deadline deadline) {
-    std::uint8_t header[12];
+bool recv_frame(const Socket &s, Frame &frame, Deadline deadline, std::uint32_t max_payload) {
+    std::uint8_t header[kFrameHeaderBytes];
     if (!read_all(s, header, sizeof header, deadline)) return false;
-    require(get_u32(header) == kFrameMagic, ErrorCode::corrupt,
-            "bootstrap: bad frame magic (not a shardopt rendezvous peer?)");
-    const std::uint16_t version = get_u16(header + 4);
-    require(version == kProtocolVersion, ErrorCode::corrupt,
-            "bootstrap: protocol version " + std::to_string(version) + ", expected " +
-                std::to_string(kProtocolVersion) + " (mixed shardopt versions in one job?)");
-    const std::uint32_t length = get_u32(header + 8);
-    require(length <= kMaxFrameBytes, ErrorCode::corrupt,
-            "bootstrap: frame of " + std::to_string(length) + " bytes exceeds the limit");
-    frame.type = FrameType(get_u16(header + 6));
+    const FrameHeader h = decode_header(header, max_payload); // bounded before allocating
+    const std::uint32_t length = h.length;
+    frame.type = h.type;
     frame.payload.assign(length, 0);
     if (length && !read_all(s, frame.payload.data(), length, deadline)) return false;
     return true;
@@ -270,15 +256,17 @@ std::uint32_t Reader::u32() {
     pos_ += 4;
     return v;
 }
-std::vector<std::uint8_t> Reader::bytes() {
+std::vector<std::uint8_t> Reader::bytes(std::uint32_t max) {
     const std::uint32_t n = u32();
+    require(n <= max, ErrorCode::corrupt,
+            "bootstrap: field of " + std::to_string(n) + " bytes exceeds the limit of " + std::to_string(max));
     need(n);
     std::vector<std::uint8_t> out(buf_.begin() + long(pos_), buf_.begin() + long(pos_ + n));
     pos_ += n;
     return out;
 }
-std::string Reader::str() {
-    auto b = bytes();
+std::string Reader::str(std::uint32_t max) {
+    auto b = bytes(max);
     return std::string(b.begin(), b.end());
 }
 

@@ -60,8 +60,9 @@ Socket connect_until(const std::string &addr, int port, Deadline deadline);
 // Whole-frame I/O. send_frame throws Error(io) on failure or deadline. recv_frame returns
 // false when the deadline passes, throws Error(peer_lost) on EOF and Error(corrupt) on a bad
 // header or oversized length.
+// max_payload bounds the length a peer may announce (checked before allocating).
 void send_frame(const Socket &s, FrameType type, const std::vector<std::uint8_t> &payload, Deadline deadline);
-bool recv_frame(const Socket &s, Frame &frame, Deadline deadline);
+bool recv_frame(const Socket &s, Frame &frame, Deadline deadline, std::uint32_t max_payload = kMaxFrameBytes);
 
 // Little-endian payload building and parsing; Reader throws Error(corrupt) when short.
 class Writer {
@@ -79,8 +80,9 @@ class Reader {
   public:
     explicit Reader(const std::vector<std::uint8_t> &buf) : buf_(buf) {}
     std::uint32_t u32();
-    std::vector<std::uint8_t> bytes();
-    std::string str();
+    // A length-prefixed field; a length above `max` or past the end is corrupt.
+    std::vector<std::uint8_t> bytes(std::uint32_t max = kMaxFrameBytes);
+    std::string str(std::uint32_t max = kMaxFrameBytes);
     bool done() const { return pos_ == buf_.size(); }
 
   private:

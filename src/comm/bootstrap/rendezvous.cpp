@@ -1,8 +1,10 @@
 #include "rendezvous.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "frame.hpp"
+#include "messages.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::bootstrap {
@@ -34,9 +36,7 @@ std::vector<std::vector<std::uint8_t>> serve(const BootstrapConfig &c, const std
     // Fails the rendezvous everywhere: every connected rank (and `extra`) gets the reason.
     auto fail_all = [&](const std::string &reason, Socket *extra) {
         const auto short_deadline = Clock::now() + std::chrono::seconds(1);
-        Writer w;
-        w.str(reason);
-        auto payload = w.take();
+        const auto payload = encode_refuse(reason);
         for (auto *s : {extra}) {
             if (s && *s) try {
                     send_frame(*s, FrameType::refuse, payload, short_deadline);
@@ -69,24 +69,39 @@ std::vector<std::vector<std::uint8_t>> serve(const BootstrapConfig &c, const std
         std::vector<std::uint8_t> blob;
         try {
             // A connection that says nothing within a few seconds is dropped, not waited on.
-            if (!recv_frame(s, f, std::min(deadline, Clock::now() + std::chrono::seconds(5)))) continue;
-            if (f.type != FrameType::join) continue;
-            Reader r(f.payload);
-            world = int(r.u32());
-            rank = int(r.u32());
-            token = r.str();
-            blob = r.bytes();
-        } catch (const Error &) {
-            continue; // garbage or a dropped connection: not a rank of this job
+            // Lengths are bounded (kMaxJoinBytes) before anything is allocated for them.
+            if (!recv_frame(s, f, std::min(deadline, Clock::now() + std::chrono::seconds(5)),
+                            kMaxJoinBytes + kMaxTokenBytes + 64)) {
+                ++refused;
+                refusals += " " + peer + " sent no join in time;";
+                continue;
+            }
+            require(f.type == FrameType::join, ErrorCode::corrupt, "bootstrap: expected a join frame");
+            JoinRequest j = parse_join(f.payload);
+            world = int(std::min<std::uint32_t>(j.world_size, 0x7fffffff));
+            rank = int(std::min<std::uint32_t>(j.rank, 0x7fffffff));
+            token = std::move(j.token);
+            blob = std::move(j.blob);
+        } catch (const Error &e) {
+            // Garbage, an unknown protocol version, an oversized or malformed frame, or a dropped
+            // connection: not a rank of this job. Say why (best effort) and go on with the job.
+            ++refused;
+            refusals += " " + peer + ": " + e.what() + ";";
+            try {
+                send_frame(s, FrameType::refuse, encode_refuse(std::string("malformed join: ") + e.what()),
+                           Clock::now() + std::chrono::milliseconds(200));
+            } catch (const Error &) {
+            }
+            continue;
         }
         if (!constant_time_equal(token, c.job_token)) {
             ++refused;
             refusals += " " + peer + " claiming rank " + std::to_string(rank) + " had the wrong job token;";
-            Writer w;
-            w.str("wrong job token (rank " + std::to_string(rank) + " from " + peer +
-                  "): SHARDOPT_JOB_TOKEN differs from rank 0's");
             try {
-                send_frame(s, FrameType::refuse, w.take(), Clock::now() + std::chrono::seconds(1));
+                send_frame(s, FrameType::refuse,
+                           encode_refuse("wrong job token (rank " + std::to_string(rank) + " from " + peer +
+                                         "): SHARDOPT_JOB_TOKEN differs from rank 0's"),
+                           Clock::now() + std::chrono::seconds(1));
             } catch (const Error &) {
             }
             continue;
@@ -110,10 +125,7 @@ std::vector<std::vector<std::uint8_t>> serve(const BootstrapConfig &c, const std
         conns[rank] = std::move(s);
     }
 
-    Writer w;
-    w.u32(std::uint32_t(n));
-    for (const auto &b : blobs) w.bytes(b);
-    const auto payload = w.take();
+    const auto payload = encode_welcome(blobs);
     for (int r = 1; r < n; ++r) {
         try {
             send_frame(conns[r], FrameType::welcome, payload, deadline);
@@ -129,14 +141,16 @@ std::vector<std::vector<std::uint8_t>> join(const BootstrapConfig &c, const std:
     const auto start = Clock::now();
     const auto deadline = start + c.timeout;
     Socket s = connect_until(c.master_addr, c.master_port, deadline);
-    Writer w;
-    w.u32(std::uint32_t(c.world_size));
-    w.u32(std::uint32_t(c.rank));
-    w.str(c.job_token);
-    w.bytes(mine);
+    JoinRequest j;
+    j.world_size = std::uint32_t(c.world_size);
+    j.rank = std::uint32_t(c.rank);
+    j.token = c.job_token;
+    j.blob = mine;
+    require(j.token.size() <= kMaxTokenBytes && j.blob.size() <= kMaxJoinBytes, ErrorCode::invalid_argument,
+            "bootstrap: job token or worker address too long");
     Frame f;
     try {
-        send_frame(s, FrameType::join, w.take(), deadline);
+        send_frame(s, FrameType::join, encode_join(j), deadline);
         if (!recv_frame(s, f, deadline))
             throw Error(ErrorCode::timeout, "bootstrap: rank " + std::to_string(c.rank) + " joined " + where(c) +
                                                 " but the job did not assemble within " +
@@ -146,18 +160,11 @@ std::vector<std::vector<std::uint8_t>> join(const BootstrapConfig &c, const std:
         throw Error(e.code(), "bootstrap: rank " + std::to_string(c.rank) + " lost the rendezvous master " +
                                   where(c) + ": " + e.what());
     }
-    if (f.type == FrameType::refuse) {
-        Reader r(f.payload);
+    if (f.type == FrameType::refuse)
         throw Error(ErrorCode::invalid_argument, "bootstrap: rendezvous master " + where(c) + " refused rank " +
-                                                     std::to_string(c.rank) + ": " + r.str());
-    }
+                                                     std::to_string(c.rank) + ": " + parse_refuse(f.payload));
     require(f.type == FrameType::welcome, ErrorCode::corrupt, "bootstrap: unexpected frame from the master");
-    Reader r(f.payload);
-    const int n = int(r.u32());
-    require(n == c.world_size, ErrorCode::corrupt, "bootstrap: master sent the wrong number of addresses");
-    std::vector<std::vector<std::uint8_t>> blobs(n);
-    for (auto &b : blobs) b = r.bytes();
-    return blobs;
+    return parse_welcome(f.payload, std::uint32_t(c.world_size));
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 // order), all ranks wait, then each copies the whole result out. Reading peers' memory
 // directly means one pass over the data and no intermediate copies per peer.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -23,7 +24,8 @@ std::string signature(const Call &call) {
     return describe(c);
 }
 
-std::string mismatch_report(const std::vector<Call> &calls) {
+std::string mismatch_report(std::uint64_t seq, const std::vector<Call> &calls,
+                            const std::vector<std::uint64_t> &fingerprints) {
     std::map<std::string, std::vector<int>> by_signature;
     std::vector<std::string> order;
     for (int r = 0; r < int(calls.size()); ++r) {
@@ -31,8 +33,25 @@ std::string mismatch_report(const std::vector<Call> &calls) {
         if (!by_signature.count(sig)) order.push_back(sig);
         by_signature[sig].push_back(r);
     }
-    if (order.size() == 1) return {};
-    std::string text = "collective mismatch across ranks: ";
+    if (order.size() == 1) {
+        // SHARDOPT_CHECK_FINGERPRINTS: the same call now, but a different history before it.
+        std::map<std::uint64_t, std::vector<int>> by_fp;
+        for (int r = 0; r < int(fingerprints.size()); ++r)
+            if (fingerprints[r]) by_fp[fingerprints[r]].push_back(r);
+        if (by_fp.size() <= 1) return {};
+        std::string text = "collective history fingerprint mismatch at collective #" + std::to_string(seq) +
+                           " (" + order[0] + " on every rank, but earlier calls differed):";
+        char hex[32];
+        for (const auto &[fp, ranks] : by_fp) {
+            std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fp));
+            text += std::string(" ranks");
+            for (std::size_t k = 0; k < ranks.size(); ++k) text += (k ? "," : " ") + std::to_string(ranks[k]);
+            text += std::string(" have ") + hex + ";";
+        }
+        text.pop_back();
+        return text;
+    }
+    std::string text = "collective mismatch across ranks at collective #" + std::to_string(seq) + ": ";
     for (std::size_t i = 0; i < order.size(); ++i) {
         const auto &ranks = by_signature[order[i]];
         text += (i ? "; " : "") + std::string(ranks.size() > 1 ? "ranks " : "rank ");
@@ -63,9 +82,9 @@ class InProcessComm final : public Communicator {
             return;
         }
         const std::uint64_t seq = next_seq_++;
-        auto &slot = group_->arrive(seq, rank(), call, scratch_bytes(call), deadline);
+        auto &slot = group_->arrive(seq, rank(), call, scratch_bytes(call), deadline, history_fingerprint());
         SlotExit exit{*group_, seq, slot};
-        check_agreement(slot);
+        check_agreement(seq, slot);
         switch (call.kind) {
         case CallKind::allreduce: return run_reduction(seq, slot, deadline, call, true);
         case CallKind::reduce: return run_reduction(seq, slot, deadline, call, rank() == call.root);
@@ -84,9 +103,9 @@ class InProcessComm final : public Communicator {
         call.tag = key;
         const auto deadline = InProcessGroup::Clock::now() + timeout();
         const std::uint64_t seq = next_seq_++;
-        auto &slot = group_->arrive(seq, rank(), call, 0, deadline);
+        auto &slot = group_->arrive(seq, rank(), call, 0, deadline, history_fingerprint());
         SlotExit exit{*group_, seq, slot};
-        check_agreement(slot);
+        check_agreement(seq, slot);
         if (color < 0) {
             group_->finish_and_wait(seq, slot, deadline);
             return nullptr;
@@ -107,8 +126,8 @@ class InProcessComm final : public Communicator {
   private:
     using Deadline = InProcessGroup::Clock::time_point;
 
-    void check_agreement(InProcessGroup::Slot &slot) {
-        std::string report = mismatch_report(slot.calls);
+    void check_agreement(std::uint64_t seq, InProcessGroup::Slot &slot) {
+        std::string report = mismatch_report(seq, slot.calls, slot.fingerprints);
         if (!report.empty()) {
             group_->abort(report, ErrorCode::mismatch);
             throw Error(ErrorCode::mismatch, report);

@@ -23,7 +23,8 @@ static std::string ms_text(std::chrono::steady_clock::duration d) {
 }
 
 InProcessGroup::Slot &InProcessGroup::arrive(std::uint64_t seq, int rank, const Call &call,
-                                             std::size_t scratch_bytes, Clock::time_point deadline) {
+                                             std::size_t scratch_bytes, Clock::time_point deadline,
+                                             std::uint64_t fingerprint) {
     const auto start = Clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
     if (!abort_reason_.empty()) throw_aborted();
@@ -33,6 +34,7 @@ InProcessGroup::Slot &InProcessGroup::arrive(std::uint64_t seq, int rank, const 
     // Nobody touches scratch before every rank arrived, so growing it here is safe.
     if (slot.scratch.size() < scratch_bytes) slot.scratch.resize(scratch_bytes);
     slot.calls[rank] = call;
+    slot.fingerprints[rank] = fingerprint;
     slot.arrived[rank] = true;
     if (++slot.arrived_count == size_) cv_.notify_all();
     const bool all = cv_.wait_until(lock, deadline, [&] {

@@ -24,8 +24,9 @@ class InProcessGroup {
     using Clock = std::chrono::steady_clock;
 
     struct Slot {
-        explicit Slot(int size) : calls(size), arrived(size, false) {}
+        explicit Slot(int size) : calls(size), fingerprints(size, 0), arrived(size, false) {}
         std::vector<Call> calls;
+        std::vector<std::uint64_t> fingerprints; // history fingerprints (0: checks off)
         std::vector<bool> arrived;
         int arrived_count = 0;
         int finished_count = 0; // ranks done reading peers' buffers
@@ -41,7 +42,7 @@ class InProcessGroup {
     // calls posted and at least scratch_bytes of scratch. Throws timeout (naming the missing
     // ranks) or the group's abort reason.
     Slot &arrive(std::uint64_t seq, int rank, const Call &call, std::size_t scratch_bytes,
-                 Clock::time_point deadline);
+                 Clock::time_point deadline, std::uint64_t fingerprint = 0);
     // Marks rank done reading peer buffers in slot `seq`, then waits until every rank is.
     void finish_and_wait(std::uint64_t seq, Slot &slot, Clock::time_point deadline);
     // Rank leaves slot `seq`; the last to leave frees it.

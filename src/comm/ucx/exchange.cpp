@@ -1,6 +1,7 @@
 #include "exchange.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -59,6 +60,7 @@ Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint
     mine.root = call.root;
     mine.tag = call.tag;
     mine.context_proposal = context_proposal;
+    mine.fingerprint = comm.history_fingerprint();
     header_checked_[rank_] = true;
     Worker &w = comm_.worker();
     const std::uint32_t ctx = comm_.context();
@@ -101,17 +103,50 @@ Request &Exchange::recv(int peer, std::uint32_t step, void *buf, std::size_t byt
     return r;
 }
 
+namespace {
+
+// call_signature's normalization, on the numeric fields: what every rank must agree on.
+struct NormalizedCall {
+    std::uint32_t kind;
+    std::uint64_t count;
+    std::int32_t dtype, op, root;
+    bool operator==(const NormalizedCall &o) const {
+        return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && root == o.root;
+    }
+};
+
+NormalizedCall normalized(const WireHeader &h) {
+    const CallKind k = CallKind(h.kind);
+    NormalizedCall n{h.kind, h.count, h.dtype, h.op, h.root};
+    if (k == CallKind::split) n = NormalizedCall{h.kind, 0, 0, 0, 0};
+    if (k == CallKind::allgather || k == CallKind::barrier || k == CallKind::broadcast)
+        n.op = std::int32_t(ReduceOp::sum);
+    if (k != CallKind::broadcast && k != CallKind::reduce) n.root = 0;
+    if (k == CallKind::barrier) {
+        n.count = 0;
+        n.dtype = std::int32_t(DType::u8);
+    }
+    return n;
+}
+
+} // namespace
+
+bool Exchange::header_agrees(int p) const {
+    const Request &r = header_recvs_[p];
+    const WireHeader &h = headers_[p];
+    const WireHeader &mine = headers_[rank_];
+    if (r.status != UCS_OK || r.received != sizeof(WireHeader) || h.magic != mine.magic || h.seq != seq_)
+        return false;
+    if (!(normalized(h) == normalized(mine))) return false;
+    return h.fingerprint == 0 || mine.fingerprint == 0 || h.fingerprint == mine.fingerprint;
+}
+
 void Exchange::poll_headers_locked() {
     Worker &w = comm_.worker();
-    const std::string mine = call_signature(call_from(headers_[rank_]));
     for (int p = 0; p < size_; ++p) {
         if (header_checked_[p] || !w.test_locked(header_recvs_[p])) continue;
         header_checked_[p] = true;
-        const Request &r = header_recvs_[p];
-        const WireHeader &h = headers_[p];
-        if (r.status != UCS_OK || r.received != sizeof(WireHeader) || h.magic != headers_[rank_].magic ||
-            h.seq != seq_ || call_signature(call_from(h)) != mine)
-            header_mismatch_ = true;
+        if (!header_agrees(p)) header_mismatch_ = true;
     }
 }
 
@@ -183,6 +218,21 @@ void Exchange::throw_mismatch() {
         if (!by_signature.count(sig)) order.push_back(sig);
         by_signature[sig].push_back(p);
     }
+    if (order.size() == 1 && missing.empty()) {
+        // Same call everywhere: the history fingerprints differ (SHARDOPT_CHECK_FINGERPRINTS).
+        std::map<std::uint64_t, std::vector<int>> by_fp;
+        for (int p = 0; p < size_; ++p)
+            if (headers_[p].fingerprint) by_fp[headers_[p].fingerprint].push_back(p);
+        std::string text = "collective history fingerprint mismatch at collective #" + std::to_string(seq_) + " (" +
+                           order[0] + " on every rank, but earlier calls differed):";
+        char hex[32];
+        for (const auto &[fp, ranks] : by_fp) {
+            std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fp));
+            text += " ranks " + rank_list(ranks) + " have " + hex + ";";
+        }
+        text.pop_back();
+        throw Error(ErrorCode::mismatch, text);
+    }
     std::string text = "collective mismatch across ranks at collective #" + std::to_string(seq_) + ": ";
     for (std::size_t i = 0; i < order.size(); ++i) {
         const auto &ranks = by_signature[order[i]];
@@ -197,9 +247,29 @@ void Exchange::check_result(Request &r) {
     if (r.status == UCS_OK && (!r.is_recv || r.received == r.expected)) return;
     const bool size_problem = r.status == UCS_ERR_MESSAGE_TRUNCATED || (r.status == UCS_OK && r.is_recv);
     if (!size_problem) {
+        const std::string failed = "the request with rank " + std::to_string(r.peer) + " failed: " +
+                                   ucs_status_string(r.status);
+        if (!comm_.worker().lost(comm_.world_rank_of(r.peer))) {
+            // A request to a live rank can fail because another rank died (UCX fails requests
+            // that depended on it, e.g. "Endpoint timeout"). Name the rank that was really lost:
+            // give the worker a moment to report it (or another rank's abort notice to arrive).
+            try {
+                comm_.block([] { return false; }, std::min(deadline_, Clock::now() + std::chrono::milliseconds(500)),
+                            [](int) { return true; }, [] { return std::string(); });
+            } catch (const Error &e) {
+                if (e.code() != ErrorCode::timeout)
+                    throw Error(e.code(), describe(call_) + " (collective #" + std::to_string(seq_) + ") on rank " +
+                                              std::to_string(rank_) + ": " + e.what() + "; " + failed);
+            }
+        }
+        std::string others;
+        for (int p = 0; p < size_; ++p)
+            if (p != rank_ && p != r.peer && comm_.worker().lost(comm_.world_rank_of(p)))
+                others += (others.empty() ? "; also lost: rank " : ", rank ") + std::to_string(p) + " (" +
+                          comm_.worker().lost_reason(comm_.world_rank_of(p)) + ")";
         throw Error(ErrorCode::peer_lost, describe(call_) + " (collective #" + std::to_string(seq_) + ") on rank " +
                                               std::to_string(rank_) + ": rank " + std::to_string(r.peer) +
-                                              " was lost (" + ucs_status_string(r.status) + ")");
+                                              " was lost (" + ucs_status_string(r.status) + ")" + others);
     }
     // A message of the wrong size means the ranks disagree: report it from the headers.
     header_mismatch_ = true;

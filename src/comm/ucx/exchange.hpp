@@ -7,6 +7,12 @@
 // rank's call) on every rank, even when the disagreeing calls would never exchange data.
 // finish() waits for all headers; the destructor cancels whatever is still outstanding, so an
 // algorithm that throws never leaves UCX writing into a caller's buffer.
+//
+// The header check compares the normalized numeric fields (no text is built unless a mismatch
+// is reported). With SHARDOPT_CHECK_FINGERPRINTS=1 the header also carries the communicator's
+// history fingerprint (Communicator::history_fingerprint: a hash chain over every collective's
+// kind, count, dtype, op, root and byte size) and ranks must agree on it too; a rank with the
+// checks off sends 0, which is not compared, so mixed settings never fail a job.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +31,7 @@ struct WireHeader {
     std::uint64_t count = 0;
     std::int32_t dtype = 0, op = 0, root = 0, tag = 0;
     std::uint32_t context_proposal = 0, reserved = 0;
+    std::uint64_t fingerprint = 0; // 0: fingerprint checks off on the sender
 };
 
 class Exchange {
@@ -55,6 +62,7 @@ class Exchange {
     bool pending_with(int peer) const;
     void check_result(Request &r);
     [[noreturn]] void throw_mismatch();
+    bool header_agrees(int peer) const;
     std::string timeout_text() const;
     void block_until(const std::function<bool()> &pred);
 

@@ -160,7 +160,7 @@ void Worker::connect(const std::vector<std::vector<std::uint8_t>> &addresses) {
         p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
         p.err_handler.cb = &Worker::on_ep_error;
         p.err_handler.arg = ep_args_[r].get();
-        check(ucp_ep_create(worker_, &p, &eps_[r]), "ucp_ep_create");
+        check(ucp_ep_create(worker_, &p, &eps_[r]), ("ucp_ep_create to rank " + std::to_string(r)).c_str());
     }
 }
 

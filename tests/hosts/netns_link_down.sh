@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Three "hosts" as network namespaces, one rank in each, UCX over TCP only, training ZeRO-2.
+# Mid-training, host 2's veth link goes down: every rank must end with an error within the
+# communicator timeout (ranks 0 and 1 naming rank 2), and nothing may hang.
+#
+#   netns_link_down.sh FAULT_MAIN
+#
+# Same namespace layout as netns_conformance.sh; exits 77 (skip) when not root or without
+# `ip netns`. Everything is removed on exit.
+set -u
+MAIN=${1:?usage: netns_link_down.sh FAULT_MAIN}
+N=3
+TIMEOUT_MS=5000
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+if ! command -v ip >/dev/null 2>&1; then echo "SKIP: iproute2 (ip) not installed"; exit 77; fi
+
+TAG=$$
+NET=10.78.$((TAG % 250))
+HUB=so-lhub-$TAG
+hosts=()
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
+  for h in "${hosts[@]:-}"; do [ -n "$h" ] && ip netns del "$h" 2>/dev/null; done
+  ip netns del "$HUB" 2>/dev/null
+  rm -rf "${LOGDIR:-/nonexistent}"
+}
+trap cleanup EXIT INT TERM
+
+if ! ip netns add "$HUB" 2>/dev/null; then echo "SKIP: cannot create network namespaces here"; exit 77; fi
+set -e
+ip -n "$HUB" link add br0 type bridge
+ip -n "$HUB" link set br0 up
+for i in $(seq 0 $((N - 1))); do
+  h=so-l$i-$TAG
+  ip netns add "$h"
+  hosts+=("$h")
+  ip -n "$h" link set lo up
+  ip -n "$h" link add eth0 type veth peer name p$i netns "$HUB"
+  ip -n "$HUB" link set p$i master br0
+  ip -n "$HUB" link set p$i up
+  ip -n "$h" addr add "$NET.$((i + 1))/24" dev eth0
+  ip -n "$h" link set eth0 up
+done
+set +e
+for i in $(seq 1 $((N - 1))); do
+  ip netns exec "${hosts[$i]}" ping -c 1 -W 2 "$NET.1" >/dev/null 2>&1 || true
+done
+
+LOGDIR=$(mktemp -d)
+TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+PORT=29556
+start=$(date +%s.%N)
+for i in $(seq 0 $((N - 1))); do
+  # Long enough that the link goes down mid-training: 100000 steps of >= 2 ms each.
+  ip netns exec "${hosts[$i]}" env SHARDOPT_RANK=$i SHARDOPT_WORLD_SIZE=$N SHARDOPT_MASTER_ADDR="$NET.1" \
+    SHARDOPT_MASTER_PORT=$PORT SHARDOPT_JOB_TOKEN="$TOKEN" SHARDOPT_TIMEOUT_MS=$TIMEOUT_MS UCX_TLS=tcp \
+    SHARDOPT_FAULT_STEP_SLEEP_MS=2 timeout -s KILL 60 "$MAIN" train 100000 2 -1 -1 >"$LOGDIR/rank$i.log" 2>&1 &
+  pids+=($!)
+done
+sleep 3
+down_at=$(date +%s.%N)
+ip -n "${hosts[2]}" link set eth0 down
+echo "link of host 2 down at +$(awk "BEGIN{print $down_at - $start}") s"
+status=0
+for i in $(seq 0 $((N - 1))); do
+  wait "${pids[$i]}"
+  rc=$?
+  now=$(date +%s.%N)
+  took=$(awk "BEGIN{print $now - $down_at}")
+  sed "s/^/[host $i] /" "$LOGDIR/rank$i.log"
+  if [ $rc -ne 0 ]; then echo "FAIL: rank $i exit code $rc"; status=1; fi
+  if [ "$i" -lt 2 ] && ! grep -q "^LOST" "$LOGDIR/rank$i.log"; then echo "FAIL: rank $i did not name rank 2"; status=1; fi
+  if awk "BEGIN{exit !($took > $TIMEOUT_MS / 1000 + 5)}"; then
+    echo "FAIL: rank $i ended $took s after the link went down (timeout $TIMEOUT_MS ms)"; status=1
+  fi
+done
+pids=()
+if [ $status -eq 0 ]; then echo "PASS: link down mid-training reported on every rank within the timeout"; fi
+exit $status
