@@ -13,6 +13,9 @@
  *    Python memoryview, a Java direct ByteBuffer or a C# IntPtr.
  *  - void *WBUF / const void *RBUF: caller memory passed without a copy (Python buffer protocol,
  *    Java direct Buffer or primitive array, C# pinned IntPtr).
+ *  - checkpoints: so_serialize keeps the library's serialized buffer per thread and returns its
+ *    size, so_serialized_take copies it into a byte array the language allocated (WBUF) and frees
+ *    it; so_deserialize, so_save (sharded or consolidated), so_load.
  *  - optimize() trampolines: a C shardopt_model_fn that calls a Python callable or a Java object;
  *    C# passes a delegate's function pointer straight to the C ABI.
  *
@@ -685,12 +688,55 @@ void so_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats) {
     SO_TRY(shardopt_optimizer_memory_stats(opt, stats), SO_VOID);
 }
 
-/* ---- checkpoints: not in ABI 0.1 ---- */
-void so_checkpoint_unsupported(const char *what) {
-    so_fail(SHARDOPT_ERR_UNSUPPORTED,
-            "%s needs checkpoints (serialize/deserialize/save/load), which are not in the shardopt C ABI %u.%u yet",
-            what ? what : "this call", shardopt_version() / 10000, shardopt_version() / 100 % 100);
+%}
+
+/* ---- checkpoints (collective: every rank calls with the same arguments) ----
+ * serialize is two calls so each language allocates its own byte array: so_serialize keeps the
+ * library's buffer in a per-thread slot and returns its size; so_serialized_take copies it into
+ * the caller's memory and frees it (so_serialized_discard frees it without copying). */
+%{
+static __thread void *so_ser_data;
+static __thread size_t so_ser_size;
+%}
+%inline %{
+void so_serialized_discard(void) {
+    void *d = so_ser_data;
+    so_ser_data = NULL;
+    so_ser_size = 0;
+    if (d) shardopt_buffer_free(d);
 }
+size_t so_serialize(shardopt_optimizer opt) {
+    void *d = NULL;
+    size_t n = 0;
+    so_serialized_discard();
+    SO_TRY(shardopt_optimizer_serialize(opt, &d, &n), 0);
+    so_ser_data = d;
+    so_ser_size = n;
+    return n;
+}
+void so_serialized_take(void *WBUF, size_t n) {
+    if (!so_ser_data) {
+        so_fail(SHARDOPT_ERR_INVALID_STATE, "nothing serialized on this thread (call so_serialize first)");
+        return;
+    }
+    if (!WBUF || n != so_ser_size) {
+        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "the buffer must hold exactly the %zu serialized bytes (got %zu%s)",
+                so_ser_size, n, WBUF ? "" : ", NULL");
+        so_serialized_discard();
+        return;
+    }
+    memcpy(WBUF, so_ser_data, n);
+    so_serialized_discard();
+}
+void so_deserialize(shardopt_optimizer opt, const void *RBUF, size_t n) {
+    SO_TRY(shardopt_optimizer_deserialize(opt, RBUF, n), SO_VOID);
+}
+/* consolidated != 0: rank 0 writes one file (+ model.safetensors); else every rank its shard */
+void so_save(shardopt_optimizer opt, const char *dir, int consolidated) {
+    SO_TRY(shardopt_optimizer_save(opt, dir, consolidated ? SHARDOPT_CHECKPOINT_CONSOLIDATED : SHARDOPT_CHECKPOINT_SHARDED),
+           SO_VOID);
+}
+void so_load(shardopt_optimizer opt, const char *dir) { SO_TRY(shardopt_optimizer_load(opt, dir), SO_VOID); }
 %}
 
 /* ---- optimize(): one entry per language ---- */

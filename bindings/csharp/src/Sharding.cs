@@ -283,10 +283,52 @@ namespace Shardopt.DistributedTraining
             }
         }
 
-        public byte[] Serialize() { shardopt_native.so_checkpoint_unsupported("Serialize()"); return null; }
-        public void Deserialize(byte[] data) => shardopt_native.so_checkpoint_unsupported("Deserialize()");
-        public void SaveModel(string path) => shardopt_native.so_checkpoint_unsupported("SaveModel()");
-        public void LoadModel(string path) => shardopt_native.so_checkpoint_unsupported("LoadModel()");
+        // checkpoints (collective: every rank calls with the same arguments)
+        /// <summary>The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank.</summary>
+        public unsafe byte[] Serialize()
+        {
+            ulong n = shardopt_native.so_serialize(H);
+            byte[] data;
+            try
+            {
+                if (n > int.MaxValue) throw new OutOfMemoryException($"the checkpoint ({n} bytes) does not fit in a byte[]");
+                data = new byte[n];
+            }
+            catch
+            {
+                shardopt_native.so_serialized_discard();
+                throw;
+            }
+            fixed (byte* p = data) shardopt_native.so_serialized_take((IntPtr)p, n);
+            return data;
+        }
+
+        /// <summary>Loads bytes from Serialize (every rank the same bytes); IOException when they are corrupt,
+        /// ArgumentException for another layout. A failed load changes nothing.</summary>
+        public unsafe void Deserialize(byte[] data)
+        {
+            if (data == null) throw new ArgumentNullException(nameof(data));
+            byte none = 0; // an empty array pins as null; pass empty bytes, not "no bytes"
+            fixed (byte* p = data) shardopt_native.so_deserialize(H, (IntPtr)(data.Length > 0 ? p : &none), (ulong)data.Length);
+        }
+
+        /// <summary>Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing.</summary>
+        public void SaveModel(string path) => SaveModel(path, false);
+
+        /// <summary>Saves into directory path: sharded, or consolidated (rank 0 writes one file) when consolidated.</summary>
+        public void SaveModel(string path, bool consolidated)
+        {
+            if (path == null) throw new ArgumentNullException(nameof(path));
+            shardopt_native.so_save(H, path, consolidated ? 1 : 0);
+        }
+
+        /// <summary>Loads a checkpoint of either form, saved by any strategy and world size; IOException when it
+        /// is missing, unreadable or corrupt.</summary>
+        public void LoadModel(string path)
+        {
+            if (path == null) throw new ArgumentNullException(nameof(path));
+            shardopt_native.so_load(H, path);
+        }
 
         // layout
         public int TensorCount => shardopt_native.so_tensor_count(H);

@@ -52,6 +52,139 @@ static class ShardoptTests
         }
     })[0];
 
+    static ShardedOptimizer MakeAdam(string strategy, CommunicationBackend b, bool initial)
+    {
+        var adam = new AdamOptimizer(new AdamOptimizerOptions { LearningRate = 3e-3 });
+        var cfg = new ShardingConfiguration(b);
+        ShardedOptimizer opt = strategy == "ddp" ? new DDPOptimizer(adam, cfg) : strategy == "zero2" ? (ShardedOptimizer)new ZeRO2Optimizer(adam, cfg) : new FSDPOptimizer(adam, cfg);
+        return opt.Initialize(Model.Layout(), initial ? Model.InitialParameters() : null);
+    }
+
+    // Steps [first, first + count) with the step protocol: each rank's slice of a fixed batch of 128.
+    static void TrainSteps(ShardedOptimizer opt, int rank, int first, int count)
+    {
+        int per = 128 / opt.WorldSize;
+        var grad = new float[Model.Layout().ElementCount];
+        var samples = new long[per];
+        for (int step = first; step < first + count; ++step)
+        {
+            int b0 = step * 128 % Model.Samples;
+            for (int i = 0; i < per; ++i) samples[i] = b0 + rank * per + i;
+            Array.Clear(grad, 0, grad.Length);
+            Model.Evaluate(opt.GetParameters(), grad, samples);
+            opt.ZeroGrad();
+            int off = 0, tensors = opt.TensorCount;
+            for (int t = 0; t < tensors; ++t)
+            {
+                var g = opt.TensorGradient(t);
+                new ReadOnlySpan<float>(grad, off, g.Length).CopyTo(g);
+                off += g.Length;
+                int bucket = opt.TensorBucket(t);
+                if (t + 1 == tensors || opt.TensorBucket(t + 1) != bucket) opt.GradReady(bucket); // frees its staging buffer
+            }
+            Assert(opt.Step().Applied, "applied");
+        }
+    }
+
+    static void SerializeDeserializeResumesBitwise()
+    {
+        foreach (var s in new[] { "ddp", "zero2", "fsdp" })
+        {
+            var res = Ranks(4, b =>
+            {
+                using (var opt = MakeAdam(s, b, true))
+                {
+                    TrainSteps(opt, b.Rank, 0, 3);
+                    byte[] data = opt.Serialize();
+                    Assert(data.Length > 0, "bytes");
+                    TrainSteps(opt, b.Rank, 3, 3);
+                    var straight = opt.GetParameters();
+                    opt.Deserialize(data);
+                    Assert(opt.StepCount == 3, "step count restored");
+                    TrainSteps(opt, b.Rank, 3, 3);
+                    return (data, straight, opt.GetParameters());
+                }
+            });
+            foreach (var r in res)
+            {
+                Assert(r.Item1.SequenceEqual(res[0].Item1), s + ": same bytes on every rank");
+                Assert(r.Item2.SequenceEqual(r.Item3), s + ": resumed == straight, bitwise");
+                Assert(r.Item2.SequenceEqual(res[0].Item2), s + ": ranks agree");
+            }
+        }
+    }
+
+    static void SaveZero2LoadFsdp()
+    {
+        string dir = Path.Combine(Path.GetTempPath(), "shardopt-cs-ckpt-" + Guid.NewGuid());
+        try
+        {
+            foreach (bool consolidated in new[] { false, true })
+            {
+                string path = Path.Combine(dir, consolidated ? "consolidated" : "sharded");
+                var res = Ranks(4, b =>
+                {
+                    float[] expected;
+                    using (var saved = MakeAdam("zero2", b, true))
+                    {
+                        TrainSteps(saved, b.Rank, 0, 4);
+                        if (consolidated) saved.SaveModel(path, true); else saved.SaveModel(path);
+                        expected = saved.GetParameters();
+                    }
+                    using (var fresh = MakeAdam("fsdp", b, false))
+                    {
+                        Assert(!fresh.GetParameters().SequenceEqual(expected), "fresh differs");
+                        fresh.LoadModel(path);
+                        Assert(fresh.StepCount == 4, "step count loaded");
+                        return (expected, fresh.GetParameters());
+                    }
+                });
+                foreach (var r in res) Assert(r.Item1.SequenceEqual(r.Item2), $"loaded == saved (consolidated={consolidated})");
+                Assert(Directory.Exists(path), "checkpoint directory");
+            }
+        }
+        finally { if (Directory.Exists(dir)) Directory.Delete(dir, true); }
+    }
+
+    static void CheckpointErrors()
+    {
+        string missing = Path.Combine(Path.GetTempPath(), "shardopt-cs-never-written-" + Guid.NewGuid());
+        Ranks(4, b =>
+        {
+            using (var opt = MakeAdam("zero2", b, true))
+            {
+                TrainSteps(opt, b.Rank, 0, 2);
+                var data = opt.Serialize();
+                var before = opt.GetParameters();
+                var io = Throws<IOException>(() => opt.LoadModel(missing));
+                Assert(io.Message.StartsWith("SHARDOPT_ERR_IO: ") && io.Message.Contains("never-written"), io.Message);
+                var bad = (byte[])data.Clone();
+                bad[0] ^= 0xff; // wrong magic
+                var c = Throws<IOException>(() => opt.Deserialize(bad));
+                Assert(c.Message.StartsWith("SHARDOPT_ERR_CORRUPT: ") && c.Message.Contains("magic"), c.Message);
+                var truncated = data.Take(data.Length / 2).ToArray();
+                Assert(Throws<IOException>(() => opt.Deserialize(truncated)).Message.StartsWith("SHARDOPT_ERR_CORRUPT"), "truncated");
+                var flipped = (byte[])data.Clone();
+                flipped[data.Length / 2] ^= 1; // checksum
+                Assert(Throws<IOException>(() => opt.Deserialize(flipped)).Message.StartsWith("SHARDOPT_ERR_CORRUPT"), "checksum");
+                Assert(Throws<IOException>(() => opt.Deserialize(new byte[0])).Message.StartsWith("SHARDOPT_ERR_CORRUPT"), "empty");
+                Throws<ArgumentNullException>(() => opt.Deserialize(null));
+                Throws<ArgumentNullException>(() => opt.LoadModel(null));
+                Assert(before.SequenceEqual(opt.GetParameters()), "failed loads change nothing");
+                Assert(opt.StepCount == 2, "step count unchanged");
+            }
+            using (var other = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b)))
+            {
+                other.Initialize(new ParameterLayout().Add("w", 4));
+                byte[] data;
+                using (var opt = MakeAdam("ddp", b, true)) data = opt.Serialize();
+                Assert(Throws<ArgumentException>(() => other.Deserialize(data)).Message.StartsWith("SHARDOPT_ERR_INVALID_ARGUMENT"), "layout mismatch");
+            }
+            return 0;
+        });
+        Assert(!Directory.Exists(missing), "a failed load creates nothing");
+    }
+
     static void FourRanksMatchSingleProcess()
     {
         var (refR, refP) = Train("ddp", 1);
@@ -134,10 +267,10 @@ static class ShardoptTests
                 f.Initialize(new ParameterLayout().Add("w", 4));
                 var s = Throws<InvalidOperationException>(() => { var _ = f.Parameters.Length; });
                 Assert(s.Message.Contains("SHARDOPT_ERR_INVALID_STATE"), s.Message);
-                Assert(Throws<NotSupportedException>(() => f.Serialize()).Message.Contains("checkpoints"), "checkpoints");
-                Throws<NotSupportedException>(() => f.SaveModel("/tmp/x"));
-                Throws<NotSupportedException>(() => f.LoadModel("/tmp/x"));
-                Throws<NotSupportedException>(() => f.Deserialize(new byte[0]));
+                var io = Throws<IOException>(() => f.LoadModel(Path.Combine(Path.GetTempPath(), "shardopt-cs-" + Guid.NewGuid())));
+                Assert(io.Message.StartsWith("SHARDOPT_ERR_IO: "), io.Message);
+                var c = Throws<IOException>(() => f.Deserialize(System.Text.Encoding.ASCII.GetBytes("not a checkpoint")));
+                Assert(c.Message.StartsWith("SHARDOPT_ERR_CORRUPT: "), c.Message);
             }
         }
         Assert(Throws<NotSupportedException>(() => new NcclCommunicationBackend()).Message.Contains("NCCL"), "nccl");
@@ -239,7 +372,8 @@ static class ShardoptTests
             ("FourRanksMatchSingleProcess", FourRanksMatchSingleProcess), ("StepApiZeroCopy", StepApiZeroCopy),
             ("ConfigurationChangesBehaviour", ConfigurationChangesBehaviour), ("DefaultsMatchLibrary", DefaultsMatchLibrary),
             ("ErrorsMapToExceptions", ErrorsMapToExceptions), ("NullArguments", NullArguments),
-            ("TenThousandCycles", TenThousandCycles), ("TwoUcxProcesses", TwoUcxProcesses) };
+            ("SerializeDeserializeResumesBitwise", SerializeDeserializeResumesBitwise), ("SaveZero2LoadFsdp", SaveZero2LoadFsdp),
+            ("CheckpointErrors", CheckpointErrors), ("TenThousandCycles", TenThousandCycles), ("TwoUcxProcesses", TwoUcxProcesses) };
         int failed = 0;
         foreach (var entry in tests)
         {

@@ -1,5 +1,6 @@
 """ShardingConfiguration and the sharded optimizers (AiDotNet.DistributedTraining, Python naming)."""
 import contextlib
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -321,20 +322,45 @@ class ShardedOptimizer:
         n = min(r.loss_history_count, history.size)
         return OptimizationResult(best, r.best_loss, r.iterations, history[:n].tolist(), bool(r.stopped_early))
 
-    def _unsupported(self, what):
-        _n.so_checkpoint_unsupported(what)
-
+    # ---- checkpoints (collective: every rank calls with the same arguments) ----
     def serialize(self):
-        self._unsupported("serialize()")
+        """The consolidated checkpoint (parameters, optimizer state, step count) as bytes,
+        identical on every rank; loads into any strategy and world size with deserialize()."""
+        n = _n.so_serialize(self._h)
+        try:
+            out = bytearray(n)
+        except BaseException:
+            _n.so_serialized_discard()
+            raise
+        _n.so_serialized_take(out, n)
+        return bytes(out)
 
     def deserialize(self, data):
-        self._unsupported("deserialize()")
+        """Loads bytes from serialize() (every rank the same bytes). OSError when they are corrupt
+        (SHARDOPT_ERR_CORRUPT), ValueError when they hold another layout; a failed load changes nothing."""
+        if data is None:
+            raise TypeError("data must not be None")
+        view = memoryview(data)
+        if not view.c_contiguous:
+            view = memoryview(view.tobytes())
+        _n.so_deserialize(self._h, view, view.nbytes)
 
-    def save_model(self, path):
-        self._unsupported("save_model()")
+    def save_model(self, path, consolidated=False):
+        """Saves a checkpoint into directory `path` (created if missing): sharded (every rank
+        writes its shard) or, with consolidated=True, one file written by rank 0."""
+        _n.so_save(self._h, self._path(path), int(bool(consolidated)))
 
     def load_model(self, path):
-        self._unsupported("load_model()")
+        """Loads a checkpoint of either form from directory `path`, saved by any strategy and world
+        size. OSError for a missing or unreadable checkpoint or a corrupt file."""
+        _n.so_load(self._h, self._path(path))
+
+    @staticmethod
+    def _path(path):
+        if path is None:
+            raise TypeError("path must not be None")
+        path = os.fspath(path)
+        return os.fsdecode(path) if isinstance(path, bytes) else path
 
     # ---- layout ----
     @property

@@ -62,11 +62,21 @@ def test_unsupported_is_not_implemented_error():
         with pytest.raises(NotImplementedError, match="SHARDOPT_ERR_UNSUPPORTED"):
             opt.initialize(so.ParameterLayout().add("w", 4), parameters=np.zeros(4, np.float32))
         opt.initialize(so.ParameterLayout().add("w", 4))
-        for call in (opt.serialize, lambda: opt.deserialize(b""), lambda: opt.save_model("/tmp/x"),
-                     lambda: opt.load_model("/tmp/x")):
-            with pytest.raises(NotImplementedError, match="checkpoints"):
-                call()
         opt.close()
+
+
+def test_io_and_corrupt_are_os_errors(tmp_path):
+    with so.InMemoryCommunicationBackend(0, 1, "ckpt-errors") as b:
+        with so.FSDPOptimizer(so.AdamOptimizer(), so.ShardingConfiguration(b),
+                              layout=so.ParameterLayout().add("w", 4)) as opt:
+            with pytest.raises(OSError, match="SHARDOPT_ERR_IO"):
+                opt.load_model(tmp_path / "missing")
+            with pytest.raises(OSError, match="SHARDOPT_ERR_CORRUPT"):
+                opt.deserialize(b"not a checkpoint")
+            blocker = tmp_path / "file"
+            blocker.write_text("x")
+            with pytest.raises(OSError, match="SHARDOPT_ERR_IO"):
+                opt.save_model(blocker / "sub")  # a file where a directory must go
 
 
 def test_null_arguments_are_type_errors():

@@ -185,10 +185,51 @@ public abstract class ShardedOptimizer implements IShardedOptimizer {
         }
     }
 
-    @Override public byte[] serialize() throws IOException { shardopt_native.so_checkpoint_unsupported("serialize()"); return null; }
-    @Override public void deserialize(byte[] data) throws IOException { shardopt_native.so_checkpoint_unsupported("deserialize()"); }
-    @Override public void saveModel(String path) throws IOException { shardopt_native.so_checkpoint_unsupported("saveModel()"); }
-    @Override public void loadModel(String path) throws IOException { shardopt_native.so_checkpoint_unsupported("loadModel()"); }
+    // ---- checkpoints (collective: every rank calls with the same arguments) ----
+    /** The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank. */
+    @Override
+    public byte[] serialize() throws IOException {
+        long n = shardopt_native.so_serialize(h());
+        if (n > Integer.MAX_VALUE - 8) {
+            shardopt_native.so_serialized_discard();
+            throw new OutOfMemoryError("the checkpoint (" + n + " bytes) does not fit in a Java array");
+        }
+        byte[] out;
+        try {
+            out = new byte[(int) n];
+        } catch (Throwable t) {
+            shardopt_native.so_serialized_discard();
+            throw t;
+        }
+        shardopt_native.so_serialized_take(out, n);
+        return out;
+    }
+
+    /** Loads bytes from {@link #serialize} (every rank the same bytes); IOException when they are corrupt,
+     *  IllegalArgumentException for another layout. A failed load changes nothing. */
+    @Override
+    public void deserialize(byte[] data) throws IOException {
+        if (data == null) throw new NullPointerException("data");
+        shardopt_native.so_deserialize(h(), data, data.length);
+    }
+
+    /** Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing. */
+    @Override
+    public void saveModel(String path) throws IOException { saveModel(path, false); }
+
+    /** Saves into directory path: sharded, or consolidated (rank 0 writes one file) when consolidated is true. */
+    public void saveModel(String path, boolean consolidated) throws IOException {
+        if (path == null) throw new NullPointerException("path");
+        shardopt_native.so_save(h(), path, consolidated ? 1 : 0);
+    }
+
+    /** Loads a checkpoint of either form, saved by any strategy and world size; IOException when it is
+     *  missing, unreadable or corrupt. */
+    @Override
+    public void loadModel(String path) throws IOException {
+        if (path == null) throw new NullPointerException("path");
+        shardopt_native.so_load(h(), path);
+    }
 
     // ---- layout ----
     public int getTensorCount() { return shardopt_native.so_tensor_count(h()); }

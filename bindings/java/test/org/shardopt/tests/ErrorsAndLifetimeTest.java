@@ -49,11 +49,24 @@ class ErrorsAndLifetimeTest {
             java.nio.FloatBuffer mine = java.nio.ByteBuffer.allocateDirect(16).asFloatBuffer();
             assertThrows(UnsupportedOperationException.class, () -> o.initialize(new ParameterLayout().add("w", 4), null, mine));
             o.initialize(new ParameterLayout().add("w", 4), null);
-            UnsupportedOperationException c = assertThrows(UnsupportedOperationException.class, o::serialize);
-            assertTrue(c.getMessage().contains("checkpoints"));
-            assertThrows(UnsupportedOperationException.class, () -> o.saveModel("/tmp/x"));
-            assertThrows(UnsupportedOperationException.class, () -> o.loadModel("/tmp/x"));
-            assertThrows(UnsupportedOperationException.class, () -> o.deserialize(new byte[0]));
+        }
+    }
+
+    @Test
+    void ioAndCorruptAreIOExceptions() throws IOException {
+        java.nio.file.Path dir = Files.createTempDirectory("shardopt-java-ckpt");
+        try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-ckpt-errors");
+             FSDPOptimizer o = new FSDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b),
+                                                 new ParameterLayout().add("w", 4), null)) {
+            IOException io = assertThrows(IOException.class, () -> o.loadModel(dir.resolve("missing").toString()));
+            assertTrue(io.getMessage().startsWith("SHARDOPT_ERR_IO: "), io.getMessage());
+            IOException c = assertThrows(IOException.class, () -> o.deserialize("not a checkpoint".getBytes()));
+            assertTrue(c.getMessage().startsWith("SHARDOPT_ERR_CORRUPT: "), c.getMessage());
+            java.nio.file.Path blocker = Files.writeString(dir.resolve("file"), "x");
+            assertThrows(IOException.class, () -> o.saveModel(blocker.resolve("sub").toString()));
+        } finally {
+            Files.deleteIfExists(dir.resolve("file"));
+            Files.deleteIfExists(dir);
         }
     }
 

@@ -1,0 +1,122 @@
+"""Checkpoints on 4 in-process ranks: serialize/deserialize resumes bit for bit, save_model/load_model
+(both forms) reshards across strategies, and IO/corrupt failures raise OSError and change nothing."""
+import os
+
+import numpy as np
+import pytest
+
+import shardopt as so
+from shardopt.demo import MlpDemo
+
+MODEL = MlpDemo()
+BATCH = 128
+
+
+def train(opt, rank, first, count):
+    """Steps [first, first + count) with the step protocol: each rank's slice of a fixed batch."""
+    per = BATCH // opt.world_size
+    grad = np.zeros(MODEL.layout().element_count, np.float32)
+    for step in range(first, first + count):
+        b0 = step * BATCH % MODEL.samples
+        samples = np.arange(b0 + rank * per, b0 + (rank + 1) * per)
+        params = opt.get_parameters()
+        grad[:] = 0
+        MODEL(params, grad, samples)
+        opt.zero_grad()
+        off, tensors = 0, opt.tensor_count
+        for t in range(tensors):
+            g = opt.tensor_grad(t)
+            g[:] = grad[off:off + g.size]
+            off += g.size
+            bucket = opt.tensor_bucket(t)
+            if t + 1 == tensors or opt.tensor_bucket(t + 1) != bucket:
+                opt.grad_ready(bucket)  # frees its staging buffer for the next bucket
+        assert opt.step().applied
+
+
+def make(cls, backend):
+    return cls(so.AdamOptimizer(learning_rate=3e-3), so.ShardingConfiguration(backend), layout=MODEL.layout(),
+               initial=MODEL.initial_parameters())
+
+
+@pytest.mark.parametrize("cls", [so.DDPOptimizer, so.ZeRO2Optimizer, so.FSDPOptimizer])
+def test_serialize_deserialize_resumes_bitwise(cls):
+    def rank(backend):
+        with make(cls, backend) as opt:
+            train(opt, backend.rank, 0, 3)
+            data = opt.serialize()
+            assert isinstance(data, bytes) and len(data) > 0
+            train(opt, backend.rank, 3, 3)
+            straight = opt.get_parameters().copy()
+            opt.deserialize(data)
+            assert opt.step_count == 3
+            train(opt, backend.rank, 3, 3)
+            resumed = opt.get_parameters().copy()
+            return data, straight, resumed
+    results = so.launch_in_memory(4, rank)
+    for data, straight, resumed in results:
+        assert data == results[0][0]  # the same bytes on every rank
+        assert straight.tobytes() == resumed.tobytes()
+        assert straight.tobytes() == results[0][1].tobytes()
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_save_zero2_load_fsdp(tmp_path, consolidated):
+    path = tmp_path / ("consolidated" if consolidated else "sharded")
+
+    def rank(backend):
+        with make(so.ZeRO2Optimizer, backend) as saved:
+            train(saved, backend.rank, 0, 4)
+            saved.save_model(path if consolidated else str(path), consolidated=consolidated)
+            expected = saved.get_parameters().copy()
+        with so.FSDPOptimizer(so.AdamOptimizer(learning_rate=3e-3), so.ShardingConfiguration(backend),
+                              layout=MODEL.layout()) as fresh:
+            assert fresh.get_parameters().tobytes() != expected.tobytes()
+            fresh.load_model(path)
+            assert fresh.step_count == 4
+            return expected, fresh.get_parameters().copy()
+    for expected, loaded in so.launch_in_memory(4, rank):
+        assert expected.tobytes() == loaded.tobytes()
+    assert os.listdir(path)
+
+
+def test_io_and_corrupt_errors_are_os_errors(tmp_path):
+    missing = tmp_path / "never-written"
+
+    def rank(backend):
+        with make(so.ZeRO2Optimizer, backend) as opt:
+            train(opt, backend.rank, 0, 2)
+            data = bytearray(opt.serialize())
+            before = opt.get_parameters().copy()
+            with pytest.raises(OSError, match="SHARDOPT_ERR_IO: .*never-written"):
+                opt.load_model(missing)
+            data[0] ^= 0xFF  # wrong magic
+            with pytest.raises(OSError, match="SHARDOPT_ERR_CORRUPT: .*magic"):
+                opt.deserialize(bytes(data))
+            data[0] ^= 0xFF
+            with pytest.raises(OSError, match="SHARDOPT_ERR_CORRUPT"):
+                opt.deserialize(bytes(data[:len(data) // 2]))  # truncated
+            data[len(data) // 2] ^= 0x01  # a flipped bit in the payload: checksum
+            with pytest.raises(OSError, match="SHARDOPT_ERR_CORRUPT"):
+                opt.deserialize(data)
+            with pytest.raises(OSError, match="SHARDOPT_ERR_CORRUPT"):
+                opt.deserialize(b"")
+            with pytest.raises(TypeError):
+                opt.deserialize(None)
+            with pytest.raises(TypeError):
+                opt.load_model(None)
+            assert opt.get_parameters().tobytes() == before.tobytes()  # failed loads change nothing
+            assert opt.step_count == 2
+    so.launch_in_memory(4, rank)
+    assert not missing.exists()
+
+
+def test_layout_mismatch_is_value_error():
+    def rank(backend):
+        with make(so.DDPOptimizer, backend) as opt:
+            data = opt.serialize()
+        with so.DDPOptimizer(so.AdamOptimizer(), so.ShardingConfiguration(backend),
+                             layout=so.ParameterLayout().add("w", 4)) as other:
+            with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT"):
+                other.deserialize(data)
+    so.launch_in_memory(4, rank)
