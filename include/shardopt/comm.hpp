@@ -139,6 +139,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
     // Called once by abort(): lets the backend wake peers blocked in this communicator.
     virtual void on_abort(const std::string &reason, ErrorCode code);
+    // Stops the call queues: operations still in flight are aborted (so they return promptly)
+    // and their threads joined. Every backend's destructor calls this first, while the state
+    // those operations use is still alive. Idempotent.
+    void shutdown_queues() noexcept;
 
   private:
     class Queue;

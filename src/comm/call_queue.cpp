@@ -18,6 +18,11 @@ CallQueue::~CallQueue() {
             Error(ErrorCode::invalid_state, "communicator destroyed before the operation ran")));
 }
 
+bool CallQueue::idle() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !busy_ && pending_.empty();
+}
+
 WorkPtr CallQueue::enqueue(Job job) {
     auto work = std::make_shared<Work>();
     {

@@ -25,6 +25,8 @@ class CallQueue {
     WorkPtr enqueue(Job job);
     // Runs job after everything issued before it and returns when it finished (rethrowing).
     void run_in_order(const Job &job);
+    // True when no job is running or waiting.
+    bool idle();
 
   private:
     struct Entry {

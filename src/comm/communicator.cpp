@@ -104,7 +104,21 @@ Communicator::Communicator(int rank, int size)
     require(rank >= 0 && rank < size, ErrorCode::invalid_argument, "rank out of range");
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() { shutdown_queues(); }
+
+void Communicator::shutdown_queues() noexcept {
+    if (!collective_queue_) return;
+    const bool in_flight = !collective_queue_->idle() || !send_queue_->idle() || !recv_queue_->idle();
+    if (in_flight) {
+        try {
+            abort("communicator destroyed while operations were in flight", ErrorCode::invalid_state);
+        } catch (...) { // abort must not stop the destructor
+        }
+    }
+    collective_queue_.reset();
+    send_queue_.reset();
+    recv_queue_.reset();
+}
 
 void Communicator::set_timeout(Duration timeout) {
     require(timeout.count() > 0, ErrorCode::invalid_argument, "timeout must be positive");

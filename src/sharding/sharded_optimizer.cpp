@@ -47,12 +47,7 @@ ShardedOptimizer::ShardedOptimizer(CommunicatorPtr comm, ParameterSet layout, co
 
 ShardedOptimizer::~ShardedOptimizer() {
     // Collectives in flight read and write our buffers: let them finish first.
-    if (impl_) {
-        try {
-            impl_->wait_param_gathers();
-        } catch (...) { // an aborted communicator: nothing left to wait for
-        }
-    }
+    if (impl_) impl_->finish_in_flight();
 }
 
 std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm, ParameterSet layout,

@@ -301,6 +301,20 @@ void ShardedOptimizer::Impl::wait_param_gather(int b) {
     }
 }
 
+void ShardedOptimizer::Impl::finish_in_flight() noexcept {
+    auto finish = [](WorkPtr &work) {
+        if (!work) return;
+        try {
+            work->wait();
+        } catch (...) { // the operation failed; all that matters here is that it is over
+        }
+        work.reset();
+    };
+    for (auto &progress : buckets) finish(progress.work);
+    for (auto &work : param_gathers) finish(work);
+    for (auto &unit : units) finish(unit.work);
+}
+
 void ShardedOptimizer::Impl::wait_param_gathers() {
     for (int b = 0; b < int(param_gathers.size()); ++b) wait_param_gather(b);
 }

@@ -83,6 +83,9 @@ class ShardedOptimizer::Impl {
     std::vector<WorkPtr> param_gathers;
     void wait_param_gather(int b);
     void wait_param_gathers();
+    // Waits for every collective still reading or writing our buffers (reductions, parameter
+    // and unit gathers), ignoring their errors: for destruction.
+    void finish_in_flight() noexcept;
 
     std::vector<OwnedSegment> chunk_segments;  // chunk group_rank of every bucket, per tensor
     std::vector<OwnedSegment> update_segments; // what this rank updates

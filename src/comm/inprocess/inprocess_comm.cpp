@@ -65,6 +65,7 @@ class InProcessComm final : public Communicator {
   public:
     InProcessComm(int rank, std::shared_ptr<InProcessGroup> group)
         : Communicator(rank, group->size()), group_(std::move(group)) {}
+    ~InProcessComm() override { shutdown_queues(); } // before group_ goes
 
     std::string backend_name() const override { return "inprocess"; }
 

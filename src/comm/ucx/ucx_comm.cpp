@@ -55,7 +55,10 @@ UcxComm::UcxComm(std::shared_ptr<Worker> worker, std::vector<int> world_ranks, i
                        notice_buffer_.data(), notice_buffer_.size());
 }
 
-UcxComm::~UcxComm() { worker_->cancel(notice_request_); }
+UcxComm::~UcxComm() {
+    shutdown_queues(); // operations in flight use the worker below
+    worker_->cancel(notice_request_);
+}
 
 unsigned char *UcxComm::scratch(int slot, std::size_t bytes) {
     if (scratch_.size() <= std::size_t(slot)) scratch_.resize(std::size_t(slot) + 1);
