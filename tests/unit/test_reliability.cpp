@@ -213,8 +213,10 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(diagnostics)
 
+// Boost.Test assertions are not thread safe: rank threads only record, the test thread checks.
 BOOST_AUTO_TEST_CASE(recent_calls_in_mismatch_and_timeout) {
     std::vector<std::string> messages(2);
+    std::vector<int> codes(2, -1);
     run_inprocess(2, [&](Communicator &c) {
         c.set_timeout(std::chrono::seconds(10));
         float x[4] = {1, 2, 3, 4};
@@ -226,11 +228,12 @@ BOOST_AUTO_TEST_CASE(recent_calls_in_mismatch_and_timeout) {
             else
                 c.broadcast(x, 4, DType::f32, 0);
         } catch (const Error &e) {
-            BOOST_TEST(int(e.code()) == int(ErrorCode::mismatch));
+            codes[std::size_t(c.rank())] = int(e.code());
             messages[std::size_t(c.rank())] = e.what();
         }
     });
     for (int r = 0; r < 2; ++r) {
+        BOOST_TEST(codes[std::size_t(r)] == int(ErrorCode::mismatch));
         const auto &m = messages[std::size_t(r)];
         BOOST_TEST(m.find("allreduce(count=4, dtype=f32, op=sum)") != std::string::npos, m);
         BOOST_TEST(m.find("broadcast(count=4, dtype=f32, root=0)") != std::string::npos, m);
@@ -256,36 +259,44 @@ BOOST_AUTO_TEST_CASE(recent_calls_in_mismatch_and_timeout) {
 }
 
 BOOST_AUTO_TEST_CASE(ring_keeps_last_calls) {
+    std::string text;
     run_inprocess(1, [&](Communicator &c) {
         for (int i = 0; i < 20; ++i) c.barrier();
-        const std::string text = c.recent_calls();
-        BOOST_TEST(text.find("#19 barrier() ok") != std::string::npos, text);
-        BOOST_TEST(text.find("#12 barrier()") != std::string::npos, text);
-        BOOST_TEST(text.find("#11 barrier()") == std::string::npos, text);
+        text = c.recent_calls();
     });
+    BOOST_TEST(text.find("#19 barrier() ok") != std::string::npos, text);
+    BOOST_TEST(text.find("#12 barrier()") != std::string::npos, text);
+    BOOST_TEST(text.find("#11 barrier()") == std::string::npos, text);
 }
 
 BOOST_AUTO_TEST_CASE(fingerprints_env) {
     ::unsetenv("SHARDOPT_CHECK_FINGERPRINTS");
+    std::vector<int> checks_off(2, -1), checks_on(2, -1), changed(2, -1);
+    std::vector<std::uint64_t> fp_off(2, 1), fp(2);
     run_inprocess(2, [&](Communicator &c) {
-        BOOST_TEST(!c.fingerprint_checks());
+        checks_off[std::size_t(c.rank())] = c.fingerprint_checks();
         c.barrier();
-        BOOST_TEST(c.history_fingerprint() == 0u);
+        fp_off[std::size_t(c.rank())] = c.history_fingerprint();
     });
     ::setenv("SHARDOPT_CHECK_FINGERPRINTS", "1", 1);
-    std::vector<std::uint64_t> fp(2);
     run_inprocess(2, [&](Communicator &c) {
-        BOOST_TEST(c.fingerprint_checks());
+        checks_on[std::size_t(c.rank())] = c.fingerprint_checks();
         float x[3] = {1, 2, 3};
         c.allreduce(x, 3, ReduceOp::max);
         const auto before = c.history_fingerprint();
         // split with different colors per rank: legitimately different, no false mismatch.
         auto child = c.split(c.rank(), 0);
         c.broadcast(x, 3, DType::f32, 1);
-        BOOST_TEST(c.history_fingerprint() != before);
+        changed[std::size_t(c.rank())] = c.history_fingerprint() != before;
         fp[std::size_t(c.rank())] = c.history_fingerprint();
     });
     ::unsetenv("SHARDOPT_CHECK_FINGERPRINTS");
+    for (int r = 0; r < 2; ++r) {
+        BOOST_TEST(checks_off[std::size_t(r)] == 0);
+        BOOST_TEST(fp_off[std::size_t(r)] == 0u);
+        BOOST_TEST(checks_on[std::size_t(r)] == 1);
+        BOOST_TEST(changed[std::size_t(r)] == 1);
+    }
     BOOST_TEST(fp[0] == fp[1]);
     BOOST_TEST(fp[0] != 0u);
 }
