@@ -5,49 +5,17 @@
 #
 #   netns_link_down.sh FAULT_MAIN
 #
-# Same namespace layout as netns_conformance.sh; exits 77 (skip) when not root or without
+# Namespaces from netns_hosts.sh; exits 77 (skip) when not root or without
 # `ip netns`. Everything is removed on exit.
 set -u
 MAIN=${1:?usage: netns_link_down.sh FAULT_MAIN}
 N=3
 TIMEOUT_MS=5000
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
-if ! command -v ip >/dev/null 2>&1; then echo "SKIP: iproute2 (ip) not installed"; exit 77; fi
-
 TAG=$$
 NET=10.78.$((TAG % 250))
-HUB=so-lhub-$TAG
-hosts=()
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
-  for h in "${hosts[@]:-}"; do [ -n "$h" ] && ip netns del "$h" 2>/dev/null; done
-  ip netns del "$HUB" 2>/dev/null
-  rm -rf "${LOGDIR:-/nonexistent}"
-}
-trap cleanup EXIT INT TERM
-
-if ! ip netns add "$HUB" 2>/dev/null; then echo "SKIP: cannot create network namespaces here"; exit 77; fi
-set -e
-ip -n "$HUB" link add br0 type bridge
-ip -n "$HUB" link set br0 up
-for i in $(seq 0 $((N - 1))); do
-  h=so-l$i-$TAG
-  ip netns add "$h"
-  hosts+=("$h")
-  ip -n "$h" link set lo up
-  ip -n "$h" link add eth0 type veth peer name p$i netns "$HUB"
-  ip -n "$HUB" link set p$i master br0
-  ip -n "$HUB" link set p$i up
-  ip -n "$h" addr add "$NET.$((i + 1))/24" dev eth0
-  ip -n "$h" link set eth0 up
-done
-set +e
-for i in $(seq 1 $((N - 1))); do
-  ip netns exec "${hosts[$i]}" ping -c 1 -W 2 "$NET.1" >/dev/null 2>&1 || true
-done
-
-LOGDIR=$(mktemp -d)
+# shellcheck source=netns_hosts.sh
+. "$(dirname "$0")/netns_hosts.sh"
+netns_hosts_create $N so-l "$NET"
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 PORT=29556
 start=$(date +%s.%N)

@@ -1,0 +1,54 @@
+# Sourced by the host tests: N "hosts" as network namespaces joined by veth pairs to a bridge
+# that lives in a hub namespace, so nothing is added to the caller's own network namespace.
+#
+#   netns_hosts_create N PREFIX NET     e.g. 4 so-h 10.77.<x>: hosts PREFIX0-$$ .. with
+#                                       addresses NET.1 .. NET.N on eth0 (/24)
+# Afterwards: hosts=(names), pids=() for the caller's background processes, LOGDIR for logs.
+# Everything (processes, namespaces, LOGDIR) is removed on exit. Exits 77 (ctest
+# SKIP_RETURN_CODE) when not root or when namespaces cannot be made here.
+
+hosts=()
+pids=()
+LOGDIR=
+NETNS_HUB=
+
+netns_hosts_cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
+  for h in "${hosts[@]:-}"; do [ -n "$h" ] && ip netns del "$h" 2>/dev/null; done
+  [ -n "$NETNS_HUB" ] && ip netns del "$NETNS_HUB" 2>/dev/null
+  [ -n "$LOGDIR" ] && rm -rf "$LOGDIR"
+}
+
+netns_hosts_create() {
+  local n=$1 prefix=$2 net=$3 i h
+  if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+  if ! command -v ip >/dev/null 2>&1; then echo "SKIP: iproute2 (ip) not installed"; exit 77; fi
+  trap netns_hosts_cleanup EXIT INT TERM
+  NETNS_HUB=$prefix-hub-$$
+  if ! ip netns add "$NETNS_HUB" 2>/dev/null; then
+    NETNS_HUB=
+    echo "SKIP: cannot create network namespaces here"
+    exit 77
+  fi
+  set -e
+  ip -n "$NETNS_HUB" link add br0 type bridge
+  ip -n "$NETNS_HUB" link set br0 up
+  for i in $(seq 0 $((n - 1))); do
+    h=$prefix$i-$$
+    ip netns add "$h"
+    hosts+=("$h")
+    ip -n "$h" link set lo up
+    ip -n "$h" link add eth0 type veth peer name p$i netns "$NETNS_HUB"
+    ip -n "$NETNS_HUB" link set p$i master br0
+    ip -n "$NETNS_HUB" link set p$i up
+    ip -n "$h" addr add "$net.$((i + 1))/24" dev eth0
+    ip -n "$h" link set eth0 up
+  done
+  set +e
+  # Wait (bounded) until host 0 is reachable from the others: bridge ports start forwarding.
+  for i in $(seq 1 $((n - 1))); do
+    ip netns exec "${hosts[$i]}" ping -c 1 -W 2 "$net.1" >/dev/null 2>&1 ||
+      ip netns exec "${hosts[$i]}" ping -c 1 -W 3 "$net.1" >/dev/null 2>&1 || true
+  done
+  LOGDIR=$(mktemp -d)
+}
