@@ -71,10 +71,13 @@ void CallQueue::worker_loop() {
         } catch (...) {
             error = std::current_exception();
         }
-        entry.work->complete(error);
+        // Idle before the waiter wakes: once wait() returns, the queue holds nothing of that call.
         lock.lock();
         busy_ = false;
         cv_.notify_all();
+        lock.unlock();
+        entry.work->complete(error);
+        lock.lock();
     }
 }
 
