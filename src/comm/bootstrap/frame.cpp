@@ -250,6 +250,20 @@ bool recv_frame(const Socket &s, Frame &frame, Deadline deadline) {
     return true;
 }
 
+bool pop_frame(std::vector<std::uint8_t> &buf, Frame &frame) {
+    if (buf.size() < 12) return false;
+    const std::uint8_t *header = buf.data();
+    require(get_u32(header) == kFrameMagic, ErrorCode::corrupt, "bootstrap: bad frame magic");
+    require(get_u16(header + 4) == kProtocolVersion, ErrorCode::corrupt, "bootstrap: protocol version mismatch");
+    const std::uint32_t length = get_u32(header + 8);
+    require(length <= kMaxFrameBytes, ErrorCode::corrupt, "bootstrap: frame exceeds the limit");
+    if (buf.size() < 12 + std::size_t(length)) return false;
+    frame.type = FrameType(get_u16(header + 6));
+    frame.payload.assign(buf.begin() + 12, buf.begin() + 12 + long(length));
+    buf.erase(buf.begin(), buf.begin() + 12 + long(length));
+    return true;
+}
+
 void Writer::u32(std::uint32_t v) {
     std::uint8_t b[4];
     put_u32(b, v);

@@ -14,7 +14,7 @@ long long elapsed_ms(Clock::time_point start) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
 
-std::vector<std::vector<std::uint8_t>> serve(const BootstrapConfig &c, const std::vector<std::uint8_t> &mine) {
+RendezvousResult serve(const BootstrapConfig &c, const std::vector<std::uint8_t> &mine) {
     const auto start = Clock::now();
     const auto deadline = start + c.timeout;
     const std::string bind = c.bind_addr.empty() ? c.master_addr : c.bind_addr;
@@ -122,10 +122,13 @@ std::vector<std::vector<std::uint8_t>> serve(const BootstrapConfig &c, const std
                                                   ") left during the rendezvous: " + e.what());
         }
     }
-    return blobs;
+    RendezvousResult out;
+    out.blobs = std::move(blobs);
+    out.liveness = std::make_unique<Liveness>(0, n, std::move(conns));
+    return out;
 }
 
-std::vector<std::vector<std::uint8_t>> join(const BootstrapConfig &c, const std::vector<std::uint8_t> &mine) {
+RendezvousResult join(const BootstrapConfig &c, const std::vector<std::uint8_t> &mine) {
     const auto start = Clock::now();
     const auto deadline = start + c.timeout;
     Socket s = connect_until(c.master_addr, c.master_port, deadline);
@@ -157,15 +160,23 @@ std::vector<std::vector<std::uint8_t>> join(const BootstrapConfig &c, const std:
     require(n == c.world_size, ErrorCode::corrupt, "bootstrap: master sent the wrong number of addresses");
     std::vector<std::vector<std::uint8_t>> blobs(n);
     for (auto &b : blobs) b = r.bytes();
-    return blobs;
+    RendezvousResult out;
+    out.blobs = std::move(blobs);
+    std::vector<Socket> conns;
+    conns.push_back(std::move(s));
+    out.liveness = std::make_unique<Liveness>(c.rank, n, std::move(conns));
+    return out;
 }
 
 } // namespace
 
-std::vector<std::vector<std::uint8_t>> rendezvous_allgather(const BootstrapConfig &config,
-                                                            const std::vector<std::uint8_t> &mine) {
+RendezvousResult rendezvous_allgather(const BootstrapConfig &config, const std::vector<std::uint8_t> &mine) {
     config.validate();
-    if (config.world_size == 1) return {mine};
+    if (config.world_size == 1) {
+        RendezvousResult out;
+        out.blobs = {mine};
+        return out;
+    }
     return config.rank == 0 ? serve(config, mine) : join(config, mine);
 }
 

@@ -85,6 +85,9 @@ void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadlin
                     const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text) {
     const auto spin = Tuning::get().spin;
     auto spin_until = Clock::now() + spin;
+    // A peer found gone (out of band) may still have data on its way here that it sent before
+    // leaving: keep progressing a little before failing the wait.
+    Clock::time_point lost_grace{};
     for (;;) {
         bool noticed = false;
         const bool done = worker_->progress_and_check([&] {
@@ -94,11 +97,17 @@ void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadlin
         });
         if (done) return;
         if (noticed) throw Error(notice_code_, notice_text_);
-        for (int p = 0; p < size(); ++p)
-            if (p != rank() && worker_->lost(world_ranks_[p]) && waiting_on(p))
-                throw Error(ErrorCode::peer_lost, "rank " + std::to_string(p) + " was lost (process died or its "
-                                                  "connection broke: " + worker_->lost_reason(world_ranks_[p]) +
-                                                  ") while rank " + std::to_string(rank()) + " waited on it");
+        bool in_grace = false;
+        for (int p = 0; p < size() && !in_grace; ++p)
+            if (p != rank() && worker_->lost(world_ranks_[p]) && waiting_on(p)) {
+                if (lost_grace == Clock::time_point{}) lost_grace = Clock::now() + std::chrono::milliseconds(20);
+                in_grace = Clock::now() < lost_grace;
+                if (in_grace) break;
+                throw Error(ErrorCode::peer_lost, "rank " + std::to_string(p) + " was lost (" +
+                                                      worker_->lost_reason(world_ranks_[p]) + ") while rank " +
+                                                      std::to_string(rank()) + " waited on it");
+            }
+        if (in_grace) continue;
         {
             const std::string reason = abort_reason();
             if (!reason.empty()) throw Error(ErrorCode::invalid_state, "communicator aborted: " + reason);

@@ -22,16 +22,18 @@ void check(ucs_status_t status, const char *what) {
 
 Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepalive)
     : world_rank_(world_rank), world_size_(world_size), lost_(new std::atomic<bool>[std::size_t(world_size)]),
-      lost_reasons_(std::size_t(world_size)) {
+      lost_reasons_(std::size_t(world_size)), crashed_(std::size_t(world_size), false) {
     for (int r = 0; r < world_size; ++r) lost_[r].store(false);
+    if (const char *v = std::getenv("SHARDOPT_UCX_PEER_ERRORS")) peer_errors_ = v[0] == '1' || v[0] == 'y';
     ucp_config_t *config = nullptr;
     check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
-    if (!std::getenv("UCX_KEEPALIVE_INTERVAL")) {
+    if (peer_errors_ && !std::getenv("UCX_KEEPALIVE_INTERVAL")) {
         const auto ms = std::clamp<long long>(keepalive.count(), 100, 20000);
         ucp_config_modify(config, "KEEPALIVE_INTERVAL", (std::to_string(ms) + "ms").c_str());
     }
     // Note: UCX 1.13 leaves shared memory (sysv/posix, cma) out of endpoints with peer error
-    // handling, so processes on one host talk over tcp/lo unless UCX_SYSV_ERROR_HANDLING=y.
+    // handling; without it (the default here) local ranks get shm for small messages and cma
+    // (single-copy) rendezvous for large ones.
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
@@ -68,10 +70,12 @@ Worker::~Worker() {
     // Deliver buffered sends and flush endpoints, but never wait long on a peer that is gone or
     // will not receive (an aborted job): then endpoints are closed forcibly.
     for (int r = 0; r < world_size_; ++r)
-        if (lost_[r].load()) {
+        if (lost_[r].load() && (peer_errors_ || crashed_[r])) {
             // UCX 1.13 can assert while tearing down endpoints to a dead peer over tcp
-            // (tcp_ep.c PUT ack, ucp_ep.c proto_reqs). After a lost peer the job is over anyway:
-            // leave the worker to process exit rather than risk an abort in a destructor.
+            // (tcp_ep.c PUT ack, ucp_ep.c proto_reqs), and without peer error handling nothing
+            // to a dead peer ever completes. After a lost peer the job is over anyway: leave
+            // the worker to process exit rather than risk a hang or an abort in a destructor.
+            if (liveness_) liveness_->goodbye();
             return;
         }
     const auto start = Clock::now();
@@ -110,12 +114,16 @@ Worker::~Worker() {
             ucp_worker_progress(worker_);
         if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
     }
+    // Everything this rank sent has been delivered (or never will be): tell the job it leaves.
+    if (liveness_) liveness_->goodbye();
     std::vector<void *> closing;
     for (int r = 0; r < int(eps_.size()); ++r) {
         if (!eps_[r]) continue;
         ucp_request_param_t p{};
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = (!clean || lost_[r].load()) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        // A forced close needs peer error handling on both sides (ucp.h); without it, close
+        // by flushing (local for shm/cma) and leave the worker alone if that does not finish.
+        p.flags = peer_errors_ && (!clean || lost_[r].load()) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         void *req = ucp_ep_close_nbx(eps_[r], &p);
         if (UCS_PTR_IS_PTR(req)) closing.push_back(req);
     }
@@ -129,6 +137,7 @@ Worker::~Worker() {
                                      }),
                       closing.end());
     }
+    if (!closing.empty() && !peer_errors_) return; // stuck flushing: leave it to process exit
     for (void *req : closing) ucp_request_free(req);
     detached_.clear();
     ucp_worker_destroy(worker_);
@@ -138,8 +147,26 @@ Worker::~Worker() {
 void Worker::on_ep_error(void *arg, ucp_ep_h, ucs_status_t status) {
     auto *a = static_cast<EpArg *>(arg);
     // Called from ucp_worker_progress, i.e. with mutex_ held.
-    a->worker->lost_reasons_[a->rank] = ucs_status_string(status);
-    a->worker->lost_[a->rank].store(true, std::memory_order_release);
+    a->worker->mark_lost_locked(a->rank, ucs_status_string(status), true);
+}
+
+void Worker::mark_lost_locked(int world_peer, const std::string &reason, bool crashed) {
+    if (world_peer < 0 || world_peer >= world_size_ || world_peer == world_rank_) return;
+    if (lost_[world_peer].load(std::memory_order_relaxed)) return;
+    lost_reasons_[world_peer] = reason;
+    crashed_[world_peer] = crashed;
+    lost_[world_peer].store(true, std::memory_order_release);
+}
+
+void Worker::attach_liveness(std::unique_ptr<bootstrap::Liveness> liveness) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    liveness_ = std::move(liveness);
+    poll_liveness_locked(true);
+}
+
+void Worker::poll_liveness_locked(bool) {
+    if (!liveness_) return;
+    for (const auto &e : liveness_->poll()) mark_lost_locked(e.rank, e.reason, !e.left);
 }
 
 std::string Worker::lost_reason(int world_peer) const {
@@ -154,12 +181,15 @@ void Worker::connect(const std::vector<std::vector<std::uint8_t>> &addresses) {
     for (int r = 0; r < int(addresses.size()); ++r) {
         ep_args_[r] = std::make_unique<EpArg>(EpArg{this, r});
         ucp_ep_params_t p{};
-        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
         p.address = reinterpret_cast<const ucp_address_t *>(addresses[r].data());
-        p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        p.err_handler.cb = &Worker::on_ep_error;
-        p.err_handler.arg = ep_args_[r].get();
+        p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        if (peer_errors_) {
+            p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+            p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+            p.err_handler.cb = &Worker::on_ep_error;
+            p.err_handler.arg = ep_args_[r].get();
+        }
         check(ucp_ep_create(worker_, &p, &eps_[r]), "ucp_ep_create");
     }
 }
@@ -286,6 +316,7 @@ bool Worker::test_locked(Request &r) {
 void Worker::progress_locked() {
     for (int i = 0; i < 64 && ucp_worker_progress(worker_); ++i) {
     }
+    poll_liveness_locked(false);
     for (auto it = detached_.begin(); it != detached_.end();) {
         if (ucp_request_check_status(it->handle) != UCS_INPROGRESS) {
             ucp_request_free(it->handle);
@@ -314,9 +345,9 @@ void Worker::idle_wait(Clock::time_point until) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         return;
     }
-    pollfd p{efd_, POLLIN, 0};
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(span).count();
     timespec ts{time_t(ns / 1000000000), long(ns % 1000000000)};
+    pollfd p{efd_, POLLIN, 0};
     ppoll(&p, 1, &ts, nullptr);
 }
 
