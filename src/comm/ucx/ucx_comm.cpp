@@ -40,6 +40,7 @@ const Tuning &Tuning::get() {
         Tuning x;
         x.small_bytes = env_size("SHARDOPT_UCX_SMALL_BYTES", x.small_bytes);
         x.chunk_bytes = env_size("SHARDOPT_UCX_CHUNK_BYTES", x.chunk_bytes);
+        x.recv_slots = env_size("SHARDOPT_UCX_RECV_SLOTS", x.recv_slots);
         x.spin = std::chrono::microseconds(env_size("SHARDOPT_UCX_SPIN_US", std::size_t(x.spin.count())));
         return x;
     }();
