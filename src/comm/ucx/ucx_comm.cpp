@@ -1,5 +1,7 @@
 #include "ucx_comm.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -115,7 +117,10 @@ void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadlin
         }
         const auto now = Clock::now();
         if (now >= deadline) throw Error(ErrorCode::timeout, timeout_text());
-        if (now >= spin_until) worker_->idle_wait(deadline);
+        if (now >= spin_until)
+            worker_->idle_wait(deadline);
+        else
+            sched_yield(); // spinning: let a peer sharing this core run (oversubscribed hosts)
     }
 }
 
