@@ -70,11 +70,13 @@ Worker::~Worker() {
     // Deliver buffered sends and flush endpoints, but never wait long on a peer that is gone or
     // will not receive (an aborted job): then endpoints are closed forcibly.
     for (int r = 0; r < world_size_; ++r)
-        if (lost_[r].load() && (peer_errors_ || crashed_[r])) {
+        if (lost_[r].load() && (peer_errors_ || crashed_[r] || abandoned_sends_ > 0)) {
             // UCX 1.13 can assert while tearing down endpoints to a dead peer over tcp
             // (tcp_ep.c PUT ack, ucp_ep.c proto_reqs), and without peer error handling nothing
             // to a dead peer ever completes. After a lost peer the job is over anyway: leave
             // the worker to process exit rather than risk a hang or an abort in a destructor.
+            // (A peer that left cleanly is the same when sends to it were abandoned: they stay
+            // inside UCX forever.)
             if (liveness_) liveness_->goodbye();
             return;
         }
@@ -287,7 +289,10 @@ void Worker::cancel_all(Request *const *reqs, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         Request &r = *reqs[i];
         if (!r.posted || r.done) continue;
-        if (r.handle) ucp_request_free(r.handle); // UCX releases it once it really completes
+        if (r.handle) {
+            ucp_request_free(r.handle); // UCX releases it once it really completes
+            if (!r.is_recv) ++abandoned_sends_;
+        }
         r.handle = nullptr;
         r.done = true;
         r.status = UCS_ERR_CANCELED;

@@ -122,6 +122,7 @@ class Worker {
     std::vector<std::string> lost_reasons_; // under mutex_
     std::vector<bool> crashed_;             // lost without a clean goodbye (under mutex_)
     bool peer_errors_ = false;              // UCP_ERR_HANDLING_MODE_PEER
+    std::size_t abandoned_sends_ = 0;       // sends released while still in flight (under mutex_)
     std::unique_ptr<bootstrap::Liveness> liveness_;
     std::list<Detached> detached_;
     std::uint32_t next_context_ = 1; // 0 is the world communicator
