@@ -68,7 +68,8 @@ Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepali
 
 Worker::~Worker() {
     // Deliver buffered sends and flush endpoints, but never wait long on a peer that is gone or
-    // will not receive (an aborted job): then endpoints are closed forcibly.
+    // will not receive (an aborted job): then endpoints are closed forcibly (peer error
+    // handling) or the worker is left to process exit (without it).
     for (int r = 0; r < world_size_; ++r)
         if (lost_[r].load() && (peer_errors_ || crashed_[r] || abandoned_sends_ > 0)) {
             // UCX 1.13 can assert while tearing down endpoints to a dead peer over tcp
@@ -163,10 +164,10 @@ void Worker::mark_lost_locked(int world_peer, const std::string &reason, bool cr
 void Worker::attach_liveness(std::unique_ptr<bootstrap::Liveness> liveness) {
     std::lock_guard<std::mutex> lock(mutex_);
     liveness_ = std::move(liveness);
-    poll_liveness_locked(true);
+    poll_liveness_locked();
 }
 
-void Worker::poll_liveness_locked(bool) {
+void Worker::poll_liveness_locked() {
     if (!liveness_) return;
     for (const auto &e : liveness_->poll()) mark_lost_locked(e.rank, e.reason, !e.left);
 }
@@ -321,7 +322,7 @@ bool Worker::test_locked(Request &r) {
 void Worker::progress_locked() {
     for (int i = 0; i < 64 && ucp_worker_progress(worker_); ++i) {
     }
-    poll_liveness_locked(false);
+    poll_liveness_locked();
     for (auto it = detached_.begin(); it != detached_.end();) {
         if (ucp_request_check_status(it->handle) != UCS_INPROGRESS) {
             ucp_request_free(it->handle);

@@ -107,7 +107,7 @@ class Worker {
     };
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
     void progress_locked();
-    void poll_liveness_locked(bool force);
+    void poll_liveness_locked(); // marks ranks the liveness channel found gone
     void mark_lost_locked(int world_peer, const std::string &reason, bool crashed);
     ucp_ep_h ep_for(int world_peer);
 
