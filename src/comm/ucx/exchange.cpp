@@ -197,6 +197,15 @@ void Exchange::check_result(Request &r) {
     if (r.status == UCS_OK && (!r.is_recv || r.received == r.expected)) return;
     const bool size_problem = r.status == UCS_ERR_MESSAGE_TRUNCATED || (r.status == UCS_OK && r.is_recv);
     if (!size_problem) {
+        // A transfer failed because a peer process is gone. Report the root cause when it is
+        // known shortly: another rank's abort notice (it failed first, e.g. on the rank that
+        // died before this one), else the liveness channel's word on this peer.
+        const auto until = std::min(deadline_, Clock::now() + std::chrono::seconds(1));
+        try {
+            comm_.block([] { return false; }, until, [&](int p) { return p == r.peer; }, [] { return std::string(); });
+        } catch (const Error &e) {
+            if (e.code() != ErrorCode::timeout) throw;
+        }
         throw Error(ErrorCode::peer_lost, describe(call_) + " (collective #" + std::to_string(seq_) + ") on rank " +
                                               std::to_string(rank_) + ": rank " + std::to_string(r.peer) +
                                               " was lost (" + ucs_status_string(r.status) + ")");

@@ -3,9 +3,15 @@
 #include <poll.h>
 #include <sched.h>
 
+#include <ucs/debug/log_def.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "shardopt/error.hpp"
@@ -18,6 +24,31 @@ void check(ucs_status_t status, const char *what) {
         throw Error(ErrorCode::internal, std::string("ucx: ") + what + " failed: " + ucs_status_string(status));
 }
 
+// Without peer error handling, UCX 1.13 treats a failed single-copy transfer as fatal and aborts
+// the process: a survivor reading (cma get) from a rank that was just killed would die with it.
+// That failure is exactly "the peer process is gone" (process_vm_readv/writev: ESRCH), which the
+// liveness channel reports as peer_lost, so this log handler, ahead of UCX's default one, turns
+// that one message into an error line instead of an abort; the transfer then completes with an
+// error status (check_result reports it as peer_lost too). Everything else is left to UCX.
+ucs_log_func_rc_t dead_peer_copy_is_not_fatal(const char *file, unsigned, const char *, ucs_log_level_t level,
+                                              const ucs_log_component_config_t *, const char *format,
+                                              va_list ap) {
+    if (level != UCS_LOG_LEVEL_FATAL || !file || !std::strstr(file, "cma_ep.c")) return UCS_LOG_FUNC_RC_CONTINUE;
+    char text[512];
+    va_list copy;
+    va_copy(copy, ap);
+    std::vsnprintf(text, sizeof text, format, copy);
+    va_end(copy);
+    if (!std::strstr(text, std::strerror(ESRCH))) return UCS_LOG_FUNC_RC_CONTINUE;
+    std::fprintf(stderr, "shardopt: ucx: %s (peer process gone; reported as peer_lost)\n", text);
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+void install_log_handler_once() {
+    static std::once_flag once;
+    std::call_once(once, [] { ucs_log_push_handler(&dead_peer_copy_is_not_fatal); });
+}
+
 } // namespace
 
 Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepalive)
@@ -25,6 +56,7 @@ Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepali
       lost_reasons_(std::size_t(world_size)), crashed_(std::size_t(world_size), false) {
     for (int r = 0; r < world_size; ++r) lost_[r].store(false);
     if (const char *v = std::getenv("SHARDOPT_UCX_PEER_ERRORS")) peer_errors_ = v[0] == '1' || v[0] == 'y';
+    if (!peer_errors_) install_log_handler_once();
     ucp_config_t *config = nullptr;
     check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
     if (peer_errors_ && !std::getenv("UCX_KEEPALIVE_INTERVAL")) {
