@@ -65,6 +65,7 @@ Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint
     for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         header_recvs_[p].peer = p;
+        header_recvs_[p].world_peer = comm_.world_rank_of(p);
         w.post_recv(header_recvs_[p], make_tag(ctx, TagClass::header, p, seq), kFullMask, &headers_[p],
                     sizeof(WireHeader));
     }
@@ -97,6 +98,7 @@ Request &Exchange::recv(int peer, std::uint32_t step, void *buf, std::size_t byt
     requests_.emplace_back();
     Request &r = requests_.back();
     r.peer = peer;
+    r.world_peer = comm_.world_rank_of(peer);
     comm_.worker().post_recv(r, data_tag(comm_.context(), peer, seq_, step), kFullMask, buf, bytes);
     return r;
 }

@@ -174,6 +174,7 @@ void UcxComm::run_recv(const Call &call) {
     P2pHeader h{};
     Request hr, dr;
     hr.peer = dr.peer = peer;
+    hr.world_peer = dr.world_peer = world_ranks_[peer];
     worker_->post_recv(hr, make_tag(context_, TagClass::p2p_header, peer, std::uint64_t(call.tag)), kFullMask, &h,
                        sizeof h);
     worker_->post_recv(dr, make_tag(context_, TagClass::p2p_data, peer, std::uint64_t(call.tag)), kFullMask,

@@ -237,9 +237,10 @@ ucp_ep_h Worker::ep_for(int world_peer) {
 
 void Worker::post_send(Request &r, int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int peer = r.peer;
+    const int peer = r.peer, known_world_peer = r.world_peer;
     r = Request{};
     r.peer = peer;
+    r.world_peer = known_world_peer;
     r.posted = true;
     r.expected = bytes;
     ucp_request_param_t p{};
@@ -256,9 +257,10 @@ void Worker::post_send(Request &r, int world_peer, std::uint64_t tag, const void
 
 void Worker::post_recv(Request &r, std::uint64_t tag, std::uint64_t mask, void *buf, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int peer = r.peer;
+    const int peer = r.peer, known_world_peer = r.world_peer;
     r = Request{};
     r.peer = peer;
+    r.world_peer = known_world_peer;
     r.posted = true;
     r.is_recv = true;
     r.expected = bytes;
@@ -308,15 +310,21 @@ void Worker::cancel_all(Request *const *reqs, std::size_t n) {
     }
     // A receive already matched (rendezvous data on its way) cannot be cancelled: it completes
     // when the data has landed. Wait for that (bounded), so no buffer is written after return.
-    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    // From a peer known to be gone, only what already arrived can still land: drain briefly.
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::seconds(2), lost_deadline = start + std::chrono::milliseconds(100);
     while (any) {
         any = false;
+        bool only_lost = true;
         for (std::size_t i = 0; i < n; ++i) {
             Request &r = *reqs[i];
-            if (r.posted && !r.done && r.handle && r.is_recv && ucp_request_check_status(r.handle) == UCS_INPROGRESS)
+            if (r.posted && !r.done && r.handle && r.is_recv && ucp_request_check_status(r.handle) == UCS_INPROGRESS) {
                 any = true;
+                if (r.world_peer < 0 || !lost_[r.world_peer].load(std::memory_order_acquire)) only_lost = false;
+            }
         }
-        if (!any || Clock::now() >= deadline) break;
+        const auto now = Clock::now();
+        if (!any || now >= deadline || (only_lost && now >= lost_deadline)) break;
         progress_locked();
     }
     for (std::size_t i = 0; i < n; ++i) {

@@ -42,6 +42,7 @@ struct Request {
     bool is_recv = false;
     ucs_status_t status = UCS_OK;
     int peer = -1;             // communicator rank of the other side (diagnostics)
+    int world_peer = -1;       // its world rank, when known (a receive from a lost peer is not waited on)
     std::size_t expected = 0;  // bytes
     std::size_t received = 0;  // bytes actually received (recv)
     ucp_tag_recv_info_t info{};
