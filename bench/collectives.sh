@@ -5,11 +5,12 @@
 #    64 KiB .. 256 MiB, one line per point:
 #      collective=allreduce ranks=2 bytes=4194304 algbw_GBps=... busbw_GBps=... time_us=...
 #    (bytes and busbw as nccl-tests count them).
-# 2. The allreduce targets at 2 ranks, interleaved over ROUNDS rounds (best of the rounds, since
-#    this machine is shared and noisy): shardopt, OpenMPI's MPI_Allreduce (its default shm
-#    transport; bench/peers/mpi_allreduce.cpp under mpirun), Gloo's ring allreduce over TCP
-#    (bench/peers/gloo_allreduce.cpp) and ucx_perftest tag_bw at 4 and 64 MiB; peer lines carry
-#    peer=NAME. Then ratio lines and whether each target is met (bench/collectives_report.py).
+# 2. The allreduce targets at 2 ranks, 4 MiB .. MAX_BYTES, interleaved size by size over ROUNDS
+#    rounds (this machine is shared and noisy): shardopt, OpenMPI's MPI_Allreduce (its default
+#    shm transport; bench/peers/mpi_allreduce.cpp under mpirun), Gloo's ring allreduce over TCP
+#    (bench/peers/gloo_allreduce.cpp) and ucx_perftest tag_bw at 4 and 64 MiB; lines carry
+#    round=R peer=NAME. Then ratio lines (the median over rounds of ratios measured moments
+#    apart) and whether each target is met (bench/collectives_report.py).
 #   BUILD=build bash bench/collectives.sh   (MAX_BYTES=... to shorten; RANKS="2 4"; ROUNDS=3;
 #                                            SWEEP=0 skips part 1)
 set -euo pipefail
@@ -46,24 +47,29 @@ tag_bw() { # bytes -> one reference line
   fi
 }
 
-echo "# allreduce at 2 ranks, interleaved with the peers, $ROUNDS round(s):"
+echo "# allreduce at 2 ranks, interleaved with the peers size by size, $ROUNDS round(s):"
+have_mpi=0; have_gloo=0; have_perftest=0
+[ -x "$MPI_BIN" ] && command -v mpirun >/dev/null 2>&1 && have_mpi=1
+[ -x "$GLOO_BIN" ] && have_gloo=1
+command -v ucx_perftest >/dev/null 2>&1 && have_perftest=1
+[ $have_mpi = 1 ] || echo "bench/collectives: OpenMPI peer not built (apt: libopenmpi-dev openmpi-bin)"
+[ $have_gloo = 1 ] || echo "bench/collectives: Gloo peer not built (apt: libgloo-dev)"
 for round in $(seq "$ROUNDS"); do
-  "$RUN" -n 2 --timeout 900 -- "$BIN" --only allreduce --min 4194304 --max "$MAX_BYTES" |
-    sed 's/^\[0\] /peer=shardopt /' | tee -a "$LOG"
-  if [ -x "$MPI_BIN" ] && command -v mpirun >/dev/null 2>&1; then
-    timeout 900 mpirun --allow-run-as-root --oversubscribe -np 2 "$MPI_BIN" --min 4194304 --max "$MAX_BYTES" |
-      tee -a "$LOG" || echo "bench/collectives: mpirun failed"
-  elif [ "$round" = 1 ]; then
-    echo "bench/collectives: OpenMPI peer not built (apt: libopenmpi-dev openmpi-bin)"
-  fi
-  if [ -x "$GLOO_BIN" ]; then
-    "$RUN" -n 2 --timeout 900 -- "$GLOO_BIN" --min 4194304 --max "$MAX_BYTES" | sed 's/^\[0\] //' |
-      grep '^peer=' | tee -a "$LOG" || echo "bench/collectives: gloo peer failed"
-  elif [ "$round" = 1 ]; then
-    echo "bench/collectives: Gloo peer not built (apt: libgloo-dev)"
-  fi
-  if command -v ucx_perftest >/dev/null 2>&1; then
-    for b in 4194304 67108864; do tag_bw "$b" | tee -a "$LOG"; done
-  fi
+  for ((bytes = 4194304; bytes <= MAX_BYTES; bytes *= 4)); do
+    # Each line is tagged with its round, so ratios pair measurements taken moments apart.
+    "$RUN" -n 2 --timeout 900 -- "$BIN" --only allreduce --min "$bytes" --max "$bytes" |
+      sed "s/^\[0\] /round=$round peer=shardopt /" | tee -a "$LOG"
+    if [ $have_mpi = 1 ]; then
+      timeout 900 mpirun --allow-run-as-root --oversubscribe -np 2 "$MPI_BIN" --min "$bytes" --max "$bytes" |
+        sed "s/^/round=$round /" | tee -a "$LOG" || echo "bench/collectives: mpirun failed"
+    fi
+    if [ $have_gloo = 1 ]; then
+      "$RUN" -n 2 --timeout 900 -- "$GLOO_BIN" --min "$bytes" --max "$bytes" | sed 's/^\[0\] //' |
+        grep '^peer=' | sed "s/^/round=$round /" | tee -a "$LOG" || echo "bench/collectives: gloo peer failed"
+    fi
+    if [ $have_perftest = 1 ] && { [ "$bytes" = 4194304 ] || [ "$bytes" = 67108864 ]; }; then
+      tag_bw "$bytes" | sed "s/^/round=$round /" | tee -a "$LOG"
+    fi
+  done
 done
 python3 "$ROOT/bench/collectives_report.py" "$LOG"
