@@ -1,7 +1,11 @@
 // The UCX backend: ranks are separate processes on one or many hosts, talking through UCP's tag
 // API over whatever transports UCX picks (shm, cma, tcp, ib). Rank 0 hosts a TCP rendezvous
 // where every rank posts its UCX worker address (see bootstrap.hpp); after that all traffic,
-// including split(), goes over UCX.
+// including split(), goes over UCX. The rendezvous connections stay open for the job's life as
+// its liveness channel: when a process dies, rank 0 sees its connection close and tells the
+// others, so every wait on it fails with ErrorCode::peer_lost naming it (UCX's own peer error
+// handling would cost local ranks the shared-memory transports; SHARDOPT_UCX_PEER_ERRORS=1
+// turns it back on).
 #pragma once
 
 #include <string>

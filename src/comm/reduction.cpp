@@ -48,6 +48,20 @@ template <typename A> void combine_acc(A *acc, const A *in, std::size_t n, Reduc
 template <typename S> void reduce_typed(const void *const *inputs, int n_inputs, void *out_raw, std::size_t count,
                                         ReduceOp op) {
     using A = typename Acc<S>::type;
+    if constexpr (std::is_same_v<A, S>) {
+        // Two inputs of a natively computed type (the ring's case): one pass, no staging.
+        if (n_inputs == 2 && op != ReduceOp::avg) {
+            const S *a = static_cast<const S *>(inputs[0]), *b = static_cast<const S *>(inputs[1]);
+            S *out = static_cast<S *>(out_raw);
+            switch (op) {
+            case ReduceOp::sum: for (std::size_t i = 0; i < count; ++i) out[i] = S(a[i] + b[i]); return;
+            case ReduceOp::prod: for (std::size_t i = 0; i < count; ++i) out[i] = S(a[i] * b[i]); return;
+            case ReduceOp::min: for (std::size_t i = 0; i < count; ++i) out[i] = b[i] < a[i] ? b[i] : a[i]; return;
+            case ReduceOp::max: for (std::size_t i = 0; i < count; ++i) out[i] = a[i] < b[i] ? b[i] : a[i]; return;
+            default: break;
+            }
+        }
+    }
     constexpr std::size_t kBlock = 2048;
     A acc[kBlock];
     A tmp[kBlock];

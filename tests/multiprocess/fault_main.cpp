@@ -14,6 +14,9 @@
 //                     names the victim, or "BAD ..." and exit 1. Without a victim every rank
 //                     checks its parameters against the closed form and prints "TRAINED" (exit
 //                     0) or "BAD ..." (exit 1). SHARDOPT_FAULT_STEP_SLEEP_MS slows each step.
+//   peer-exit VICTIM  like peer-kill, but rank VICTIM runs 5 allreduces, then closes its
+//                     communicator cleanly and stays alive 3 s ("LEFT", exit 0); the others
+//                     must fail with peer_lost naming it ("left the job"), not time out.
 #include <signal.h>
 #include <unistd.h>
 
@@ -176,12 +179,41 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
     return 0;
 }
 
+static int peer_exit_mode(int victim) {
+    auto comm = create_communicator_from_env("ucx");
+    comm->barrier();
+    std::vector<float> buf(1 << 20, 1.0f);
+    if (comm->rank() == victim) {
+        for (int i = 0; i < 5; ++i) comm->allreduce(buf.data(), buf.size(), ReduceOp::sum);
+        comm.reset();
+        std::printf("LEFT\n");
+        std::fflush(stdout);
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        return 0;
+    }
+    const auto start = Clock::now();
+    try {
+        for (;;) comm->allreduce(buf.data(), buf.size(), ReduceOp::sum);
+    } catch (const Error &e) {
+        const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+        const std::string what = e.what();
+        if (e.code() == ErrorCode::peer_lost && what.find("rank " + std::to_string(victim)) != std::string::npos &&
+            secs < 2.5) {
+            std::printf("OK %.2f %s\n", secs, what.c_str());
+            return 0;
+        }
+        std::printf("BAD after %.2f s: %s: %s\n", secs, error_code_name(e.code()), what.c_str());
+        return 1;
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && !std::strcmp(argv[1], "train"))
         return train_mode(std::atoi(argv[2]), argc >= 6 ? std::atoi(argv[3]) : -1, argc >= 6 ? std::atoi(argv[4]) : 0,
                           argc >= 6 ? std::atoi(argv[5]) : 0);
     if (argc >= 2 && !std::strcmp(argv[1], "join")) return join_mode();
     if (argc >= 3 && !std::strcmp(argv[1], "peer-kill")) return peer_kill_mode(std::atoi(argv[2]));
-    std::fprintf(stderr, "usage: %s join | peer-kill VICTIM\n", argv[0]);
+    if (argc >= 3 && !std::strcmp(argv[1], "peer-exit")) return peer_exit_mode(std::atoi(argv[2]));
+    std::fprintf(stderr, "usage: %s join | peer-kill VICTIM | peer-exit VICTIM | train STEPS [VICTIM STEP US]\n", argv[0]);
     return 2;
 }

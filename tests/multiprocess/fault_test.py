@@ -4,6 +4,9 @@
 Cases:
   peer_kill       4 ranks loop allreduces; rank 2 SIGKILLs itself; the 3 survivors must fail with
                   peer_lost naming rank 2, within the communicator timeout (10 s).
+  peer_kill_root  the same with rank 0 (the liveness hub) as the victim.
+  peer_exit       rank 2 closes its communicator cleanly (and stays alive): the others fail at once
+                  with peer_lost naming rank 2 as having left the job, instead of timing out.
   wrong_token     rank 1 joins with another job token: refused at once with a clear error; rank 0
                   times out naming the missing rank and the refused join.
   unreachable     no master listening: error within the bootstrap timeout (1.5 s), naming it.
@@ -58,19 +61,36 @@ def expect(cond, what, out=""):
         sys.exit(1)
 
 
-def case_peer_kill():
+def case_peer_kill(victim=2):
     env = dict(os.environ, SHARDOPT_TIMEOUT_MS="10000")
     t0 = time.monotonic()
     p = subprocess.run([SHARDOPT_RUN, "-n", "4", "--keep-going", "--timeout", "60", "--", FAULT_MAIN,
-                        "peer-kill", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        "peer-kill", str(victim)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=90)
     took = time.monotonic() - t0
     out = p.stdout
     print(out)
     oks = [l for l in out.splitlines() if "] OK " in l]
-    expect(len(oks) == 3, f"3 survivors report peer_lost naming rank 2 (got {len(oks)})", out)
-    expect("rank 2 killed by signal 9" in out, "the victim died by SIGKILL", out)
+    expect(len(oks) == 3, f"3 survivors report peer_lost naming rank {victim} (got {len(oks)})", out)
+    expect(f"rank {victim} killed by signal 9" in out, "the victim died by SIGKILL", out)
     expect(took < 30, f"job ended promptly ({took:.1f} s)", out)
+
+
+def case_peer_kill_root():
+    case_peer_kill(0)
+
+
+def case_peer_exit():
+    env = dict(os.environ, SHARDOPT_TIMEOUT_MS="30000")
+    p = subprocess.run([SHARDOPT_RUN, "-n", "4", "--keep-going", "--timeout", "60", "--", FAULT_MAIN,
+                        "peer-exit", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=90)
+    out = p.stdout
+    print(out)
+    oks = [l for l in out.splitlines() if "] OK " in l]
+    expect(len(oks) == 3 and all("left the job" in l for l in oks),
+           f"3 survivors report peer_lost naming rank 2 as having left (got {len(oks)})", out)
+    expect("[2] LEFT" in out and p.returncode == 0, "rank 2 left cleanly and every rank exited 0", out)
 
 
 def case_wrong_token():
@@ -226,7 +246,11 @@ def rogue(port, data, read_reply=True):
     return f"type {ftype}: " + reply[16:16 + n].decode(errors="replace")
 
 
-def header(ftype, length, version=1):
+# Must match kProtocolVersion in src/comm/bootstrap/frame.hpp.
+PROTOCOL_VERSION = 2
+
+
+def header(ftype, length, version=PROTOCOL_VERSION):
     return struct.pack("<IHHI", 0x44524853, version, ftype, length)
 
 

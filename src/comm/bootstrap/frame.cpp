@@ -236,6 +236,17 @@ bool recv_frame(const Socket &s, Frame &frame, Deadline deadline, std::uint32_t 
     return true;
 }
 
+bool pop_frame(std::vector<std::uint8_t> &buf, Frame &frame) {
+    if (buf.size() < kFrameHeaderBytes) return false;
+    const FrameHeader h = decode_header(buf.data(), kMaxFrameBytes); // same checks as recv_frame
+    if (buf.size() < kFrameHeaderBytes + std::size_t(h.length)) return false;
+    frame.type = h.type;
+    const auto payload = buf.begin() + long(kFrameHeaderBytes);
+    frame.payload.assign(payload, payload + long(h.length));
+    buf.erase(buf.begin(), payload + long(h.length));
+    return true;
+}
+
 void Writer::u32(std::uint32_t v) {
     std::uint8_t b[4];
     put_u32(b, v);

@@ -16,10 +16,11 @@ using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
 constexpr std::uint32_t kFrameMagic = 0x44524853; // "SHRD" read as little-endian u32
-constexpr std::uint16_t kProtocolVersion = 1;
+constexpr std::uint16_t kProtocolVersion = 2; // 2: connections stay open as the liveness channel
 constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 
-enum class FrameType : std::uint16_t { join = 1, welcome = 2, refuse = 3 };
+// lost/bye travel on the liveness channel (liveness.hpp) after the rendezvous.
+enum class FrameType : std::uint16_t { join = 1, welcome = 2, refuse = 3, lost = 4, bye = 5 };
 
 struct Frame {
     FrameType type = FrameType::refuse;
@@ -63,6 +64,9 @@ Socket connect_until(const std::string &addr, int port, Deadline deadline);
 // max_payload bounds the length a peer may announce (checked before allocating).
 void send_frame(const Socket &s, FrameType type, const std::vector<std::uint8_t> &payload, Deadline deadline);
 bool recv_frame(const Socket &s, Frame &frame, Deadline deadline, std::uint32_t max_payload = kMaxFrameBytes);
+// Takes one whole frame off the front of `buf` (bytes read so far) when it holds one; throws
+// Error(corrupt) on a bad header, like recv_frame.
+bool pop_frame(std::vector<std::uint8_t> &buf, Frame &frame);
 
 // Little-endian payload building and parsing; Reader throws Error(corrupt) when short.
 class Writer {

@@ -41,7 +41,7 @@ FrameHeader decode_header(const std::uint8_t in[kFrameHeaderBytes], std::uint32_
             "bootstrap: protocol version " + std::to_string(h.version) + ", expected " +
                 std::to_string(kProtocolVersion) + " (mixed shardopt versions in one job?)");
     const std::uint16_t type = get_u16(in + 6);
-    require(type >= std::uint16_t(FrameType::join) && type <= std::uint16_t(FrameType::refuse), ErrorCode::corrupt,
+    require(type >= std::uint16_t(FrameType::join) && type <= std::uint16_t(FrameType::bye), ErrorCode::corrupt,
             "bootstrap: unknown frame type " + std::to_string(type));
     h.type = FrameType(type);
     h.length = get_u32(in + 8);

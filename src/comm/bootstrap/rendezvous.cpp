@@ -16,7 +16,7 @@ long long elapsed_ms(Clock::time_point start) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
 
-std::vector<std::vector<std::uint8_t>> serve(const BootstrapConfig &c, const std::vector<std::uint8_t> &mine) {
+RendezvousResult serve(const BootstrapConfig &c, const std::vector<std::uint8_t> &mine) {
     const auto start = Clock::now();
     const auto deadline = start + c.timeout;
     const std::string bind = c.bind_addr.empty() ? c.master_addr : c.bind_addr;
@@ -134,10 +134,13 @@ std::vector<std::vector<std::uint8_t>> serve(const BootstrapConfig &c, const std
                                                   ") left during the rendezvous: " + e.what());
         }
     }
-    return blobs;
+    RendezvousResult out;
+    out.blobs = std::move(blobs);
+    out.liveness = std::make_unique<Liveness>(0, n, std::move(conns));
+    return out;
 }
 
-std::vector<std::vector<std::uint8_t>> join(const BootstrapConfig &c, const std::vector<std::uint8_t> &mine) {
+RendezvousResult join(const BootstrapConfig &c, const std::vector<std::uint8_t> &mine) {
     const auto start = Clock::now();
     const auto deadline = start + c.timeout;
     Socket s = connect_until(c.master_addr, c.master_port, deadline);
@@ -164,15 +167,23 @@ std::vector<std::vector<std::uint8_t>> join(const BootstrapConfig &c, const std:
         throw Error(ErrorCode::invalid_argument, "bootstrap: rendezvous master " + where(c) + " refused rank " +
                                                      std::to_string(c.rank) + ": " + parse_refuse(f.payload));
     require(f.type == FrameType::welcome, ErrorCode::corrupt, "bootstrap: unexpected frame from the master");
-    return parse_welcome(f.payload, std::uint32_t(c.world_size));
+    RendezvousResult out;
+    out.blobs = parse_welcome(f.payload, std::uint32_t(c.world_size));
+    std::vector<Socket> conns;
+    conns.push_back(std::move(s));
+    out.liveness = std::make_unique<Liveness>(c.rank, c.world_size, std::move(conns));
+    return out;
 }
 
 } // namespace
 
-std::vector<std::vector<std::uint8_t>> rendezvous_allgather(const BootstrapConfig &config,
-                                                            const std::vector<std::uint8_t> &mine) {
+RendezvousResult rendezvous_allgather(const BootstrapConfig &config, const std::vector<std::uint8_t> &mine) {
     config.validate();
-    if (config.world_size == 1) return {mine};
+    if (config.world_size == 1) {
+        RendezvousResult out;
+        out.blobs = {mine};
+        return out;
+    }
     return config.rank == 0 ? serve(config, mine) : join(config, mine);
 }
 

@@ -67,6 +67,7 @@ Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint
     for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         header_recvs_[p].peer = p;
+        header_recvs_[p].world_peer = comm_.world_rank_of(p);
         w.post_recv(header_recvs_[p], make_tag(ctx, TagClass::header, p, seq), kFullMask, &headers_[p],
                     sizeof(WireHeader));
     }
@@ -99,6 +100,7 @@ Request &Exchange::recv(int peer, std::uint32_t step, void *buf, std::size_t byt
     requests_.emplace_back();
     Request &r = requests_.back();
     r.peer = peer;
+    r.world_peer = comm_.world_rank_of(peer);
     comm_.worker().post_recv(r, data_tag(comm_.context(), peer, seq_, step), kFullMask, buf, bytes);
     return r;
 }
@@ -247,20 +249,14 @@ void Exchange::check_result(Request &r) {
     if (r.status == UCS_OK && (!r.is_recv || r.received == r.expected)) return;
     const bool size_problem = r.status == UCS_ERR_MESSAGE_TRUNCATED || (r.status == UCS_OK && r.is_recv);
     if (!size_problem) {
-        const std::string failed = "the request with rank " + std::to_string(r.peer) + " failed: " +
-                                   ucs_status_string(r.status);
-        if (!comm_.worker().lost(comm_.world_rank_of(r.peer))) {
-            // A request to a live rank can fail because another rank died (UCX fails requests
-            // that depended on it, e.g. "Endpoint timeout"). Name the rank that was really lost:
-            // give the worker a moment to report it (or another rank's abort notice to arrive).
-            try {
-                comm_.block([] { return false; }, std::min(deadline_, Clock::now() + std::chrono::milliseconds(500)),
-                            [](int) { return true; }, [] { return std::string(); });
-            } catch (const Error &e) {
-                if (e.code() != ErrorCode::timeout)
-                    throw Error(e.code(), describe(call_) + " (collective #" + std::to_string(seq_) + ") on rank " +
-                                              std::to_string(rank_) + ": " + e.what() + "; " + failed);
-            }
+        // A transfer failed because a peer process is gone. Report the root cause when it is
+        // known shortly: another rank's abort notice (it failed first, e.g. on the rank that
+        // died before this one), else the liveness channel's word on this peer.
+        const auto until = std::min(deadline_, Clock::now() + std::chrono::seconds(1));
+        try {
+            comm_.block([] { return false; }, until, [&](int p) { return p == r.peer; }, [] { return std::string(); });
+        } catch (const Error &e) {
+            if (e.code() != ErrorCode::timeout) throw;
         }
         std::string others;
         for (int p = 0; p < size_; ++p)

@@ -57,19 +57,27 @@ void RingReduceScatter::run() {
     const std::size_t per = chunk_elems(dtype);
     const std::size_t cps = chunks_of(segs->max_count, per);
     const int steps = n - 1;
-    unsigned char *tmp[2] = {x.comm().scratch(0, segs->max_count * elem), x.comm().scratch(1, segs->max_count * elem)};
+    // Incoming chunks land in a few chunk-sized slots reused round-robin (cache-resident, so the
+    // copy in and the reduction that reads it stay out of DRAM); the receive for the chunk
+    // `slots` places ahead is posted once a slot has been reduced.
+    const std::size_t nslots = std::max<std::size_t>(2, Tuning::get().recv_slots);
+    unsigned char *slot_buf = x.comm().scratch(0, nslots * per * elem);
     auto s_send = [&](int k) { return mod(r - k + shift, n); };
     auto s_recv = [&](int k) { return mod(r - k - 1 + shift, n); };
     auto src = [&](int k, int s) -> const unsigned char * {
         return k == 0 ? in + segs->offset[s] * elem : dst(k - 1, s);
     };
-    std::vector<std::vector<Request *>> recvs(steps), sends(steps);
-    auto post_recvs = [&](int k) {
-        const int s = s_recv(k);
-        const std::size_t c = segs->count[s];
-        for (std::size_t j = 0, off = 0; off < c; ++j, off += per)
-            recvs[k].push_back(&x.recv(prev, ring_step_tag(step_base, k, j, cps), tmp[k % 2] + off * elem,
-                                       std::min(per, c - off) * elem));
+    std::vector<std::pair<int, std::size_t>> order; // every incoming chunk (step, index), in order
+    for (int k = 0; k < steps; ++k)
+        for (std::size_t j = 0; j < chunks_of(segs->count[s_recv(k)], per); ++j) order.emplace_back(k, j);
+    std::vector<Request *> recvs(order.size(), nullptr);
+    std::vector<std::vector<Request *>> sends(steps);
+    auto post_recv = [&](std::size_t q) {
+        if (q >= order.size()) return;
+        const int k = order[q].first;
+        const std::size_t j = order[q].second, off = j * per, c = segs->count[s_recv(k)];
+        recvs[q] = &x.recv(prev, ring_step_tag(step_base, k, j, cps), slot_buf + (q % nslots) * per * elem,
+                           std::min(per, c - off) * elem);
     };
     auto post_send = [&](int k, std::size_t j) {
         const int s = s_send(k);
@@ -78,21 +86,22 @@ void RingReduceScatter::run() {
         sends[k].push_back(
             &x.send(next, ring_step_tag(step_base, k, j, cps), src(k, s) + off * elem, std::min(per, c - off) * elem));
     };
-    post_recvs(0);
+    for (std::size_t q = 0; q < nslots; ++q) post_recv(q);
     for (std::size_t j = 0; j < chunks_of(segs->count[s_send(0)], per); ++j) post_send(0, j);
+    std::size_t q = 0;
     for (int k = 0; k < steps; ++k) {
-        if (k + 1 < steps) post_recvs(k + 1);
         if (double_buffered && k >= 1)
-            for (Request *q : sends[k - 1]) x.wait(*q); // step k-1 read the buffer step k writes
+            for (Request *sq : sends[k - 1]) x.wait(*sq); // step k-1 read the buffer step k writes
         const int s = s_recv(k);
         const std::size_t c = segs->count[s];
         unsigned char *out = dst(k, s);
         const unsigned char *mine = in + segs->offset[s] * elem;
-        for (std::size_t j = 0; j < recvs[k].size(); ++j) {
-            x.wait(*recvs[k][j]);
-            const std::size_t off = j * per, m = std::min(per, c - off);
-            const void *inputs[2] = {tmp[k % 2] + off * elem, mine + off * elem};
+        for (std::size_t j = 0, off = 0; off < c; ++j, off += per, ++q) {
+            x.wait(*recvs[q]);
+            const std::size_t m = std::min(per, c - off);
+            const void *inputs[2] = {slot_buf + (q % nslots) * per * elem, mine + off * elem};
             reduce_inputs(inputs, 2, out + off * elem, m, dtype, op);
+            post_recv(q + nslots);
             if (k + 1 < steps)
                 post_send(k + 1, j);
             else if (on_final_chunk)

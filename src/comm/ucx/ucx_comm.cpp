@@ -1,5 +1,7 @@
 #include "ucx_comm.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +42,7 @@ const Tuning &Tuning::get() {
         Tuning x;
         x.small_bytes = env_size("SHARDOPT_UCX_SMALL_BYTES", x.small_bytes);
         x.chunk_bytes = env_size("SHARDOPT_UCX_CHUNK_BYTES", x.chunk_bytes);
+        x.recv_slots = env_size("SHARDOPT_UCX_RECV_SLOTS", x.recv_slots);
         x.spin = std::chrono::microseconds(env_size("SHARDOPT_UCX_SPIN_US", std::size_t(x.spin.count())));
         return x;
     }();
@@ -88,6 +91,9 @@ void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadlin
                     const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text) {
     const auto spin = Tuning::get().spin;
     auto spin_until = Clock::now() + spin;
+    // A peer found gone (out of band) may still have data on its way here that it sent before
+    // leaving: keep progressing a little before failing the wait.
+    Clock::time_point lost_grace{};
     for (;;) {
         bool noticed = false;
         const bool done = worker_->progress_and_check([&] {
@@ -97,18 +103,27 @@ void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadlin
         });
         if (done) return;
         if (noticed) throw Error(notice_code_, notice_text_);
-        for (int p = 0; p < size(); ++p)
-            if (p != rank() && worker_->lost(world_ranks_[p]) && waiting_on(p))
-                throw Error(ErrorCode::peer_lost, "rank " + std::to_string(p) + " was lost (process died or its "
-                                                  "connection broke: " + worker_->lost_reason(world_ranks_[p]) +
-                                                  ") while rank " + std::to_string(rank()) + " waited on it");
+        bool in_grace = false;
+        for (int p = 0; p < size() && !in_grace; ++p)
+            if (p != rank() && worker_->lost(world_ranks_[p]) && waiting_on(p)) {
+                if (lost_grace == Clock::time_point{}) lost_grace = Clock::now() + std::chrono::milliseconds(20);
+                in_grace = Clock::now() < lost_grace;
+                if (in_grace) break;
+                throw Error(ErrorCode::peer_lost, "rank " + std::to_string(p) + " was lost (" +
+                                                      worker_->lost_reason(world_ranks_[p]) + ") while rank " +
+                                                      std::to_string(rank()) + " waited on it");
+            }
+        if (in_grace) continue;
         {
             const std::string reason = abort_reason();
             if (!reason.empty()) throw Error(ErrorCode::invalid_state, "communicator aborted: " + reason);
         }
         const auto now = Clock::now();
         if (now >= deadline) throw Error(ErrorCode::timeout, timeout_text());
-        if (now >= spin_until) worker_->idle_wait(deadline);
+        if (now >= spin_until)
+            worker_->idle_wait(deadline);
+        else
+            sched_yield(); // spinning: let a peer sharing this core run (oversubscribed hosts)
     }
 }
 
@@ -162,6 +177,7 @@ void UcxComm::run_recv(const Call &call) {
     P2pHeader h{};
     Request hr, dr;
     hr.peer = dr.peer = peer;
+    hr.world_peer = dr.world_peer = world_ranks_[peer];
     worker_->post_recv(hr, make_tag(context_, TagClass::p2p_header, peer, std::uint64_t(call.tag)), kFullMask, &h,
                        sizeof h);
     worker_->post_recv(dr, make_tag(context_, TagClass::p2p_data, peer, std::uint64_t(call.tag)), kFullMask,

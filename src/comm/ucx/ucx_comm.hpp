@@ -25,6 +25,7 @@ namespace shardopt::ucx {
 struct Tuning {
     std::size_t small_bytes = 64 << 10;     // allreduce/bcast/reduce at most this: latency algorithms
     std::size_t chunk_bytes = 1 << 20;       // pipeline chunk of ring and tree algorithms
+    std::size_t recv_slots = 4;              // ring reduce-scatter: chunks received ahead
     std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
     static const Tuning &get();
 };

@@ -13,8 +13,9 @@ CommunicatorPtr create_ucx_communicator(const BootstrapConfig &config) {
     require(config.world_size <= ucx::kMaxRanks, ErrorCode::invalid_argument,
             "ucx: world size above " + std::to_string(ucx::kMaxRanks) + " is not supported");
     auto worker = std::make_shared<ucx::Worker>(config.rank, config.world_size, config.timeout / 4);
-    const auto addresses = bootstrap::rendezvous_allgather(config, worker->address());
-    worker->connect(addresses);
+    auto rv = bootstrap::rendezvous_allgather(config, worker->address());
+    worker->connect(rv.blobs);
+    worker->attach_liveness(std::move(rv.liveness));
     std::vector<int> world(std::size_t(config.world_size));
     std::iota(world.begin(), world.end(), 0);
     auto comm = std::make_shared<ucx::UcxComm>(worker, std::move(world), config.rank, 0);

@@ -3,9 +3,15 @@
 #include <poll.h>
 #include <sched.h>
 
+#include <ucs/debug/log_def.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "shardopt/error.hpp"
@@ -18,20 +24,48 @@ void check(ucs_status_t status, const char *what) {
         throw Error(ErrorCode::internal, std::string("ucx: ") + what + " failed: " + ucs_status_string(status));
 }
 
+// Without peer error handling, UCX 1.13 treats a failed single-copy transfer as fatal and aborts
+// the process: a survivor reading (cma get) from a rank that was just killed would die with it.
+// That failure is exactly "the peer process is gone" (process_vm_readv/writev: ESRCH), which the
+// liveness channel reports as peer_lost, so this log handler, ahead of UCX's default one, turns
+// that one message into an error line instead of an abort; the transfer then completes with an
+// error status (check_result reports it as peer_lost too). Everything else is left to UCX.
+ucs_log_func_rc_t dead_peer_copy_is_not_fatal(const char *file, unsigned, const char *, ucs_log_level_t level,
+                                              const ucs_log_component_config_t *, const char *format,
+                                              va_list ap) {
+    if (level != UCS_LOG_LEVEL_FATAL || !file || !std::strstr(file, "cma_ep.c")) return UCS_LOG_FUNC_RC_CONTINUE;
+    char text[512];
+    va_list copy;
+    va_copy(copy, ap);
+    std::vsnprintf(text, sizeof text, format, copy);
+    va_end(copy);
+    if (!std::strstr(text, std::strerror(ESRCH))) return UCS_LOG_FUNC_RC_CONTINUE;
+    std::fprintf(stderr, "shardopt: ucx: %s (peer process gone; reported as peer_lost)\n", text);
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+void install_log_handler_once() {
+    static std::once_flag once;
+    std::call_once(once, [] { ucs_log_push_handler(&dead_peer_copy_is_not_fatal); });
+}
+
 } // namespace
 
 Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepalive)
     : world_rank_(world_rank), world_size_(world_size), lost_(new std::atomic<bool>[std::size_t(world_size)]),
-      lost_reasons_(std::size_t(world_size)) {
+      lost_reasons_(std::size_t(world_size)), crashed_(std::size_t(world_size), false) {
     for (int r = 0; r < world_size; ++r) lost_[r].store(false);
+    if (const char *v = std::getenv("SHARDOPT_UCX_PEER_ERRORS")) peer_errors_ = v[0] == '1' || v[0] == 'y';
+    if (!peer_errors_) install_log_handler_once();
     ucp_config_t *config = nullptr;
     check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
-    if (!std::getenv("UCX_KEEPALIVE_INTERVAL")) {
+    if (peer_errors_ && !std::getenv("UCX_KEEPALIVE_INTERVAL")) {
         const auto ms = std::clamp<long long>(keepalive.count(), 100, 20000);
         ucp_config_modify(config, "KEEPALIVE_INTERVAL", (std::to_string(ms) + "ms").c_str());
     }
     // Note: UCX 1.13 leaves shared memory (sysv/posix, cma) out of endpoints with peer error
-    // handling, so processes on one host talk over tcp/lo unless UCX_SYSV_ERROR_HANDLING=y.
+    // handling; without it (the default here) local ranks get shm for small messages and cma
+    // (single-copy) rendezvous for large ones.
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
@@ -66,12 +100,17 @@ Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepali
 
 Worker::~Worker() {
     // Deliver buffered sends and flush endpoints, but never wait long on a peer that is gone or
-    // will not receive (an aborted job): then endpoints are closed forcibly.
+    // will not receive (an aborted job): then endpoints are closed forcibly (peer error
+    // handling) or the worker is left to process exit (without it).
     for (int r = 0; r < world_size_; ++r)
-        if (lost_[r].load()) {
+        if (lost_[r].load() && (peer_errors_ || crashed_[r] || abandoned_sends_ > 0)) {
             // UCX 1.13 can assert while tearing down endpoints to a dead peer over tcp
-            // (tcp_ep.c PUT ack, ucp_ep.c proto_reqs). After a lost peer the job is over anyway:
-            // leave the worker to process exit rather than risk an abort in a destructor.
+            // (tcp_ep.c PUT ack, ucp_ep.c proto_reqs), and without peer error handling nothing
+            // to a dead peer ever completes. After a lost peer the job is over anyway: leave
+            // the worker to process exit rather than risk a hang or an abort in a destructor.
+            // (A peer that left cleanly is the same when sends to it were abandoned: they stay
+            // inside UCX forever.)
+            if (liveness_) liveness_->goodbye();
             return;
         }
     const auto start = Clock::now();
@@ -110,12 +149,16 @@ Worker::~Worker() {
             ucp_worker_progress(worker_);
         if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
     }
+    // Everything this rank sent has been delivered (or never will be): tell the job it leaves.
+    if (liveness_) liveness_->goodbye();
     std::vector<void *> closing;
     for (int r = 0; r < int(eps_.size()); ++r) {
         if (!eps_[r]) continue;
         ucp_request_param_t p{};
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = (!clean || lost_[r].load()) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        // A forced close needs peer error handling on both sides (ucp.h); without it, close
+        // by flushing (local for shm/cma) and leave the worker alone if that does not finish.
+        p.flags = peer_errors_ && (!clean || lost_[r].load()) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         void *req = ucp_ep_close_nbx(eps_[r], &p);
         if (UCS_PTR_IS_PTR(req)) closing.push_back(req);
     }
@@ -129,6 +172,7 @@ Worker::~Worker() {
                                      }),
                       closing.end());
     }
+    if (!closing.empty() && !peer_errors_) return; // stuck flushing: leave it to process exit
     for (void *req : closing) ucp_request_free(req);
     detached_.clear();
     ucp_worker_destroy(worker_);
@@ -138,8 +182,26 @@ Worker::~Worker() {
 void Worker::on_ep_error(void *arg, ucp_ep_h, ucs_status_t status) {
     auto *a = static_cast<EpArg *>(arg);
     // Called from ucp_worker_progress, i.e. with mutex_ held.
-    a->worker->lost_reasons_[a->rank] = ucs_status_string(status);
-    a->worker->lost_[a->rank].store(true, std::memory_order_release);
+    a->worker->mark_lost_locked(a->rank, ucs_status_string(status), true);
+}
+
+void Worker::mark_lost_locked(int world_peer, const std::string &reason, bool crashed) {
+    if (world_peer < 0 || world_peer >= world_size_ || world_peer == world_rank_) return;
+    if (lost_[world_peer].load(std::memory_order_relaxed)) return;
+    lost_reasons_[world_peer] = reason;
+    crashed_[world_peer] = crashed;
+    lost_[world_peer].store(true, std::memory_order_release);
+}
+
+void Worker::attach_liveness(std::unique_ptr<bootstrap::Liveness> liveness) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    liveness_ = std::move(liveness);
+    poll_liveness_locked();
+}
+
+void Worker::poll_liveness_locked() {
+    if (!liveness_) return;
+    for (const auto &e : liveness_->poll()) mark_lost_locked(e.rank, e.reason, !e.left);
 }
 
 std::string Worker::lost_reason(int world_peer) const {
@@ -154,12 +216,15 @@ void Worker::connect(const std::vector<std::vector<std::uint8_t>> &addresses) {
     for (int r = 0; r < int(addresses.size()); ++r) {
         ep_args_[r] = std::make_unique<EpArg>(EpArg{this, r});
         ucp_ep_params_t p{};
-        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
         p.address = reinterpret_cast<const ucp_address_t *>(addresses[r].data());
-        p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        p.err_handler.cb = &Worker::on_ep_error;
-        p.err_handler.arg = ep_args_[r].get();
+        p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        if (peer_errors_) {
+            p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+            p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+            p.err_handler.cb = &Worker::on_ep_error;
+            p.err_handler.arg = ep_args_[r].get();
+        }
         check(ucp_ep_create(worker_, &p, &eps_[r]), ("ucp_ep_create to rank " + std::to_string(r)).c_str());
     }
 }
@@ -172,9 +237,10 @@ ucp_ep_h Worker::ep_for(int world_peer) {
 
 void Worker::post_send(Request &r, int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int peer = r.peer;
+    const int peer = r.peer, known_world_peer = r.world_peer;
     r = Request{};
     r.peer = peer;
+    r.world_peer = known_world_peer;
     r.posted = true;
     r.expected = bytes;
     ucp_request_param_t p{};
@@ -191,9 +257,10 @@ void Worker::post_send(Request &r, int world_peer, std::uint64_t tag, const void
 
 void Worker::post_recv(Request &r, std::uint64_t tag, std::uint64_t mask, void *buf, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int peer = r.peer;
+    const int peer = r.peer, known_world_peer = r.world_peer;
     r = Request{};
     r.peer = peer;
+    r.world_peer = known_world_peer;
     r.posted = true;
     r.is_recv = true;
     r.expected = bytes;
@@ -243,21 +310,30 @@ void Worker::cancel_all(Request *const *reqs, std::size_t n) {
     }
     // A receive already matched (rendezvous data on its way) cannot be cancelled: it completes
     // when the data has landed. Wait for that (bounded), so no buffer is written after return.
-    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    // From a peer known to be gone, only what already arrived can still land: drain briefly.
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::seconds(2), lost_deadline = start + std::chrono::milliseconds(100);
     while (any) {
         any = false;
+        bool only_lost = true;
         for (std::size_t i = 0; i < n; ++i) {
             Request &r = *reqs[i];
-            if (r.posted && !r.done && r.handle && r.is_recv && ucp_request_check_status(r.handle) == UCS_INPROGRESS)
+            if (r.posted && !r.done && r.handle && r.is_recv && ucp_request_check_status(r.handle) == UCS_INPROGRESS) {
                 any = true;
+                if (r.world_peer < 0 || !lost_[r.world_peer].load(std::memory_order_acquire)) only_lost = false;
+            }
         }
-        if (!any || Clock::now() >= deadline) break;
+        const auto now = Clock::now();
+        if (!any || now >= deadline || (only_lost && now >= lost_deadline)) break;
         progress_locked();
     }
     for (std::size_t i = 0; i < n; ++i) {
         Request &r = *reqs[i];
         if (!r.posted || r.done) continue;
-        if (r.handle) ucp_request_free(r.handle); // UCX releases it once it really completes
+        if (r.handle) {
+            ucp_request_free(r.handle); // UCX releases it once it really completes
+            if (!r.is_recv) ++abandoned_sends_;
+        }
         r.handle = nullptr;
         r.done = true;
         r.status = UCS_ERR_CANCELED;
@@ -286,6 +362,7 @@ bool Worker::test_locked(Request &r) {
 void Worker::progress_locked() {
     for (int i = 0; i < 64 && ucp_worker_progress(worker_); ++i) {
     }
+    poll_liveness_locked();
     for (auto it = detached_.begin(); it != detached_.end();) {
         if (ucp_request_check_status(it->handle) != UCS_INPROGRESS) {
             ucp_request_free(it->handle);
@@ -314,9 +391,9 @@ void Worker::idle_wait(Clock::time_point until) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         return;
     }
-    pollfd p{efd_, POLLIN, 0};
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(span).count();
     timespec ts{time_t(ns / 1000000000), long(ns % 1000000000)};
+    pollfd p{efd_, POLLIN, 0};
     ppoll(&p, 1, &ts, nullptr);
 }
 

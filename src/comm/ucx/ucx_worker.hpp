@@ -6,8 +6,14 @@
 // threads) can use it at once. Waiting is blocking-friendly: spin on progress briefly, then
 // arm the worker and sleep on its event fd (bounded, so nothing depends on a wakeup arriving).
 //
-// Endpoints use UCP_ERR_HANDLING_MODE_PEER: when a peer process dies, its endpoint's error
-// handler marks that world rank lost and waiters blocked on it fail with peer_lost.
+// Dead peers: endpoints use UCP_ERR_HANDLING_MODE_NONE, because UCX 1.13 leaves the shared
+// memory transports (posix/sysv/cma) out of endpoints with peer error handling, and local ranks
+// would talk over tcp/lo at a fraction of the bandwidth. A process's death is learned out of
+// band instead, from the bootstrap connections kept open as a liveness channel
+// (bootstrap/liveness.hpp, a thread watching them): progress checks its news (an atomic load), idle
+// waits are bounded to a couple of milliseconds, and a rank found gone is marked lost so waiters blocked on it fail with
+// peer_lost. SHARDOPT_UCX_PEER_ERRORS=1 restores UCX's own peer error handling (and its tcp-only
+// local transport) for both.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -20,6 +26,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "../bootstrap/liveness.hpp"
 
 namespace shardopt::ucx {
 
@@ -34,6 +42,7 @@ struct Request {
     bool is_recv = false;
     ucs_status_t status = UCS_OK;
     int peer = -1;             // communicator rank of the other side (diagnostics)
+    int world_peer = -1;       // its world rank, when known (a receive from a lost peer is not waited on)
     std::size_t expected = 0;  // bytes
     std::size_t received = 0;  // bytes actually received (recv)
     ucp_tag_recv_info_t info{};
@@ -41,8 +50,9 @@ struct Request {
 
 class Worker {
   public:
-    // keepalive: how fast UCX should notice a dead peer (the communicator timeout / 4, capped);
-    // UCX_KEEPALIVE_INTERVAL in the environment wins.
+    // keepalive: how fast UCX should notice a dead peer when its peer error handling is used
+    // (SHARDOPT_UCX_PEER_ERRORS=1; the communicator timeout / 4, capped); UCX_KEEPALIVE_INTERVAL
+    // in the environment wins.
     Worker(int world_rank, int world_size, std::chrono::milliseconds keepalive);
     ~Worker();
     Worker(const Worker &) = delete;
@@ -53,6 +63,8 @@ class Worker {
     const std::vector<std::uint8_t> &address() const { return address_; }
     // Creates the endpoints (including one to itself) from every rank's worker address.
     void connect(const std::vector<std::vector<std::uint8_t>> &addresses);
+    // Takes the job's liveness channel (null for a world of one).
+    void attach_liveness(std::unique_ptr<bootstrap::Liveness> liveness);
 
     // --- requests (each locks) ----------------------------------------------------------
     void post_send(Request &r, int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes);
@@ -96,6 +108,8 @@ class Worker {
     };
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
     void progress_locked();
+    void poll_liveness_locked(); // marks ranks the liveness channel found gone
+    void mark_lost_locked(int world_peer, const std::string &reason, bool crashed);
     ucp_ep_h ep_for(int world_peer);
 
     int world_rank_, world_size_;
@@ -107,6 +121,10 @@ class Worker {
     std::vector<std::unique_ptr<EpArg>> ep_args_;
     std::unique_ptr<std::atomic<bool>[]> lost_;
     std::vector<std::string> lost_reasons_; // under mutex_
+    std::vector<bool> crashed_;             // lost without a clean goodbye (under mutex_)
+    bool peer_errors_ = false;              // UCP_ERR_HANDLING_MODE_PEER
+    std::size_t abandoned_sends_ = 0;       // sends released while still in flight (under mutex_)
+    std::unique_ptr<bootstrap::Liveness> liveness_;
     std::list<Detached> detached_;
     std::uint32_t next_context_ = 1; // 0 is the world communicator
     mutable std::mutex mutex_;

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Ratios and targets from bench/collectives.sh's interleaved allreduce lines.
+
+Each round measures shardopt, the peers and tag_bw at one size moments apart, so a ratio is taken
+within a round and the reported ratio is the median over rounds (robust to load that comes and
+goes on a shared machine); the best-of-rounds bandwidths are printed too.
+
+Targets (allreduce, 2 ranks, busbw, 4 MiB .. 256 MiB):
+  vs OpenMPI: geometric mean >= 1.5x, and no size below 1.0x
+  vs Gloo:    >= 3x at every size
+  at 64 MiB:  >= 70% of ucx_perftest tag_bw point-to-point bandwidth
+"""
+import math
+import re
+import statistics
+import sys
+
+bw = {}  # (round, peer, bytes) -> GB/s (busbw; tag_bw for peer "tag_bw")
+for line in open(sys.argv[1]):
+    f = dict(re.findall(r"(\w+)=(\S+)", line))
+    if "round" not in f:
+        continue
+    rnd = int(f["round"])
+    if f.get("reference") == "ucx_perftest_tag_bw":
+        bw[(rnd, "tag_bw", int(f["bytes"]))] = float(f["bw_GBps"])
+    elif "peer" in f and f.get("collective") == "allreduce" and f.get("ranks") == "2":
+        bw[(rnd, f["peer"], int(f["bytes"]))] = float(f["busbw_GBps"])
+
+peers = ("shardopt", "openmpi", "gloo", "tag_bw")
+sizes = sorted({b for (_, p, b) in bw if p == "shardopt"})
+rounds = sorted({r for (r, _, _) in bw})
+print("# allreduce ranks=2 busbw_GBps, best of rounds (tag_bw: point-to-point GB/s):")
+for b in sizes:
+    row = []
+    for p in peers:
+        vals = [bw[(r, p, b)] for r in rounds if (r, p, b) in bw]
+        if vals:
+            row.append(f"{p}={max(vals):.3f}")
+    print(f"best bytes={b} " + " ".join(row))
+
+
+def ratio(peer, b):
+    """Median over rounds of shardopt/peer measured in the same round."""
+    rs = [bw[(r, "shardopt", b)] / bw[(r, peer, b)] for r in rounds
+          if (r, "shardopt", b) in bw and bw.get((r, peer, b))]
+    return (statistics.median(rs), rs) if rs else (None, [])
+
+
+def verdict(ok):
+    return "MET" if ok else "NOT MET"
+
+
+for peer, geo_target, min_target in (("openmpi", 1.5, 1.0), ("gloo", None, 3.0)):
+    ratios = []
+    for b in sizes:
+        med, rs = ratio(peer, b)
+        if med is None:
+            continue
+        ratios.append(med)
+        per_round = " ".join(f"{x:.2f}" for x in rs)
+        print(f"ratio collective=allreduce ranks=2 bytes={b} shardopt/{peer}={med:.2f} (per round: {per_round})")
+    if not ratios:
+        print(f"target vs {peer}: not measured")
+        continue
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    low = min(ratios)
+    if geo_target:
+        print(f"target vs {peer}: geomean {geo:.2f}x (>= {geo_target}x) and min {low:.2f}x (>= {min_target}x): "
+              f"{verdict(geo >= geo_target and low >= min_target)}")
+    else:
+        print(f"target vs {peer}: min {low:.2f}x (>= {min_target}x at every size), geomean {geo:.2f}x: "
+              f"{verdict(low >= min_target)}")
+b = 64 << 20
+med, rs = ratio("tag_bw", b)
+if med is not None:
+    per_round = " ".join(f"{x:.2f}" for x in rs)
+    print(f"ratio collective=allreduce ranks=2 bytes={b} shardopt/tag_bw={med:.2f} (per round: {per_round})")
+    print(f"target vs tag_bw at 64 MiB: {med:.0%} (>= 70%): {verdict(med >= 0.7)}")
+else:
+    print("target vs tag_bw at 64 MiB: not measured")
