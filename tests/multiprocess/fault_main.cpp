@@ -75,6 +75,55 @@ static int peer_kill_mode(int victim) {
     }
 }
 
+// The model train mode trains: SGD with lr 0.25 under ZeRO-2, small buckets so each step runs
+// several collectives.
+static std::unique_ptr<ShardedOptimizer> training_optimizer(const CommunicatorPtr &comm) {
+    ParameterSet layout(DType::f32, 8 << 10);
+    layout.add("w1", 3000);
+    layout.add("w2", 2000);
+    layout.add("w3", 1000);
+    OptimizerOptions sgd;
+    sgd.kind = OptimizerKind::sgd;
+    sgd.lr = 0.25;
+    ShardingOptions so;
+    so.strategy = Strategy::zero2;
+    return ShardedOptimizer::create(comm, layout, sgd, so);
+}
+
+// Largest distance of the parameters from the closed form after `steps` steps (see below).
+static double closed_form_error(ShardedOptimizer &opt, double lr, std::int64_t steps, int size) {
+    const auto &lay = opt.layout();
+    const float *w = static_cast<const float *>(opt.parameters());
+    const double decay = std::pow(1.0 - lr, double(steps));
+    double worst = 0;
+    for (int t = 0; t < lay.tensor_count(); ++t) {
+        const auto &tl = lay.tensor(t);
+        for (std::size_t i = 0; i < tl.count; ++i) {
+            const double target = double((tl.offset + i) % 7) + (size - 1) / 2.0;
+            worst = std::max(worst, std::fabs(w[tl.offset + i] - target * (1.0 - decay)));
+        }
+    }
+    return worst;
+}
+
+// Loads the checkpoint in `dir` into a fresh job and checks it against the closed form at the
+// step it was saved: "CHECKPOINT rank R step N ..." and exit 0, or "BAD ..." and exit 1.
+static int verify_checkpoint_mode(const char *dir) {
+    auto comm = create_communicator_from_env("ucx");
+    auto opt = training_optimizer(comm);
+    try {
+        opt->load(dir);
+    } catch (const Error &e) {
+        std::printf("BAD rank %d: the last checkpoint does not load: %s\n", comm->rank(), e.what());
+        return 1;
+    }
+    const double worst = closed_form_error(*opt, opt->optimizer().options().lr, opt->step_count(), comm->size());
+    const bool ok = opt->step_count() > 0 && worst <= 1e-3;
+    std::printf("%s rank %d step %lld max error %g\n", ok ? "CHECKPOINT" : "BAD checkpoint", comm->rank(),
+                (long long)opt->step_count(), worst);
+    return ok ? 0 : 1;
+}
+
 // Rank r's loss is 0.5 * |w - t_r|^2 with t_r[i] = (i % 7) + r: the averaged gradient is
 // w - mean_r(t_r), so SGD with lr from w = 0 gives w_k = T * (1 - (1 - lr)^k) exactly in reals.
 static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
@@ -90,19 +139,12 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
         return named ? 0 : 1;
     }
     const int rank = comm->rank(), size = comm->size();
-    ParameterSet layout(DType::f32, 8 << 10); // small buckets: several collectives per step
-    layout.add("w1", 3000);
-    layout.add("w2", 2000);
-    layout.add("w3", 1000);
-    OptimizerOptions sgd;
-    sgd.kind = OptimizerKind::sgd;
-    sgd.lr = 0.25;
-    ShardingOptions so;
-    so.strategy = Strategy::zero2;
-    auto opt = ShardedOptimizer::create(comm, layout, sgd, so);
+    auto opt = training_optimizer(comm);
+    const double lr = opt->optimizer().options().lr;
     const auto &lay = opt->layout();
     int sleep_ms = 0;
     if (const char *e = std::getenv("SHARDOPT_FAULT_STEP_SLEEP_MS")) sleep_ms = std::atoi(e);
+    const char *checkpoint_dir = std::getenv("SHARDOPT_FAULT_CHECKPOINT_DIR"); // save every 3 steps
     try {
         for (int step = 0; step < steps; ++step) {
             if (rank == victim && step == kill_step && kill_delay_us >= 0) {
@@ -125,6 +167,7 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
                 opt->grad_ready(b);
             }
             opt->step();
+            if (checkpoint_dir && (step + 1) % 3 == 0) opt->save(checkpoint_dir); // collective
             if (sleep_ms) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
         }
         if (rank == victim && kill_step >= 0) {
@@ -160,17 +203,7 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
         std::printf("BAD rank %d finished although rank %d was killed\n", rank, victim);
         return 1;
     }
-    // Check against the closed form.
-    const float *w = static_cast<const float *>(opt->parameters());
-    const double decay = std::pow(1.0 - sgd.lr, steps);
-    double worst = 0;
-    for (int t = 0; t < lay.tensor_count(); ++t) {
-        const auto &tl = lay.tensor(t);
-        for (std::size_t i = 0; i < tl.count; ++i) {
-            const double target = double((tl.offset + i) % 7) + (size - 1) / 2.0;
-            worst = std::max(worst, std::fabs(w[tl.offset + i] - target * (1.0 - decay)));
-        }
-    }
+    const double worst = closed_form_error(*opt, lr, steps, size);
     if (worst > 1e-3) {
         std::printf("BAD rank %d parameters off by %g after %d steps\n", rank, worst, steps);
         return 1;
@@ -212,8 +245,10 @@ int main(int argc, char **argv) {
         return train_mode(std::atoi(argv[2]), argc >= 6 ? std::atoi(argv[3]) : -1, argc >= 6 ? std::atoi(argv[4]) : 0,
                           argc >= 6 ? std::atoi(argv[5]) : 0);
     if (argc >= 2 && !std::strcmp(argv[1], "join")) return join_mode();
+    if (argc >= 3 && !std::strcmp(argv[1], "verify-checkpoint")) return verify_checkpoint_mode(argv[2]);
     if (argc >= 3 && !std::strcmp(argv[1], "peer-kill")) return peer_kill_mode(std::atoi(argv[2]));
     if (argc >= 3 && !std::strcmp(argv[1], "peer-exit")) return peer_exit_mode(std::atoi(argv[2]));
-    std::fprintf(stderr, "usage: %s join | peer-kill VICTIM | peer-exit VICTIM | train STEPS [VICTIM STEP US]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s join | peer-kill VICTIM | peer-exit VICTIM | train STEPS [VICTIM STEP US] | verify-checkpoint DIR\n",
+                 argv[0]);
     return 2;
 }

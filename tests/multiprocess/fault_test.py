@@ -15,20 +15,23 @@ Cases:
   duplicate_rank  two processes claim rank 1: the rendezvous fails saying so.
   kill_random     20 times: 4 ranks train ZeRO-2; a random rank is SIGKILLed at a random step and
                   delay (often mid-collective); the 3 survivors fail naming it, within the timeout.
-                  (TODO(checkpoint): once src/checkpoint is merged, also check the last
-                  checkpoint loads after each kill.)
+                  The job saves a sharded checkpoint every 3 steps; after each kill, the last
+                  one that completed loads into a fresh 4-rank job and matches the closed form
+                  at its step.
   sigstop         a rank is SIGSTOPped for 2 s (timeout 8 s) then SIGCONTed: training completes
                   with the right parameters on every rank.
   rogue_client    while 4 ranks assemble, a rogue client sends garbage, an oversized frame, an
                   unknown protocol version and a wrong token: each refused, the job trains fine.
 """
 import random
+import shutil
 import signal
 import struct
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 FAULT_MAIN, SHARDOPT_RUN, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -166,7 +169,8 @@ def case_kill_random():
     t_all = time.monotonic()
     for i in range(runs):
         victim, step, delay_us = rng.randrange(4), rng.randrange(steps), rng.randrange(0, 3000)
-        env = dict(os.environ, SHARDOPT_TIMEOUT_MS=str(timeout_ms))
+        ckpt = tempfile.mkdtemp(prefix="shardopt-fault-ckpt-")
+        env = dict(os.environ, SHARDOPT_TIMEOUT_MS=str(timeout_ms), SHARDOPT_FAULT_CHECKPOINT_DIR=ckpt)
         t0 = time.monotonic()
         p = subprocess.run([SHARDOPT_RUN, "-n", "4", "--keep-going", "--timeout", "40", "--", FAULT_MAIN, "train",
                             str(steps), str(victim), str(step), str(delay_us)], env=env, stdout=subprocess.PIPE,
@@ -179,6 +183,14 @@ def case_kill_random():
         expect(f"rank {victim} killed by signal 9" in out, f"{what}: the victim died by SIGKILL", out)
         # Startup (~1 s) + the kill point + detection, which must be within the timeout.
         expect(took < 3 + timeout_ms / 1000, f"{what}: survivors failed within the timeout ({took:.1f} s)", out)
+        # The manifest is written last: when it exists, a checkpoint completed before the kill.
+        if os.path.exists(os.path.join(ckpt, "checkpoint.shardopt")):
+            v = subprocess.run([SHARDOPT_RUN, "-n", "4", "--timeout", "40", "--", FAULT_MAIN, "verify-checkpoint", ckpt],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+            loaded = [l for l in v.stdout.splitlines() if "] CHECKPOINT " in l]
+            expect(v.returncode == 0 and len(loaded) == 4, f"{what}: the last checkpoint loads", v.stdout)
+            what += "; " + loaded[0].split("] ", 1)[1]
+        shutil.rmtree(ckpt, ignore_errors=True)
         print(f"{what}: ok in {took:.1f} s; {lost[0][:160]}")
     print(f"{runs} kills in {time.monotonic() - t_all:.1f} s")
 
