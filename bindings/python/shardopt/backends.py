@@ -6,6 +6,7 @@ import uuid
 import numpy as np
 
 from . import shardopt_native as _n
+from ._native_resource import NativeResource
 
 __all__ = ["ReductionOperation", "CommunicationBackend", "InMemoryCommunicationBackend",
            "UcxCommunicationBackend", "NcclCommunicationBackend", "launch_in_memory"]
@@ -39,7 +40,7 @@ def _contiguous(array, name="data"):
     return array
 
 
-class CommunicationBackend:
+class CommunicationBackend(NativeResource):
     """One rank's communicator. Collectives are in place on numpy arrays (no copies)."""
 
     def __init__(self, handle):
@@ -96,25 +97,12 @@ class CommunicationBackend:
         h = _n.so_comm_split(self.handle, int(color), int(key))
         return None if h is None else CommunicationBackend(h)
 
-    def close(self):
-        """Releases this rank's handle (optimizers built over it keep the communicator alive)."""
-        if self._handle is not None:
-            h, self._handle = self._handle, None
-            _n.so_comm_destroy(h)
+    def _destroy(self, handle):
+        # Optimizers built over this rank keep the communicator alive.
+        _n.so_comm_destroy(handle)
 
-    shutdown = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
+    def shutdown(self):
         self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         if self._handle is None:

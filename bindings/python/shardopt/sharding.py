@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import shardopt_native as _n
+from ._native_resource import NativeResource
 from .backends import CommunicationBackend
 from .optimizers import Optimizer
 
@@ -169,7 +170,7 @@ class MemoryStats:
     total_bytes: int
 
 
-class ShardedOptimizer:
+class ShardedOptimizer(NativeResource):
     """IShardedOptimizer: wraps a base optimizer and runs it over the configuration's backend.
 
     The model's parameter layout is given to the constructor (`layout=`) or later to
@@ -467,25 +468,15 @@ class ShardedOptimizer:
                            m.peak_buffer_bytes, m.total_bytes)
 
     # ---- lifetime ----
+    def _destroy(self, handle):
+        _n.so_optimizer_destroy(handle)
+
     def close(self):
-        if self._handle is not None:
-            h, self._handle = self._handle, None
-            _n.so_optimizer_destroy(h)
+        super().close()
         self._external = None
 
-    dispose = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
+    def dispose(self):
         self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 class DDPOptimizer(ShardedOptimizer):
