@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
             if (!std::strcmp(name, "allreduce")) factor = 2.0 * (n - 1) / n;
             else if (std::strcmp(name, "broadcast") != 0) factor = double(n - 1) / n;
             if (me == 0)
-                std::printf("collective=%s ranks=%d bytes=%zu algbw_GBps=%.3f busbw_GBps=%.3f time_us=%.1f\n", name, n,
+                std::printf("collective=%s ranks=%d bytes=%zu algbw_GBps=%.3f busbw_GBps=%.3f time_us=%.2f\n", name, n,
                             bytes, algbw, algbw * factor, secs * 1e6);
             std::fflush(stdout);
         }

@@ -35,7 +35,7 @@ void time_allreduce(const char *peer, int rank, int n, std::size_t bytes, int it
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
     const double algbw = double(bytes) / secs / 1e9;
     if (rank == 0)
-        std::printf("peer=%s collective=allreduce ranks=%d bytes=%zu algbw_GBps=%.3f busbw_GBps=%.3f time_us=%.1f\n",
+        std::printf("peer=%s collective=allreduce ranks=%d bytes=%zu algbw_GBps=%.3f busbw_GBps=%.3f time_us=%.2f\n",
                     peer, n, bytes, algbw, algbw * 2.0 * (n - 1) / n, secs * 1e6);
     std::fflush(stdout);
 }

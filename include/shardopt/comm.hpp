@@ -22,6 +22,7 @@
 // diverged is reported as a mismatch even where the current call alone looks the same.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -173,6 +174,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     mutable std::mutex abort_mutex_;
     std::string abort_reason_;
     ErrorCode abort_code_ = ErrorCode::ok;
+    std::atomic<bool> aborted_{false}; // abort_reason_ is set: lets every call check without the lock
 };
 
 // Timeout taken from SHARDOPT_TIMEOUT_MS when set, else Communicator::kDefaultTimeout.

@@ -131,6 +131,7 @@ void Communicator::abort(const std::string &reason, ErrorCode code) {
         if (!abort_reason_.empty()) return;
         abort_reason_ = reason.empty() ? "aborted" : reason;
         abort_code_ = code;
+        aborted_.store(true, std::memory_order_release);
     }
     on_abort(reason, code);
 }
@@ -138,52 +139,45 @@ void Communicator::abort(const std::string &reason, ErrorCode code) {
 void Communicator::on_abort(const std::string &, ErrorCode) {}
 
 std::string Communicator::abort_reason() const {
+    if (!aborted_.load(std::memory_order_acquire)) return {};
     std::lock_guard<std::mutex> lock(abort_mutex_);
     return abort_reason_;
 }
 
 void Communicator::validate(const Call &call) const {
-    const std::string what = describe(call);
-    require(is_valid(call.dtype), ErrorCode::invalid_argument, what + ": invalid dtype");
-    require(is_valid(call.op), ErrorCode::invalid_argument, what + ": invalid reduce op");
+    // The description is built only on failure: validation runs on every call, including
+    // 8-byte allreduces that take a microsecond.
+    auto check = [&](bool ok, const char *problem) {
+        if (!ok) throw Error(ErrorCode::invalid_argument, describe(call) + ": " + problem);
+    };
+    check(is_valid(call.dtype), "invalid dtype");
+    check(is_valid(call.op), "invalid reduce op");
     const bool has_data = call.count > 0;
     switch (call.kind) {
     case CallKind::allreduce:
     case CallKind::reduce_scatter:
-    case CallKind::allgather:
-        require(!has_data || (call.send && call.recv), ErrorCode::invalid_argument,
-                what + ": null buffer");
-        break;
-    case CallKind::broadcast:
-        require(!has_data || call.recv, ErrorCode::invalid_argument, what + ": null buffer");
-        break;
+    case CallKind::allgather: check(!has_data || (call.send && call.recv), "null buffer"); break;
+    case CallKind::broadcast: check(!has_data || call.recv, "null buffer"); break;
     case CallKind::reduce:
-        require(!has_data || call.send, ErrorCode::invalid_argument, what + ": null send buffer");
-        require(!has_data || call.root != rank_ || call.recv, ErrorCode::invalid_argument,
-                what + ": null recv buffer on root");
+        check(!has_data || call.send, "null send buffer");
+        check(!has_data || call.root != rank_ || call.recv, "null recv buffer on root");
         break;
-    case CallKind::send:
-        require(!has_data || call.send, ErrorCode::invalid_argument, what + ": null buffer");
-        break;
-    case CallKind::recv:
-        require(!has_data || call.recv, ErrorCode::invalid_argument, what + ": null buffer");
-        break;
+    case CallKind::send: check(!has_data || call.send, "null buffer"); break;
+    case CallKind::recv: check(!has_data || call.recv, "null buffer"); break;
     case CallKind::barrier:
     case CallKind::split: break;
     }
     if (call.kind == CallKind::broadcast || call.kind == CallKind::reduce || call.kind == CallKind::send ||
         call.kind == CallKind::recv) {
         const char *role = (call.kind == CallKind::send || call.kind == CallKind::recv) ? "peer" : "root";
-        require(call.root >= 0 && call.root < size_, ErrorCode::invalid_argument,
-                what + ": " + role + " " + std::to_string(call.root) + " out of range for size " +
-                    std::to_string(size_));
+        if (call.root < 0 || call.root >= size_)
+            throw Error(ErrorCode::invalid_argument, describe(call) + ": " + role + " " + std::to_string(call.root) +
+                                                         " out of range for size " + std::to_string(size_));
     }
-    if (call.kind == CallKind::send || call.kind == CallKind::recv)
-        require(call.tag >= 0, ErrorCode::invalid_argument, what + ": tag must be >= 0");
+    if (call.kind == CallKind::send || call.kind == CallKind::recv) check(call.tag >= 0, "tag must be >= 0");
     // Overflow guard: count * size() * element size must fit in size_t.
     const std::size_t elem = dtype_size(call.dtype);
-    require(call.count <= (std::size_t(-1) / elem) / std::size_t(size_), ErrorCode::invalid_argument,
-            what + ": count too large");
+    check(call.count <= (std::size_t(-1) / elem) / std::size_t(size_), "count too large");
 }
 
 std::size_t Communicator::record_start(const Call &call) {
@@ -222,7 +216,7 @@ std::string Communicator::recent_calls() const {
 }
 
 void Communicator::guarded(const Call &call, const std::function<void()> &body) {
-    {
+    if (aborted_.load(std::memory_order_acquire)) {
         std::lock_guard<std::mutex> lock(abort_mutex_);
         if (!abort_reason_.empty())
             throw Error(abort_code_ == ErrorCode::ok ? ErrorCode::invalid_state : abort_code_,
@@ -248,7 +242,9 @@ void Communicator::guarded(const Call &call, const std::function<void()> &body) 
 
 void Communicator::run_blocking(const Call &call) {
     validate(call);
-    queue_for(call.kind).run_in_order([this, call] { guarded(call, [&] { run(call); }); });
+    // Captured by reference: fits std::function's inline storage (no allocation), and the
+    // caller waits for the job whichever thread runs it.
+    queue_for(call.kind).run_in_order([this, &call] { guarded(call, [this, &call] { run(call); }); });
 }
 
 WorkPtr Communicator::run_async(const Call &call) {

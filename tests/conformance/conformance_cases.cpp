@@ -351,7 +351,8 @@ void check_recv_timeout(Communicator &comm) {
 void check_mismatch(Communicator &comm, const Call &zero, const Call &other) {
     comm.set_timeout(std::chrono::seconds(20));
     const Call &mine = comm.rank() == 0 ? zero : other;
-    std::vector<unsigned char> a(64), b(64);
+    const std::size_t bytes = std::max<std::size_t>(64, mine.count * dtype_size(mine.dtype));
+    std::vector<unsigned char> a(bytes), b(bytes);
     expect_error(ErrorCode::mismatch, {describe(zero), describe(other)},
                  [&] {
                      switch (mine.kind) {
@@ -451,6 +452,9 @@ std::vector<Case> failure_cases() {
     mismatch("op", call_of(K::allreduce, 4, DType::f32, ReduceOp::sum), call_of(K::allreduce, 4, DType::f32, ReduceOp::max));
     mismatch("root", call_of(K::broadcast, 4, DType::f32, ReduceOp::sum, 0),
              call_of(K::broadcast, 4, DType::f32, ReduceOp::sum, 1));
+    // One side small (latency algorithm, or the shared-memory arena on one host), the other
+    // large (ring): they choose different algorithms and must still report the mismatch.
+    mismatch("size_class", call_of(K::allreduce, 4, DType::f32), call_of(K::allreduce, 1 << 20, DType::f32));
     return cases;
 }
 

@@ -28,6 +28,13 @@ void binomial_broadcast(Exchange &ex);
 void binomial_reduce(Exchange &ex);
 void ring_reduce(Exchange &ex);
 
+// Ranks sharing a host (ex.arena()): every rank published its input with its header; each
+// computes the result from the slots (reductions in rank order, so every rank gets the same bits).
+void shm_collective(Exchange &ex);
+// Whether `call` on n ranks fits the arena's slots, and the bytes this rank publishes for it.
+bool shm_fits(const Call &call, int n, std::size_t capacity);
+const void *shm_payload(const Call &call, int rank, int n, std::size_t &bytes);
+
 // --- shared by the ring algorithms (ring.cpp) ----------------------------------------------
 // `count` elements cut into n contiguous segments as evenly as possible.
 struct Segments {

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <sched.h>
 #include <sstream>
 
 #include "shardopt/error.hpp"
+#include "shm_arena.hpp"
 
 namespace shardopt::ucx {
 namespace {
@@ -47,10 +49,19 @@ std::string call_signature(const Call &call) {
     return describe(c);
 }
 
-Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal)
-    : comm_(comm), call_(call), seq_(seq), rank_(comm.rank()), size_(comm.size()), start_(Clock::now()),
-      deadline_(start_ + comm.timeout()), headers_(std::size_t(size_)), header_recvs_(std::size_t(size_)),
-      header_checked_(std::size_t(size_), false) {
+Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal,
+                   const void *payload, std::size_t payload_bytes)
+    : comm_(comm), arena_(comm.arena()), call_(call), seq_(seq), rank_(comm.rank()), size_(comm.size()), storage_(comm.exchange_storage()), headers_(storage_.headers),
+      header_recvs_(storage_.header_recvs), header_checked_(storage_.header_checked), requests_(storage_.requests) {
+    if (storage_.in_use) throw Error(ErrorCode::internal, "ucx: two collectives at once on one communicator");
+    storage_.in_use = true;
+    // Over the arena a small collective usually ends before a clock read would (tens of ns):
+    // the deadline starts at the first wait that blocks.
+    if (!arena_) start_clock();
+    headers_.assign(std::size_t(size_), WireHeader{});
+    header_recvs_.assign(std::size_t(size_), Request{});
+    header_checked_.assign(std::size_t(size_), 0);
+    requests_.clear();
     WireHeader &mine = headers_[rank_];
     mine.kind = std::uint32_t(call.kind);
     mine.seq = seq;
@@ -62,6 +73,10 @@ Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint
     mine.context_proposal = context_proposal;
     mine.fingerprint = comm.history_fingerprint();
     header_checked_[rank_] = true;
+    if (arena_) {
+        arena_->publish(seq, mine, payload, payload_bytes);
+        return;
+    }
     Worker &w = comm_.worker();
     const std::uint32_t ctx = comm_.context();
     for (int p = 0; p < size_; ++p) {
@@ -86,6 +101,8 @@ Exchange::~Exchange() {
     for (auto &r : header_recvs_)
         if (r.posted && !r.done) open.push_back(&r);
     if (!open.empty()) comm_.worker().cancel_all(open.data(), open.size());
+    requests_.clear();
+    storage_.in_use = false;
 }
 
 Request &Exchange::send(int peer, std::uint32_t step, const void *buf, std::size_t bytes) {
@@ -137,13 +154,22 @@ bool Exchange::header_agrees(int p) const {
     const Request &r = header_recvs_[p];
     const WireHeader &h = headers_[p];
     const WireHeader &mine = headers_[rank_];
-    if (r.status != UCS_OK || r.received != sizeof(WireHeader) || h.magic != mine.magic || h.seq != seq_)
-        return false;
+    if (!arena_ && (r.status != UCS_OK || r.received != sizeof(WireHeader))) return false;
+    if (h.magic != mine.magic || h.seq != seq_) return false;
     if (!(normalized(h) == normalized(mine))) return false;
     return h.fingerprint == 0 || mine.fingerprint == 0 || h.fingerprint == mine.fingerprint;
 }
 
 void Exchange::poll_headers_locked() {
+    if (arena_) {
+        for (int p = 0; p < size_; ++p) {
+            if (header_checked_[p] || !arena_->published(p, seq_)) continue;
+            headers_[p] = arena_->header(p, seq_);
+            header_checked_[p] = true;
+            if (!header_agrees(p)) header_mismatch_ = true;
+        }
+        return;
+    }
     Worker &w = comm_.worker();
     for (int p = 0; p < size_; ++p) {
         if (header_checked_[p] || !w.test_locked(header_recvs_[p])) continue;
@@ -175,7 +201,14 @@ std::string Exchange::timeout_text() const {
     return out.str();
 }
 
+void Exchange::start_clock() {
+    if (start_ != Clock::time_point{}) return;
+    start_ = Clock::now();
+    deadline_ = start_ + comm_.timeout();
+}
+
 void Exchange::block_until(const std::function<bool()> &pred) {
+    start_clock();
     comm_.block(
         [&] {
             poll_headers_locked();
@@ -188,12 +221,13 @@ void Exchange::block_until(const std::function<bool()> &pred) {
 void Exchange::throw_mismatch() {
     // Every rank sent its header first thing, so the rest arrive promptly; wait a little for
     // them so the report names every rank's call.
+    start_clock();
     const auto until = std::min(deadline_, Clock::now() + std::chrono::seconds(2));
     try {
         comm_.block(
             [&] {
                 poll_headers_locked();
-                return std::all_of(header_checked_.begin(), header_checked_.end(), [](bool b) { return b; });
+                return all_headers();
             },
             until, [&](int p) { return !header_checked_[p]; }, [] { return std::string("headers"); });
     } catch (const Error &) {
@@ -208,7 +242,8 @@ void Exchange::throw_mismatch() {
         }
         std::string sig;
         const WireHeader &h = headers_[p];
-        if (p != rank_ && (header_recvs_[p].status != UCS_OK || header_recvs_[p].received != sizeof(WireHeader) ||
+        if (p != rank_ && ((!arena_ && (header_recvs_[p].status != UCS_OK ||
+                                        header_recvs_[p].received != sizeof(WireHeader))) ||
                            h.magic != headers_[rank_].magic))
             sig = std::string("something else (a message that is not a shardopt header: ") +
                   ucs_status_string(header_recvs_[p].status) + ", " + std::to_string(header_recvs_[p].received) +
@@ -248,6 +283,7 @@ void Exchange::throw_mismatch() {
 void Exchange::check_result(Request &r) {
     if (r.status == UCS_OK && (!r.is_recv || r.received == r.expected)) return;
     const bool size_problem = r.status == UCS_ERR_MESSAGE_TRUNCATED || (r.status == UCS_OK && r.is_recv);
+    start_clock();
     if (!size_problem) {
         // A transfer failed because a peer process is gone. Report the root cause when it is
         // known shortly: another rank's abort notice (it failed first, e.g. on the rank that
@@ -282,9 +318,51 @@ void Exchange::wait_all() {
     for (auto &r : requests_) wait(r);
 }
 
+bool Exchange::all_headers() const {
+    return std::all_of(header_checked_.begin(), header_checked_.end(), [](char b) { return b != 0; });
+}
+
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+} // namespace
+
+void Exchange::wait_headers() {
+    if (arena_) {
+        // Peers on this host publish within a few hundred nanoseconds of arriving: spin on
+        // their slots without the worker lock first. When ranks outnumber cores, yield every
+        // poll so the peer we wait for gets the core; otherwise never (a yield costs more than
+        // the handoff). block() (timeouts, lost peers, abort notices) takes over after a while.
+        const bool share_cores = comm_.shares_cores();
+        Clock::time_point until{};
+        for (unsigned i = 1;; ++i) {
+            poll_headers_locked();
+            if (header_mismatch_) throw_mismatch();
+            if (all_headers()) return;
+            if (share_cores)
+                sched_yield();
+            else
+                cpu_relax();
+            if (i % 256 == 0) { // the clock costs tens of nanoseconds: read it rarely
+                const auto now = Clock::now();
+                if (until == Clock::time_point{})
+                    until = now + comm_.spin_time();
+                else if (now >= until)
+                    break;
+            }
+        }
+    }
+    block_until([&] { return all_headers(); });
+}
+
 void Exchange::finish() {
     wait_all();
-    block_until([&] { return std::all_of(header_checked_.begin(), header_checked_.end(), [](bool b) { return b; }); });
+    wait_headers();
 }
 
 } // namespace shardopt::ucx

@@ -5,6 +5,7 @@
 // sends and receives through it and wait on them; every wait also checks the headers that
 // arrived, so a rank whose call disagrees is reported as ErrorCode::mismatch (naming every
 // rank's call) on every rank, even when the disagreeing calls would never exchange data.
+// On one host the headers travel through a shared-memory arena instead (shm_arena.hpp).
 // finish() waits for all headers; the destructor cancels whatever is still outstanding, so an
 // algorithm that throws never leaves UCX writing into a caller's buffer.
 //
@@ -21,22 +22,28 @@
 #include <vector>
 
 #include "ucx_comm.hpp"
+#include "wire_header.hpp"
 
 namespace shardopt::ucx {
 
-struct WireHeader {
-    std::uint32_t magic = 0x52484453; // "SHDR"
-    std::uint32_t kind = 0;
-    std::uint64_t seq = 0;
-    std::uint64_t count = 0;
-    std::int32_t dtype = 0, op = 0, root = 0, tag = 0;
-    std::uint32_t context_proposal = 0, reserved = 0;
-    std::uint64_t fingerprint = 0; // 0: fingerprint checks off on the sender
+class ShmArena;
+
+// The per-collective bookkeeping, kept by the communicator and reused call after call so a
+// small collective allocates nothing (collectives on a communicator run one at a time).
+struct ExchangeStorage {
+    std::vector<WireHeader> headers;
+    std::vector<Request> header_recvs;
+    std::vector<char> header_checked;
+    std::deque<Request> requests;
+    bool in_use = false;
 };
 
 class Exchange {
   public:
-    Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal = 0);
+    // With a shared-memory arena (comm.arena()), the header goes through it instead of UCX,
+    // together with `payload_bytes` of `payload` (the input of an arena algorithm).
+    Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal = 0,
+             const void *payload = nullptr, std::size_t payload_bytes = 0);
     ~Exchange();
     Exchange(const Exchange &) = delete;
     Exchange &operator=(const Exchange &) = delete;
@@ -52,30 +59,38 @@ class Exchange {
     Request &recv(int peer, std::uint32_t step, void *buf, std::size_t bytes);
     void wait(Request &r);
     void wait_all();
+    // Waits for every header (and verifies them); spins briefly first when they come through
+    // the arena.
+    void wait_headers();
     // Waits for every data request and every header (and verifies them).
     void finish();
+    ShmArena *arena() const { return arena_; }
     // Every rank's header (valid after finish()).
     const std::vector<WireHeader> &headers() const { return headers_; }
 
   private:
     void poll_headers_locked();
+    bool all_headers() const;
     bool pending_with(int peer) const;
     void check_result(Request &r);
     [[noreturn]] void throw_mismatch();
     bool header_agrees(int peer) const;
     std::string timeout_text() const;
     void block_until(const std::function<bool()> &pred);
+    void start_clock(); // sets start_ and deadline_ on first use
 
     UcxComm &comm_;
+    ShmArena *arena_;
     Call call_;
     std::uint64_t seq_;
     int rank_, size_;
-    Clock::time_point start_, deadline_;
-    std::vector<WireHeader> headers_;
-    std::vector<Request> header_recvs_;
-    std::vector<bool> header_checked_;
+    Clock::time_point start_{}, deadline_{};
+    ExchangeStorage &storage_;
+    std::vector<WireHeader> &headers_;
+    std::vector<Request> &header_recvs_;
+    std::vector<char> &header_checked_;
     bool header_mismatch_ = false;
-    std::deque<Request> requests_;
+    std::deque<Request> &requests_;
 };
 
 // The part of a call every rank must agree on, as text ("split" for split).

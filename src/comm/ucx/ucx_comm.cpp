@@ -1,8 +1,10 @@
 #include "ucx_comm.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -51,7 +53,7 @@ const Tuning &Tuning::get() {
 
 UcxComm::UcxComm(std::shared_ptr<Worker> worker, std::vector<int> world_ranks, int rank, std::uint32_t context)
     : Communicator(rank, int(world_ranks.size())), worker_(std::move(worker)), world_ranks_(std::move(world_ranks)),
-      context_(context), notice_buffer_(kNoticeBytes) {
+      context_(context), exchange_storage_(std::make_unique<ExchangeStorage>()), notice_buffer_(kNoticeBytes) {
     require(size() <= kMaxRanks, ErrorCode::invalid_argument, "ucx: more ranks than the tag layout allows");
     require(context_ <= kMaxContext, ErrorCode::unsupported, "ucx: communicator context ids exhausted");
     worker_->post_recv(notice_request_, make_tag(context_, TagClass::control, 0, 0), kAnySourceMask,
@@ -216,9 +218,15 @@ void UcxComm::run_recv(const Call &call) {
 
 void UcxComm::run_collective(const Call &call) {
     const std::uint64_t seq = next_seq_++;
-    Exchange ex(*this, call, seq);
+    std::size_t payload_bytes = 0;
+    const void *payload = nullptr;
+    const bool in_arena = arena_ && shm_fits(call, size(), ShmArena::kCapacity);
+    if (in_arena) payload = shm_payload(call, rank(), size(), payload_bytes);
+    Exchange ex(*this, call, seq, 0, payload, payload_bytes);
     if (size() == 1) {
         local_collective(ex);
+    } else if (in_arena) {
+        shm_collective(ex);
     } else {
         const std::size_t bytes = call.count * dtype_size(call.dtype);
         const bool small = bytes <= Tuning::get().small_bytes;
@@ -243,6 +251,53 @@ void UcxComm::run_collective(const Call &call) {
         }
     }
     ex.finish();
+}
+
+void UcxComm::attach_shm_arena() {
+    if (size() == 1) return;
+    // Rank 0 makes the segment and broadcasts its name; everyone maps it and they agree (min)
+    // on whether all did. Ranks on other hosts cannot open the name, so a job spanning hosts
+    // never uses it. Rank 0 unlinks the name once everyone has voted (mapped or failed).
+    char name[64] = {};
+    std::unique_ptr<ShmArena> arena;
+    const bool allowed = shm_arena_allowed() && size() <= ShmArena::kMaxRanks;
+    if (rank() == 0 && allowed) {
+        try {
+            const std::string n = ShmArena::create_name();
+            arena = std::make_unique<ShmArena>(n, size(), 0, true);
+            std::snprintf(name, sizeof name, "%s", n.c_str());
+        } catch (const Error &) {
+        }
+    }
+    Call bcast;
+    bcast.kind = CallKind::broadcast;
+    bcast.send = bcast.recv = name;
+    bcast.count = sizeof name;
+    bcast.dtype = DType::u8;
+    run_collective(bcast);
+    name[sizeof name - 1] = '\0';
+    if (rank() != 0 && allowed && name[0]) {
+        try {
+            arena = std::make_unique<ShmArena>(name, size(), rank(), false);
+        } catch (const Error &) {
+        }
+    }
+    std::int32_t ok = arena ? 1 : 0;
+    Call vote;
+    vote.kind = CallKind::allreduce;
+    vote.send = vote.recv = &ok;
+    vote.count = 1;
+    vote.dtype = DType::i32;
+    vote.op = ReduceOp::min;
+    run_collective(vote);
+    if (arena) arena->unlink();
+    if (ok != 1) return;
+    arena_ = std::move(arena);
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : int(online > 0 ? online : 1);
+    shares_cores_ = size() > usable;
 }
 
 CommunicatorPtr UcxComm::run_split(int color, int key) {

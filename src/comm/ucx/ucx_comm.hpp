@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "shardopt/comm.hpp"
+#include "shm_arena.hpp"
 #include "ucx_tags.hpp"
 #include "ucx_worker.hpp"
 
@@ -30,6 +31,8 @@ struct Tuning {
     static const Tuning &get();
 };
 
+struct ExchangeStorage;
+
 class UcxComm final : public Communicator {
   public:
     UcxComm(std::shared_ptr<Worker> worker, std::vector<int> world_ranks, int rank, std::uint32_t context);
@@ -40,6 +43,15 @@ class UcxComm final : public Communicator {
     Worker &worker() { return *worker_; }
     int world_rank_of(int rank) const { return world_ranks_[rank]; }
     std::uint32_t context() const { return context_; }
+    // The shared-memory arena of a communicator whose ranks share a host (world only), or null.
+    ShmArena *arena() const { return arena_.get(); }
+    // Sets up the arena when every rank can map it (collective over the world communicator;
+    // every rank must call it, whatever its environment says).
+    void attach_shm_arena();
+    ExchangeStorage &exchange_storage() { return *exchange_storage_; }
+    Clock::duration spin_time() const { return Tuning::get().spin; }
+    // More ranks on this host than cores this process may run on: waits yield instead of spinning.
+    bool shares_cores() const { return shares_cores_; }
     // Scratch buffer `slot` of at least `bytes`, reused across calls (collective queue only).
     unsigned char *scratch(int slot, std::size_t bytes);
 
@@ -65,6 +77,9 @@ class UcxComm final : public Communicator {
     std::uint32_t context_;
     std::uint64_t next_seq_ = 0;
     std::vector<std::vector<unsigned char>> scratch_;
+    std::unique_ptr<ShmArena> arena_;
+    std::unique_ptr<ExchangeStorage> exchange_storage_;
+    bool shares_cores_ = false;
 
     // Abort notices from other ranks: one receive posted for the communicator's lifetime.
     std::mutex notice_mutex_;

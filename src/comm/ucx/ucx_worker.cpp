@@ -29,7 +29,9 @@ void check(ucs_status_t status, const char *what) {
 // That failure is exactly "the peer process is gone" (process_vm_readv/writev: ESRCH), which the
 // liveness channel reports as peer_lost, so this log handler, ahead of UCX's default one, turns
 // that one message into an error line instead of an abort; the transfer then completes with an
-// error status (check_result reports it as peer_lost too). Everything else is left to UCX.
+// error status (check_result reports it as peer_lost too). The same for a fetch from a buffer the
+// sender abandoned and freed (EFAULT), which only happens after a failed collective. Everything
+// else is left to UCX.
 ucs_log_func_rc_t dead_peer_copy_is_not_fatal(const char *file, unsigned, const char *, ucs_log_level_t level,
                                               const ucs_log_component_config_t *, const char *format,
                                               va_list ap) {
@@ -39,9 +41,14 @@ ucs_log_func_rc_t dead_peer_copy_is_not_fatal(const char *file, unsigned, const 
     va_copy(copy, ap);
     std::vsnprintf(text, sizeof text, format, copy);
     va_end(copy);
-    if (!std::strstr(text, std::strerror(ESRCH))) return UCS_LOG_FUNC_RC_CONTINUE;
-    std::fprintf(stderr, "shardopt: ucx: %s (peer process gone; reported as peer_lost)\n", text);
-    return UCS_LOG_FUNC_RC_STOP;
+    if (std::strstr(text, std::strerror(ESRCH))) {
+        std::fprintf(stderr, "shardopt: ucx: %s (peer process gone; reported as peer_lost)\n", text);
+        return UCS_LOG_FUNC_RC_STOP;
+    }
+    // EFAULT: the sender released a large message it had abandoned (its collective failed and
+    // it freed the buffer) before this side fetched it. Only ever a leftover of a failed call.
+    if (std::strstr(text, std::strerror(EFAULT))) return UCS_LOG_FUNC_RC_STOP;
+    return UCS_LOG_FUNC_RC_CONTINUE;
 }
 
 void install_log_handler_once() {

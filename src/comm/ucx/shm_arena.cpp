@@ -1,0 +1,80 @@
+#include "shm_arena.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "shardopt/error.hpp"
+
+namespace shardopt::ucx {
+
+std::size_t ShmArena::bytes_for(int ranks) { return std::size_t(ranks) * 2 * kSlotBytes; }
+
+std::string ShmArena::create_name() {
+    std::random_device rd;
+    char name[64];
+    std::snprintf(name, sizeof name, "/shardopt-%d-%08x%08x%08x", int(getpid()), rd(), rd(), rd());
+    return name;
+}
+
+ShmArena::ShmArena(const std::string &name, int ranks, int rank, bool create)
+    : name_(name), ranks_(ranks), rank_(rank), bytes_(bytes_for(ranks)) {
+    const int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : shm_open(name.c_str(), O_RDWR, 0);
+    if (fd < 0)
+        throw Error(ErrorCode::unsupported, "shm arena: cannot open " + name + ": " + std::strerror(errno));
+    linked_ = create;
+    struct stat st {};
+    const bool sized = create ? ftruncate(fd, off_t(bytes_)) == 0 : fstat(fd, &st) == 0 && std::size_t(st.st_size) == bytes_;
+    void *p = sized ? mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    const int saved = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        unlink();
+        throw Error(ErrorCode::unsupported, "shm arena: cannot map " + name + ": " +
+                                                (sized ? std::strerror(saved) : "unexpected size"));
+    }
+    base_ = static_cast<unsigned char *>(p);
+}
+
+ShmArena::~ShmArena() {
+    unlink();
+    if (base_) munmap(base_, bytes_);
+}
+
+void ShmArena::unlink() {
+    if (linked_) shm_unlink(name_.c_str());
+    linked_ = false;
+}
+
+void ShmArena::publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes) {
+    SlotHeader &s = slot(rank_, seq);
+    if (bytes) std::memcpy(s.payload(), payload, bytes);
+    s.header = header;
+    __atomic_store_n(&s.published, seq + 1, __ATOMIC_RELEASE);
+}
+
+bool ShmArena::published(int rank, std::uint64_t seq) const {
+    return __atomic_load_n(&slot(rank, seq).published, __ATOMIC_ACQUIRE) == seq + 1;
+}
+
+bool shm_arena_allowed() {
+    if (const char *v = std::getenv("SHARDOPT_SHM")) return !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
+    const char *tls = std::getenv("UCX_TLS");
+    if (!tls || !*tls) return true;
+    const std::string t = tls;
+    if (t[0] == '^') // an exclusion list: allowed unless it excludes shared memory
+        return t.find("sm") == std::string::npos && t.find("posix") == std::string::npos &&
+               t.find("sysv") == std::string::npos;
+    for (const char *name : {"all", "sm", "shm", "posix", "sysv", "xpmem", "cma", "knem"})
+        if (t.find(name) != std::string::npos) return true;
+    return false;
+}
+
+} // namespace shardopt::ucx

@@ -1,0 +1,78 @@
+// ShmArena: a shared-memory segment through which the ranks of one host publish each
+// collective's header (and, for small collectives, its input), so a small allreduce is one
+// cache-line handoff per peer instead of UCX messages.
+//
+// Layout: for every rank, two slots (collective seq uses slot seq % 2). A slot is a header line
+// and a payload of `capacity` bytes. A rank writes its payload and header, then stores
+// `published = seq + 1` with release; readers acquire-load `published` and read the slot.
+//
+// Why two slots need no acknowledgements: a rank rewrites slot seq % 2 only at seq + 2, and it
+// starts seq + 2 only after it has seen every rank's seq + 1 header, which each rank publishes
+// only after it has finished (read every slot of) collective seq. Collectives on a communicator
+// run one at a time, in the same order everywhere, so that holds for every seq.
+//
+// Made by the world communicator when every rank of the job can open the same segment (one
+// host); the file is unlinked as soon as everyone has mapped it, so nothing is left behind.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "wire_header.hpp"
+
+namespace shardopt::ucx {
+
+class ShmArena {
+  public:
+    // Slot payload capacity; collectives whose per-rank input fits go through the arena.
+    static constexpr std::size_t kCapacity = 64 << 10;
+    // Above this many local ranks the all-read algorithms stop being latency-optimal.
+    static constexpr int kMaxRanks = 64;
+
+    // Creates (rank 0) a fresh, uniquely named segment for `ranks` ranks; throws on failure.
+    static std::string create_name();
+    ShmArena(const std::string &name, int ranks, int rank, bool create);
+    ~ShmArena();
+    ShmArena(const ShmArena &) = delete;
+    ShmArena &operator=(const ShmArena &) = delete;
+
+    // Removes the name (the mapping stays valid in every process that has it).
+    void unlink();
+
+    // Writes this rank's header (and `bytes` of payload) for collective `seq` and publishes it.
+    void publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes);
+    // True when `rank` has published `seq`; then header() and payload() are valid until the
+    // caller's next collective.
+    bool published(int rank, std::uint64_t seq) const;
+    const WireHeader &header(int rank, std::uint64_t seq) const { return slot(rank, seq).header; }
+    const unsigned char *payload(int rank, std::uint64_t seq) const { return slot(rank, seq).payload(); }
+
+    int ranks() const { return ranks_; }
+    static std::size_t bytes_for(int ranks);
+
+  private:
+    struct alignas(64) SlotHeader {
+        std::uint64_t published; // seq + 1 of the last collective written here (atomic)
+        WireHeader header;
+        const unsigned char *payload() const { return reinterpret_cast<const unsigned char *>(this + 1); }
+        unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
+    };
+    static constexpr std::size_t kSlotBytes = sizeof(SlotHeader) + kCapacity;
+
+    SlotHeader &slot(int rank, std::uint64_t seq) const {
+        return *reinterpret_cast<SlotHeader *>(base_ + (std::size_t(rank) * 2 + seq % 2) * kSlotBytes);
+    }
+
+    std::string name_;
+    int ranks_, rank_;
+    std::size_t bytes_;
+    unsigned char *base_ = nullptr;
+    bool linked_ = false;
+};
+
+// Whether this job may use a shared-memory arena: SHARDOPT_SHM=0 turns it off, and so does a
+// UCX_TLS that names no shared-memory transport (the user asked for the network only).
+bool shm_arena_allowed();
+
+} // namespace shardopt::ucx
