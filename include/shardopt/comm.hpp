@@ -28,7 +28,6 @@
 #include <functional>
 #include <memory>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -165,8 +164,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     int size_;
     Duration timeout_;
     mutable std::mutex history_mutex_;
-    std::deque<HistoryEntry> history_;
-    std::size_t history_base_ = 0; // id of history_.front()
+    // A ring of the last kHistory calls (no allocation per call): call id i is in slot i % kHistory.
+    HistoryEntry history_[kHistory] = {};
+    std::size_t history_next_ = 0; // id of the next call recorded
     std::uint64_t stream_seq_[3] = {0, 0, 0};
     bool fingerprint_checks_ = false;
     std::uint64_t fingerprint_ = 0;

@@ -187,28 +187,26 @@ std::size_t Communicator::record_start(const Call &call) {
     Call kept = call;
     kept.send = nullptr;
     kept.recv = nullptr;
-    history_.push_back(HistoryEntry{stream_seq_[stream]++, kept, 0});
-    if (history_.size() > kHistory) {
-        history_.pop_front();
-        ++history_base_;
-    }
-    return history_base_ + history_.size() - 1;
+    const std::size_t id = history_next_++;
+    history_[id % kHistory] = HistoryEntry{stream_seq_[stream]++, kept, 0};
+    return id;
 }
 
 void Communicator::record_end(std::size_t id, bool ok) {
     std::lock_guard<std::mutex> lock(history_mutex_);
-    if (id < history_base_) return; // already dropped from the ring
-    history_[id - history_base_].state = ok ? 1 : 2;
+    if (id + kHistory < history_next_) return; // already dropped from the ring
+    history_[id % kHistory].state = ok ? 1 : 2;
 }
 
 std::string Communicator::recent_calls() const {
     std::lock_guard<std::mutex> lock(history_mutex_);
     std::ostringstream out;
     out << "rank " << rank_ << " recent calls (oldest first):";
-    if (history_.empty()) out << " none";
+    if (history_next_ == 0) out << " none";
     static const char *const kStates[] = {"running", "ok", "failed"};
-    for (std::size_t i = 0; i < history_.size(); ++i) {
-        const auto &h = history_[i];
+    const std::size_t first = history_next_ > kHistory ? history_next_ - kHistory : 0;
+    for (std::size_t id = first, i = 0; id < history_next_; ++id, ++i) {
+        const auto &h = history_[id % kHistory];
         const char *stream = h.call.kind == CallKind::send ? "send " : h.call.kind == CallKind::recv ? "recv " : "";
         out << (i ? "; " : " ") << stream << "#" << h.seq << " " << describe(h.call) << " " << kStates[h.state];
     }

@@ -336,15 +336,17 @@ void Exchange::wait_headers() {
     if (arena_) {
         // Peers on this host publish within a few hundred nanoseconds of arriving: spin on
         // their slots without the worker lock first. When ranks outnumber cores, yield every
-        // poll so the peer we wait for gets the core; otherwise never (a yield costs more than
-        // the handoff). block() (timeouts, lost peers, abort notices) takes over after a while.
+        // poll so the peer we wait for gets the core; otherwise only once the peer is late
+        // (a yield costs more than the handoff, but a peer descheduled by some other process
+        // needs the core). block() (timeouts, lost peers, abort notices) takes over after a while.
         const bool share_cores = comm_.shares_cores();
+        constexpr unsigned kPureSpins = 2048;
         Clock::time_point until{};
         for (unsigned i = 1;; ++i) {
             poll_headers_locked();
             if (header_mismatch_) throw_mismatch();
             if (all_headers()) return;
-            if (share_cores)
+            if (share_cores || i > kPureSpins)
                 sched_yield();
             else
                 cpu_relax();

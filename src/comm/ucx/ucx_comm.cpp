@@ -297,7 +297,10 @@ void UcxComm::attach_shm_arena() {
     CPU_ZERO(&cpus);
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : int(online > 0 ? online : 1);
-    shares_cores_ = size() > usable;
+    // A rank pinned to one CPU was placed by its launcher (shardopt-run --bind core, mpirun):
+    // trust that placement. Otherwise ranks share this process's CPUs.
+    shares_cores_ = usable > 1 && size() > usable;
+    if (const char *v = std::getenv("SHARDOPT_SHM_YIELD")) shares_cores_ = v[0] == '1';
 }
 
 CommunicatorPtr UcxComm::run_split(int color, int key) {
