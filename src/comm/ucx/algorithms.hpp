@@ -35,6 +35,11 @@ void shm_collective(Exchange &ex);
 bool shm_fits(const Call &call, int n, std::size_t capacity);
 const void *shm_payload(const Call &call, int rank, int n, std::size_t &bytes);
 
+// Larger collectives among ranks sharing a host: each rank copies straight out of its peers'
+// buffers (process_vm_readv) at the addresses they published in the arena.
+bool cma_applicable(const Call &call);
+void cma_collective(Exchange &ex);
+
 // --- shared by the ring algorithms (ring.cpp) ----------------------------------------------
 // `count` elements cut into n contiguous segments as evenly as possible.
 struct Segments {

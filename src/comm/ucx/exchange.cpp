@@ -74,7 +74,7 @@ Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint
     mine.fingerprint = comm.history_fingerprint();
     header_checked_[rank_] = true;
     if (arena_) {
-        arena_->publish(seq, mine, payload, payload_bytes);
+        arena_->publish(seq, mine, payload, payload_bytes, call.send, call.recv);
         return;
     }
     Worker &w = comm_.worker();
@@ -332,34 +332,60 @@ inline void cpu_relax() {
 }
 } // namespace
 
-void Exchange::wait_headers() {
-    if (arena_) {
-        // Peers on this host publish within a few hundred nanoseconds of arriving: spin on
-        // their slots without the worker lock first. When ranks outnumber cores, yield every
-        // poll so the peer we wait for gets the core; otherwise only once the peer is late
-        // (a yield costs more than the handoff, but a peer descheduled by some other process
-        // needs the core). block() (timeouts, lost peers, abort notices) takes over after a while.
-        const bool share_cores = comm_.shares_cores();
-        constexpr unsigned kPureSpins = 2048;
-        Clock::time_point until{};
-        for (unsigned i = 1;; ++i) {
-            poll_headers_locked();
-            if (header_mismatch_) throw_mismatch();
-            if (all_headers()) return;
-            if (share_cores || i > kPureSpins)
-                sched_yield();
-            else
-                cpu_relax();
-            if (i % 256 == 0) { // the clock costs tens of nanoseconds: read it rarely
-                const auto now = Clock::now();
-                if (until == Clock::time_point{})
-                    until = now + comm_.spin_time();
-                else if (now >= until)
-                    break;
-            }
+bool Exchange::spin(const std::function<bool()> &ready) {
+    // Peers on this host answer within a few hundred nanoseconds: spin without the worker lock
+    // first. When ranks outnumber cores, yield every poll so the peer we wait for gets the core;
+    // otherwise only once the peer is late (a yield costs more than the handoff, but a peer
+    // descheduled by some other process needs the core). False when the spin ran out: the
+    // caller then blocks (timeouts, lost peers and abort notices are checked there).
+    const bool share_cores = comm_.shares_cores();
+    constexpr unsigned kPureSpins = 2048;
+    Clock::time_point until{};
+    for (unsigned i = 1;; ++i) {
+        if (ready()) return true;
+        if (share_cores || i > kPureSpins)
+            sched_yield();
+        else
+            cpu_relax();
+        if (i % 256 == 0) { // the clock costs tens of nanoseconds: read it rarely
+            const auto now = Clock::now();
+            if (until == Clock::time_point{})
+                until = now + comm_.spin_time();
+            else if (now >= until)
+                return false;
         }
     }
+}
+
+void Exchange::wait_headers() {
+    if (arena_ && spin([&] {
+            poll_headers_locked();
+            return header_mismatch_ || all_headers();
+        })) {
+        if (header_mismatch_) throw_mismatch();
+        return;
+    }
     block_until([&] { return all_headers(); });
+}
+
+void Exchange::wait_for_peer(int peer, const std::function<bool()> &ready) {
+    if (spin(ready)) return;
+    // Nothing wakes the worker's event fd when a peer's counter moves: keep polling, yielding
+    // the core each time, with the communicator's checks (lost peer, abort, deadline) every
+    // few hundred polls.
+    start_clock();
+    Clock::time_point lost_grace{};
+    const auto waiting_on = [&](int p) { return p == peer; };
+    const auto text = [&] {
+        return describe(call_) + " (collective #" + std::to_string(seq_) + ") timed out after " +
+               std::to_string(ms_since(start_)) + " ms on rank " + std::to_string(rank_) +
+               ": every rank arrived, but rank " + std::to_string(peer) + " made no progress";
+    };
+    for (unsigned i = 0;; ++i) {
+        if (ready()) return;
+        if (i % 256 == 0 && comm_.poll_once(ready, deadline_, waiting_on, text, lost_grace)) return;
+        sched_yield();
+    }
 }
 
 void Exchange::finish() {

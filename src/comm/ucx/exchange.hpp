@@ -62,6 +62,9 @@ class Exchange {
     // Waits for every header (and verifies them); spins briefly first when they come through
     // the arena.
     void wait_headers();
+    // Waits (spin, then block with the collective's deadline) until ready() holds; a lost
+    // `peer` fails the wait. For algorithms that watch a peer's progress in the arena.
+    void wait_for_peer(int peer, const std::function<bool()> &ready);
     // Waits for every data request and every header (and verifies them).
     void finish();
     ShmArena *arena() const { return arena_; }
@@ -78,6 +81,7 @@ class Exchange {
     std::string timeout_text() const;
     void block_until(const std::function<bool()> &pred);
     void start_clock(); // sets start_ and deadline_ on first use
+    bool spin(const std::function<bool()> &ready);
 
     UcxComm &comm_;
     ShmArena *arena_;

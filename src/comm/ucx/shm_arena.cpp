@@ -25,7 +25,7 @@ std::string ShmArena::create_name() {
 }
 
 ShmArena::ShmArena(const std::string &name, int ranks, int rank, bool create)
-    : name_(name), ranks_(ranks), rank_(rank), bytes_(bytes_for(ranks)) {
+    : name_(name), ranks_(ranks), rank_(rank), pid_(std::uint64_t(getpid())), bytes_(bytes_for(ranks)) {
     const int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : shm_open(name.c_str(), O_RDWR, 0);
     if (fd < 0)
         throw Error(ErrorCode::unsupported, "shm arena: cannot open " + name + ": " + std::strerror(errno));
@@ -53,11 +53,29 @@ void ShmArena::unlink() {
     linked_ = false;
 }
 
-void ShmArena::publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes) {
+void ShmArena::publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes,
+                       const void *send, const void *recv) {
     SlotHeader &s = slot(rank_, seq);
     if (bytes) std::memcpy(s.payload(), payload, bytes);
     s.header = header;
+    s.buffers = Buffers{pid_, std::uint64_t(reinterpret_cast<std::uintptr_t>(send)),
+                        std::uint64_t(reinterpret_cast<std::uintptr_t>(recv))};
+    __atomic_store_n(&s.progress, 0, __ATOMIC_RELAXED); // ordered by the release below
     __atomic_store_n(&s.published, seq + 1, __ATOMIC_RELEASE);
+}
+
+void ShmArena::set_progress(std::uint64_t seq, std::uint64_t value) {
+    __atomic_store_n(&slot(rank_, seq).progress, value, __ATOMIC_RELEASE);
+}
+
+std::uint64_t ShmArena::progress(int rank, std::uint64_t seq) const {
+    return __atomic_load_n(&slot(rank, seq).progress, __ATOMIC_ACQUIRE);
+}
+
+void ShmArena::set_finished(std::uint64_t seq) { __atomic_store_n(&slot(rank_, seq).finished, seq + 1, __ATOMIC_RELEASE); }
+
+bool ShmArena::finished(int rank, std::uint64_t seq) const {
+    return __atomic_load_n(&slot(rank, seq).finished, __ATOMIC_ACQUIRE) == seq + 1;
 }
 
 bool ShmArena::published(int rank, std::uint64_t seq) const {

@@ -40,13 +40,29 @@ class ShmArena {
     // Removes the name (the mapping stays valid in every process that has it).
     void unlink();
 
-    // Writes this rank's header (and `bytes` of payload) for collective `seq` and publishes it.
-    void publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes);
+    // Where a rank's buffers of one collective are, for peers that copy straight out of them
+    // (cma_collective.cpp: process_vm_readv).
+    struct Buffers {
+        std::uint64_t pid = 0, send = 0, recv = 0;
+    };
+
+    // Writes this rank's header (and `bytes` of payload, and its buffers) for collective `seq`
+    // and publishes it; its progress counter for `seq` starts at 0.
+    void publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes,
+                 const void *send = nullptr, const void *recv = nullptr);
     // True when `rank` has published `seq`; then header() and payload() are valid until the
     // caller's next collective.
     bool published(int rank, std::uint64_t seq) const;
     const WireHeader &header(int rank, std::uint64_t seq) const { return slot(rank, seq).header; }
     const unsigned char *payload(int rank, std::uint64_t seq) const { return slot(rank, seq).payload(); }
+    const Buffers &buffers(int rank, std::uint64_t seq) const { return slot(rank, seq).buffers; }
+
+    // Per-collective progress of this rank (how much of its own part is done), and the mark
+    // that it has finished reading its peers' buffers; both release, read with acquire.
+    void set_progress(std::uint64_t seq, std::uint64_t value);
+    std::uint64_t progress(int rank, std::uint64_t seq) const;
+    void set_finished(std::uint64_t seq);
+    bool finished(int rank, std::uint64_t seq) const;
 
     int ranks() const { return ranks_; }
     static std::size_t bytes_for(int ranks);
@@ -55,6 +71,9 @@ class ShmArena {
     struct alignas(64) SlotHeader {
         std::uint64_t published; // seq + 1 of the last collective written here (atomic)
         WireHeader header;
+        Buffers buffers;
+        alignas(64) std::uint64_t progress; // own lines: peers poll them while this rank works
+        alignas(64) std::uint64_t finished; // seq + 1 once done with the peers' buffers
         const unsigned char *payload() const { return reinterpret_cast<const unsigned char *>(this + 1); }
         unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
     };
@@ -66,6 +85,7 @@ class ShmArena {
 
     std::string name_;
     int ranks_, rank_;
+    std::uint64_t pid_;
     std::size_t bytes_;
     unsigned char *base_ = nullptr;
     bool linked_ = false;

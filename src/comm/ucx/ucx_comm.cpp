@@ -1,6 +1,7 @@
 #include "ucx_comm.hpp"
 
 #include <sched.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,7 @@ const Tuning &Tuning::get() {
         x.chunk_bytes = env_size("SHARDOPT_UCX_CHUNK_BYTES", x.chunk_bytes);
         x.recv_slots = env_size("SHARDOPT_UCX_RECV_SLOTS", x.recv_slots);
         x.spin = std::chrono::microseconds(env_size("SHARDOPT_UCX_SPIN_US", std::size_t(x.spin.count())));
+        if (const char *v = std::getenv("SHARDOPT_CMA")) x.cma = !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
         return x;
     }();
     return t;
@@ -89,40 +91,43 @@ void UcxComm::poll_notice_locked() {
                                notice_request_.received - 4);
 }
 
-void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadline,
-                    const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text) {
-    const auto spin = Tuning::get().spin;
-    auto spin_until = Clock::now() + spin;
+bool UcxComm::poll_once(const std::function<bool()> &pred, Clock::time_point deadline,
+                        const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text,
+                        Clock::time_point &lost_grace) {
+    bool noticed = false;
+    const bool done = worker_->progress_and_check([&] {
+        poll_notice_locked();
+        noticed = notice_seen_;
+        return pred();
+    });
+    if (done) return true;
+    if (noticed) throw Error(notice_code_, notice_text_);
     // A peer found gone (out of band) may still have data on its way here that it sent before
     // leaving: keep progressing a little before failing the wait.
+    for (int p = 0; p < size(); ++p)
+        if (p != rank() && worker_->lost(world_ranks_[p]) && waiting_on(p)) {
+            if (lost_grace == Clock::time_point{}) lost_grace = Clock::now() + std::chrono::milliseconds(20);
+            if (Clock::now() < lost_grace) return false;
+            throw Error(ErrorCode::peer_lost, "rank " + std::to_string(p) + " was lost (" +
+                                                  worker_->lost_reason(world_ranks_[p]) + ") while rank " +
+                                                  std::to_string(rank()) + " waited on it");
+        }
+    {
+        const std::string reason = abort_reason();
+        if (!reason.empty()) throw Error(ErrorCode::invalid_state, "communicator aborted: " + reason);
+    }
+    if (Clock::now() >= deadline) throw Error(ErrorCode::timeout, timeout_text());
+    return false;
+}
+
+void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadline,
+                    const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text) {
+    const auto spin_until = Clock::now() + Tuning::get().spin;
     Clock::time_point lost_grace{};
     for (;;) {
-        bool noticed = false;
-        const bool done = worker_->progress_and_check([&] {
-            poll_notice_locked();
-            noticed = notice_seen_;
-            return pred();
-        });
-        if (done) return;
-        if (noticed) throw Error(notice_code_, notice_text_);
-        bool in_grace = false;
-        for (int p = 0; p < size() && !in_grace; ++p)
-            if (p != rank() && worker_->lost(world_ranks_[p]) && waiting_on(p)) {
-                if (lost_grace == Clock::time_point{}) lost_grace = Clock::now() + std::chrono::milliseconds(20);
-                in_grace = Clock::now() < lost_grace;
-                if (in_grace) break;
-                throw Error(ErrorCode::peer_lost, "rank " + std::to_string(p) + " was lost (" +
-                                                      worker_->lost_reason(world_ranks_[p]) + ") while rank " +
-                                                      std::to_string(rank()) + " waited on it");
-            }
-        if (in_grace) continue;
-        {
-            const std::string reason = abort_reason();
-            if (!reason.empty()) throw Error(ErrorCode::invalid_state, "communicator aborted: " + reason);
-        }
-        const auto now = Clock::now();
-        if (now >= deadline) throw Error(ErrorCode::timeout, timeout_text());
-        if (now >= spin_until)
+        if (poll_once(pred, deadline, waiting_on, timeout_text, lost_grace)) return;
+        if (lost_grace != Clock::time_point{} && Clock::now() < lost_grace) continue;
+        if (Clock::now() >= spin_until)
             worker_->idle_wait(deadline);
         else
             sched_yield(); // spinning: let a peer sharing this core run (oversubscribed hosts)
@@ -221,12 +226,15 @@ void UcxComm::run_collective(const Call &call) {
     std::size_t payload_bytes = 0;
     const void *payload = nullptr;
     const bool in_arena = arena_ && shm_fits(call, size(), ShmArena::kCapacity);
+    const bool by_cma = arena_ && cma_ && !in_arena && cma_applicable(call);
     if (in_arena) payload = shm_payload(call, rank(), size(), payload_bytes);
     Exchange ex(*this, call, seq, 0, payload, payload_bytes);
     if (size() == 1) {
         local_collective(ex);
     } else if (in_arena) {
         shm_collective(ex);
+    } else if (by_cma) {
+        cma_collective(ex);
     } else {
         const std::size_t bytes = call.count * dtype_size(call.dtype);
         const bool small = bytes <= Tuning::get().small_bytes;
@@ -253,46 +261,71 @@ void UcxComm::run_collective(const Call &call) {
     ex.finish();
 }
 
+namespace {
+// What rank 0 tells the others when setting up the arena: the segment's name, and a value in
+// its memory for them to read with process_vm_readv (whether single-copy reads are allowed).
+struct ArenaOffer {
+    char name[64];
+    std::uint64_t pid, probe_addr, probe_value;
+};
+const std::uint64_t kCmaProbe = 0x73686172646f7074ull; // "shardopt"
+} // namespace
+
 void UcxComm::attach_shm_arena() {
     if (size() == 1) return;
     // Rank 0 makes the segment and broadcasts its name; everyone maps it and they agree (min)
     // on whether all did. Ranks on other hosts cannot open the name, so a job spanning hosts
     // never uses it. Rank 0 unlinks the name once everyone has voted (mapped or failed).
-    char name[64] = {};
+    ArenaOffer offer{};
     std::unique_ptr<ShmArena> arena;
     const bool allowed = shm_arena_allowed() && size() <= ShmArena::kMaxRanks;
     if (rank() == 0 && allowed) {
         try {
             const std::string n = ShmArena::create_name();
             arena = std::make_unique<ShmArena>(n, size(), 0, true);
-            std::snprintf(name, sizeof name, "%s", n.c_str());
+            std::snprintf(offer.name, sizeof offer.name, "%s", n.c_str());
+            offer.pid = std::uint64_t(getpid());
+            offer.probe_addr = std::uint64_t(reinterpret_cast<std::uintptr_t>(&kCmaProbe));
+            offer.probe_value = kCmaProbe;
         } catch (const Error &) {
         }
     }
     Call bcast;
     bcast.kind = CallKind::broadcast;
-    bcast.send = bcast.recv = name;
-    bcast.count = sizeof name;
+    bcast.send = bcast.recv = &offer;
+    bcast.count = sizeof offer;
     bcast.dtype = DType::u8;
     run_collective(bcast);
-    name[sizeof name - 1] = '\0';
-    if (rank() != 0 && allowed && name[0]) {
-        try {
-            arena = std::make_unique<ShmArena>(name, size(), rank(), false);
-        } catch (const Error &) {
+    offer.name[sizeof offer.name - 1] = '\0';
+    std::int32_t votes[2] = {0, 0}; // arena mapped, rank 0's memory readable
+    if (allowed && offer.name[0]) {
+        if (rank() != 0) {
+            try {
+                arena = std::make_unique<ShmArena>(offer.name, size(), rank(), false);
+            } catch (const Error &) {
+            }
+            std::uint64_t seen = 0;
+            iovec l{&seen, sizeof seen};
+            iovec r{reinterpret_cast<void *>(static_cast<std::uintptr_t>(offer.probe_addr)), sizeof seen};
+            votes[1] = process_vm_readv(pid_t(offer.pid), &l, 1, &r, 1, 0) == ssize_t(sizeof seen) &&
+                       seen == offer.probe_value;
+        } else {
+            votes[1] = 1;
         }
+        votes[0] = arena ? 1 : 0;
+        if (!Tuning::get().cma) votes[1] = 0;
     }
-    std::int32_t ok = arena ? 1 : 0;
     Call vote;
     vote.kind = CallKind::allreduce;
-    vote.send = vote.recv = &ok;
-    vote.count = 1;
+    vote.send = vote.recv = votes;
+    vote.count = 2;
     vote.dtype = DType::i32;
     vote.op = ReduceOp::min;
     run_collective(vote);
     if (arena) arena->unlink();
-    if (ok != 1) return;
+    if (votes[0] != 1) return;
     arena_ = std::move(arena);
+    cma_ = votes[1] == 1;
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
     const long online = sysconf(_SC_NPROCESSORS_ONLN);

@@ -28,6 +28,7 @@ struct Tuning {
     std::size_t chunk_bytes = 1 << 20;       // pipeline chunk of ring and tree algorithms
     std::size_t recv_slots = 4;              // ring reduce-scatter: chunks received ahead
     std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
+    bool cma = true;                         // ranks on one host copy from each other's buffers
     static const Tuning &get();
 };
 
@@ -61,6 +62,12 @@ class UcxComm final : public Communicator {
     void block(const std::function<bool()> &pred, Clock::time_point deadline,
                const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text);
 
+    // One round of block()'s checks without waiting: true when pred() holds; throws as block()
+    // does. For waits on something UCX does not signal (a peer's progress in the arena).
+    bool poll_once(const std::function<bool()> &pred, Clock::time_point deadline,
+                   const std::function<bool(int)> &waiting_on, const std::function<std::string()> &timeout_text,
+                   Clock::time_point &lost_grace);
+
   protected:
     void run(const Call &call) override;
     CommunicatorPtr run_split(int color, int key) override;
@@ -80,6 +87,7 @@ class UcxComm final : public Communicator {
     std::unique_ptr<ShmArena> arena_;
     std::unique_ptr<ExchangeStorage> exchange_storage_;
     bool shares_cores_ = false;
+    bool cma_ = false; // every rank can process_vm_readv every other (agreed at attach)
 
     // Abort notices from other ranks: one receive posted for the communicator's lifetime.
     std::mutex notice_mutex_;
