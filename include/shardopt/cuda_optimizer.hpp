@@ -20,7 +20,8 @@
 //   3. the update (LAMB: moments and per-tensor norms, trust ratios, then the parameters),
 //      which reads the gradient as grad * (1 / loss_scale) * clip and does nothing on a skip.
 //
-// Built without CUDA, or with no usable device, create() throws Error(unsupported).
+// One thread drives an optimizer at a time (like shardopt::Optimizer). Built without CUDA, or
+// with no usable device, create() throws Error(unsupported).
 #pragma once
 
 #include <cstddef>

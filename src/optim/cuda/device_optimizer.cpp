@@ -88,6 +88,7 @@ class CudaOptimizer final : public DeviceOptimizer {
                   Stream stream);
     ~CudaOptimizer() override;
 
+    using DeviceOptimizer::step;
     void step(const void *const *grads, std::size_t grad_count, Stream stream) override;
     void set_lr(double lr) override;
     const DeviceOptimizerOptions &options() const noexcept override { return options_; }
