@@ -357,11 +357,42 @@ bool Exchange::spin(const std::function<bool()> &ready) {
     }
 }
 
+void Exchange::wait_in_arena(const std::function<int()> &awaited, const std::function<bool()> &ready,
+                             const std::function<bool(int)> &waiting_on, const std::function<std::string()> &text) {
+    if (spin(ready)) return;
+    // Longer waits sleep on the awaited rank's bell (a futex in the arena, rung by each of its
+    // publishes), in slices short enough for the communicator's checks (lost peer, abort
+    // notice, deadline) to run between them.
+    start_clock();
+    Clock::time_point lost_grace{};
+    for (;;) {
+        if (comm_.poll_once(ready, deadline_, waiting_on, text, lost_grace)) return;
+        arena_->sleep_unless(awaited(), ready, std::chrono::milliseconds(1));
+        if (ready()) return;
+    }
+}
+
 void Exchange::wait_headers() {
-    if (arena_ && spin([&] {
+    if (arena_) {
+        // The common case of a latency-bound loop: the peers' headers land within a few hundred
+        // nanoseconds. Poll for that long inline before the general wait.
+        if (!comm_.shares_cores())
+            for (int i = 0; i < 32; ++i) {
+                poll_headers_locked();
+                if (header_mismatch_) throw_mismatch();
+                if (all_headers()) return;
+                cpu_relax();
+            }
+        const auto ready = [&] {
             poll_headers_locked();
             return header_mismatch_ || all_headers();
-        })) {
+        };
+        const auto first_missing = [&] {
+            for (int p = 0; p < size_; ++p)
+                if (!header_checked_[p]) return p;
+            return rank_;
+        };
+        wait_in_arena(first_missing, ready, [&](int p) { return !header_checked_[p]; }, [&] { return timeout_text(); });
         if (header_mismatch_) throw_mismatch();
         return;
     }
@@ -369,23 +400,12 @@ void Exchange::wait_headers() {
 }
 
 void Exchange::wait_for_peer(int peer, const std::function<bool()> &ready) {
-    if (spin(ready)) return;
-    // Nothing wakes the worker's event fd when a peer's counter moves: keep polling, yielding
-    // the core each time, with the communicator's checks (lost peer, abort, deadline) every
-    // few hundred polls.
-    start_clock();
-    Clock::time_point lost_grace{};
-    const auto waiting_on = [&](int p) { return p == peer; };
-    const auto text = [&] {
-        return describe(call_) + " (collective #" + std::to_string(seq_) + ") timed out after " +
-               std::to_string(ms_since(start_)) + " ms on rank " + std::to_string(rank_) +
-               ": every rank arrived, but rank " + std::to_string(peer) + " made no progress";
-    };
-    for (unsigned i = 0;; ++i) {
-        if (ready()) return;
-        if (i % 256 == 0 && comm_.poll_once(ready, deadline_, waiting_on, text, lost_grace)) return;
-        sched_yield();
-    }
+    wait_in_arena([peer] { return peer; }, ready, [peer](int p) { return p == peer; },
+                  [&] {
+                      return describe(call_) + " (collective #" + std::to_string(seq_) + ") timed out after " +
+                             std::to_string(ms_since(start_)) + " ms on rank " + std::to_string(rank_) +
+                             ": every rank arrived, but rank " + std::to_string(peer) + " made no progress";
+                  });
 }
 
 void Exchange::finish() {

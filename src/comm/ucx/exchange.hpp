@@ -82,6 +82,9 @@ class Exchange {
     void block_until(const std::function<bool()> &pred);
     void start_clock(); // sets start_ and deadline_ on first use
     bool spin(const std::function<bool()> &ready);
+    // Arena waits: spin, then sleep on the bell of the rank awaited() names until ready().
+    void wait_in_arena(const std::function<int()> &awaited, const std::function<bool()> &ready,
+                       const std::function<bool(int)> &waiting_on, const std::function<std::string()> &text);
 
     UcxComm &comm_;
     ShmArena *arena_;

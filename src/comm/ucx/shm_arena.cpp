@@ -1,11 +1,14 @@
 #include "shm_arena.hpp"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +18,7 @@
 
 namespace shardopt::ucx {
 
-std::size_t ShmArena::bytes_for(int ranks) { return std::size_t(ranks) * 2 * kSlotBytes; }
+std::size_t ShmArena::bytes_for(int ranks) { return std::size_t(ranks) * (sizeof(Bell) + 2 * kSlotBytes); }
 
 std::string ShmArena::create_name() {
     std::random_device rd;
@@ -62,24 +65,51 @@ void ShmArena::publish(std::uint64_t seq, const WireHeader &header, const void *
                         std::uint64_t(reinterpret_cast<std::uintptr_t>(recv))};
     __atomic_store_n(&s.progress, 0, __ATOMIC_RELAXED); // ordered by the release below
     __atomic_store_n(&s.published, seq + 1, __ATOMIC_RELEASE);
+    ring();
 }
 
 void ShmArena::set_progress(std::uint64_t seq, std::uint64_t value) {
     __atomic_store_n(&slot(rank_, seq).progress, value, __ATOMIC_RELEASE);
+    ring();
 }
 
 std::uint64_t ShmArena::progress(int rank, std::uint64_t seq) const {
     return __atomic_load_n(&slot(rank, seq).progress, __ATOMIC_ACQUIRE);
 }
 
-void ShmArena::set_finished(std::uint64_t seq) { __atomic_store_n(&slot(rank_, seq).finished, seq + 1, __ATOMIC_RELEASE); }
+void ShmArena::set_finished(std::uint64_t seq) {
+    __atomic_store_n(&slot(rank_, seq).finished, seq + 1, __ATOMIC_RELEASE);
+    ring();
+}
 
-bool ShmArena::finished(int rank, std::uint64_t seq) const {
-    return __atomic_load_n(&slot(rank, seq).finished, __ATOMIC_ACQUIRE) == seq + 1;
+// The sleeper registers, then reads the bell and re-checks; the ringer bumps the bell, then
+// reads the sleeper count (both sequentially consistent): either the ringer sees the sleeper
+// and wakes it, or the sleeper sees the new bell value and does not sleep.
+void ShmArena::ring() {
+    Bell &b = bell_of(rank_);
+    __atomic_add_fetch(&b.count, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&b.sleepers, __ATOMIC_SEQ_CST) != 0)
+        syscall(SYS_futex, &b.count, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void ShmArena::sleep_unless(int rank, const std::function<bool()> &ready, std::chrono::microseconds max) const {
+    Bell &b = bell_of(rank);
+    __atomic_add_fetch(&b.sleepers, 1, __ATOMIC_SEQ_CST); // registered before the re-check
+    const std::uint32_t seen = __atomic_load_n(&b.count, __ATOMIC_SEQ_CST);
+    if (!ready()) {
+        const long long us = max.count();
+        timespec ts{time_t(us / 1000000), long(us % 1000000) * 1000};
+        syscall(SYS_futex, &b.count, FUTEX_WAIT, seen, &ts, nullptr, 0); // shared: not FUTEX_PRIVATE
+    }
+    __atomic_sub_fetch(&b.sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
 bool ShmArena::published(int rank, std::uint64_t seq) const {
     return __atomic_load_n(&slot(rank, seq).published, __ATOMIC_ACQUIRE) == seq + 1;
+}
+
+bool ShmArena::finished(int rank, std::uint64_t seq) const {
+    return __atomic_load_n(&slot(rank, seq).finished, __ATOMIC_ACQUIRE) == seq + 1;
 }
 
 bool shm_arena_allowed() {

@@ -15,8 +15,10 @@
 // host); the file is unlinked as soon as everyone has mapped it, so nothing is left behind.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "wire_header.hpp"
@@ -64,6 +66,11 @@ class ShmArena {
     void set_finished(std::uint64_t seq);
     bool finished(int rank, std::uint64_t seq) const;
 
+    // Sleeping waits: every publish, progress or finish of a rank rings its bell (a futex word),
+    // waking ranks that sleep on it. Sleeps on `rank`'s bell unless ready() holds; returns when
+    // it rang or after `max`.
+    void sleep_unless(int rank, const std::function<bool()> &ready, std::chrono::microseconds max) const;
+
     int ranks() const { return ranks_; }
     static std::size_t bytes_for(int ranks);
 
@@ -78,10 +85,18 @@ class ShmArena {
         unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
     };
     static constexpr std::size_t kSlotBytes = sizeof(SlotHeader) + kCapacity;
+    // One line per rank ahead of the slots: its bell and how many ranks sleep on it.
+    struct alignas(64) Bell {
+        std::uint32_t count;
+        std::uint32_t sleepers;
+    };
 
+    Bell &bell_of(int rank) const { return reinterpret_cast<Bell *>(base_)[rank]; }
     SlotHeader &slot(int rank, std::uint64_t seq) const {
-        return *reinterpret_cast<SlotHeader *>(base_ + (std::size_t(rank) * 2 + seq % 2) * kSlotBytes);
+        return *reinterpret_cast<SlotHeader *>(base_ + std::size_t(ranks_) * sizeof(Bell) +
+                                               (std::size_t(rank) * 2 + seq % 2) * kSlotBytes);
     }
+    void ring();
 
     std::string name_;
     int ranks_, rank_;
