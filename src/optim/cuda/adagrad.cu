@@ -47,21 +47,6 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 } // namespace
 
-void launch_adagrad(const ChunkLaunch &launch) {
-    with_param_type(launch.dtype, [&](auto *tag) {
-        using P = std::remove_pointer_t<decltype(tag)>;
-        adagrad_kernel<P><<<launch.chunk_count, kBlockThreads, 0, launch.stream>>>(launch.tensors, launch.chunks,
-                                                                                   launch.scalars, launch.flags);
-    });
-    check_launch("adagrad_kernel");
-}
-
-void preload_adagrad(DType dtype) {
-    with_param_type(dtype, [&](auto *tag) {
-        using P = std::remove_pointer_t<decltype(tag)>;
-        cudaFuncAttributes attributes{};
-        check(cudaFuncGetAttributes(&attributes, adagrad_kernel<P>), "loading adagrad_kernel");
-    });
-}
+SHARDOPT_RULE_ENTRY_POINTS(adagrad, adagrad_kernel)
 
 } // namespace shardopt::cuda::detail

@@ -23,4 +23,24 @@ template <class F> void with_param_type(DType dtype, F &&f) {
     throw Error(ErrorCode::internal, std::string("CUDA kernels have no ") + dtype_name(dtype) + " variant");
 }
 
+// The host entry points of an element-wise rule kernel template `kernel<P>(tensors, chunks,
+// scalars, flags)`: launch_<name> (one launch over every chunk) and preload_<name> (load the
+// kernel now, so CUDA's lazy loading cannot block the first step).
+#define SHARDOPT_RULE_ENTRY_POINTS(name, kernel)                                                          \
+    void launch_##name(const ChunkLaunch &launch) {                                                        \
+        with_param_type(launch.dtype, [&](auto *tag) {                                                     \
+            using P = std::remove_pointer_t<decltype(tag)>;                                                \
+            kernel<P><<<launch.chunk_count, kBlockThreads, 0, launch.stream>>>(launch.tensors, launch.chunks, \
+                                                                               launch.scalars, launch.flags); \
+        });                                                                                                \
+        check_launch(#kernel);                                                                             \
+    }                                                                                                      \
+    void preload_##name(DType dtype) {                                                                     \
+        with_param_type(dtype, [&](auto *tag) {                                                            \
+            using P = std::remove_pointer_t<decltype(tag)>;                                                \
+            cudaFuncAttributes attributes{};                                                               \
+            check(cudaFuncGetAttributes(&attributes, kernel<P>), "loading " #kernel);                      \
+        });                                                                                                \
+    }
+
 } // namespace shardopt::cuda::detail

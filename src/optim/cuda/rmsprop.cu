@@ -65,21 +65,6 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 } // namespace
 
-void launch_rmsprop(const ChunkLaunch &launch) {
-    with_param_type(launch.dtype, [&](auto *tag) {
-        using P = std::remove_pointer_t<decltype(tag)>;
-        rmsprop_kernel<P><<<launch.chunk_count, kBlockThreads, 0, launch.stream>>>(launch.tensors, launch.chunks,
-                                                                                   launch.scalars, launch.flags);
-    });
-    check_launch("rmsprop_kernel");
-}
-
-void preload_rmsprop(DType dtype) {
-    with_param_type(dtype, [&](auto *tag) {
-        using P = std::remove_pointer_t<decltype(tag)>;
-        cudaFuncAttributes attributes{};
-        check(cudaFuncGetAttributes(&attributes, rmsprop_kernel<P>), "loading rmsprop_kernel");
-    });
-}
+SHARDOPT_RULE_ENTRY_POINTS(rmsprop, rmsprop_kernel)
 
 } // namespace shardopt::cuda::detail

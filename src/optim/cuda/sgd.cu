@@ -53,21 +53,6 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 } // namespace
 
-void launch_sgd(const ChunkLaunch &launch) {
-    with_param_type(launch.dtype, [&](auto *tag) {
-        using P = std::remove_pointer_t<decltype(tag)>;
-        sgd_kernel<P><<<launch.chunk_count, kBlockThreads, 0, launch.stream>>>(launch.tensors, launch.chunks,
-                                                                               launch.scalars, launch.flags);
-    });
-    check_launch("sgd_kernel");
-}
-
-void preload_sgd(DType dtype) {
-    with_param_type(dtype, [&](auto *tag) {
-        using P = std::remove_pointer_t<decltype(tag)>;
-        cudaFuncAttributes attributes{};
-        check(cudaFuncGetAttributes(&attributes, sgd_kernel<P>), "loading sgd_kernel");
-    });
-}
+SHARDOPT_RULE_ENTRY_POINTS(sgd, sgd_kernel)
 
 } // namespace shardopt::cuda::detail
