@@ -41,11 +41,13 @@ void read_from(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t
         if (got <= 0) {
             const int err = got < 0 ? errno : EIO;
             if (err == EINTR) continue;
+            // ESRCH: the process is gone; EFAULT: it left the collective (failed, or is exiting)
+            // and its buffer went with it. Either way the peer, not this rank, failed.
             const std::string what = describe(ex.call()) + " on rank " + std::to_string(ex.rank()) +
                                      ": reading rank " + std::to_string(peer) + "'s buffer failed (" +
-                                     std::strerror(err) + ")";
-            throw Error(err == ESRCH ? ErrorCode::peer_lost : ErrorCode::internal,
-                        err == ESRCH ? what + ": rank " + std::to_string(peer) + " was lost" : what);
+                                     std::strerror(err) + "): rank " + std::to_string(peer) +
+                                     (err == ESRCH ? " was lost" : " left the collective");
+            ex.fail_from_peer(peer, err == ESRCH || err == EFAULT ? ErrorCode::peer_lost : ErrorCode::internal, what);
         }
         dst += got;
         remote += std::uint64_t(got);

@@ -399,6 +399,20 @@ void Exchange::wait_headers() {
     block_until([&] { return all_headers(); });
 }
 
+void Exchange::fail_from_peer(int peer, ErrorCode code, const std::string &what) {
+    // A transfer from `peer` failed: that peer is gone or abandoned the collective. Report the
+    // root cause when it is known shortly (another rank's abort notice, or the liveness
+    // channel's word on the peer), else `what`.
+    start_clock();
+    const auto until = std::min(deadline_, Clock::now() + std::chrono::seconds(1));
+    try {
+        comm_.block([] { return false; }, until, [&](int p) { return p == peer; }, [] { return std::string(); });
+    } catch (const Error &e) {
+        if (e.code() != ErrorCode::timeout) throw;
+    }
+    throw Error(code, what);
+}
+
 void Exchange::wait_for_peer(int peer, const std::function<bool()> &ready) {
     wait_in_arena([peer] { return peer; }, ready, [peer](int p) { return p == peer; },
                   [&] {

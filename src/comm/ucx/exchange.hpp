@@ -65,6 +65,9 @@ class Exchange {
     // Waits (spin, then block with the collective's deadline) until ready() holds; a lost
     // `peer` fails the wait. For algorithms that watch a peer's progress in the arena.
     void wait_for_peer(int peer, const std::function<bool()> &ready);
+    // After a failed transfer from `peer`: waits briefly for the root cause (an abort notice,
+    // the peer found lost) and throws it, else throws Error(code, what).
+    [[noreturn]] void fail_from_peer(int peer, ErrorCode code, const std::string &what);
     // Waits for every data request and every header (and verifies them).
     void finish();
     ShmArena *arena() const { return arena_; }

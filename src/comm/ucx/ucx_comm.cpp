@@ -276,6 +276,7 @@ void UcxComm::attach_shm_arena() {
     // Rank 0 makes the segment and broadcasts its name; everyone maps it and they agree (min)
     // on whether all did. Ranks on other hosts cannot open the name, so a job spanning hosts
     // never uses it. Rank 0 unlinks the name once everyone has voted (mapped or failed).
+    const std::uint64_t first_seq = next_seq_;
     ArenaOffer offer{};
     std::unique_ptr<ShmArena> arena;
     const bool allowed = shm_arena_allowed() && size() <= ShmArena::kMaxRanks;
@@ -322,6 +323,10 @@ void UcxComm::attach_shm_arena() {
     vote.dtype = DType::i32;
     vote.op = ReduceOp::min;
     run_collective(vote);
+    // The two set-up collectives are the library's own: number the caller's collectives from
+    // where they were (errors name them). Both finished on every rank, so no message of theirs
+    // is left to be matched by a later collective with the same number.
+    next_seq_ = first_seq;
     if (arena) arena->unlink();
     if (votes[0] != 1) return;
     arena_ = std::move(arena);
@@ -359,7 +364,11 @@ CommunicatorPtr UcxComm::run_split(int color, int key) {
         world.push_back(world_ranks_[members[i].second]);
         if (members[i].second == rank()) child_rank = int(i);
     }
-    return std::make_shared<UcxComm>(worker_, std::move(world), child_rank, agreed);
+    auto child = std::make_shared<UcxComm>(worker_, std::move(world), child_rank, agreed);
+    // Members of a child of a one-host communicator share that host: give the child its own
+    // arena (a collective over the child's members, who are all in this split right now).
+    if (arena_) child->attach_shm_arena();
+    return child;
 }
 
 } // namespace shardopt::ucx

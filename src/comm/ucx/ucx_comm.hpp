@@ -44,7 +44,8 @@ class UcxComm final : public Communicator {
     Worker &worker() { return *worker_; }
     int world_rank_of(int rank) const { return world_ranks_[rank]; }
     std::uint32_t context() const { return context_; }
-    // The shared-memory arena of a communicator whose ranks share a host (world only), or null.
+    // The shared-memory arena of a communicator whose ranks share a host (the world
+    // communicator and the communicators split from it), or null.
     ShmArena *arena() const { return arena_.get(); }
     // Sets up the arena when every rank can map it (collective over the world communicator;
     // every rank must call it, whatever its environment says).
