@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "mlp.hpp"
+#include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 #include "shardopt/ucx.hpp"
@@ -131,9 +132,7 @@ void demo(Communicator &comm, const Args &a) {
     const auto start = Clock::now();
     for (int e = 0; e < a.epochs; ++e)
         for (std::int64_t b0 = 0; b0 < samples; b0 += batch) {
-            const std::int64_t lo = b0 + batch * comm.rank() / comm.size(), hi = b0 + batch * (comm.rank() + 1) / comm.size();
-            idx.clear();
-            for (std::int64_t i = lo; i < hi; ++i) idx.push_back(i);
+            idx = batch_slice(b0, batch, comm.rank(), comm.size()).indices();
             auto t = Clock::now();
             opt->get_parameters(params.data());
             examples::mlp_loss_grad<float>(shape, data, params.data(), grad.data(), idx.data(), idx.size());

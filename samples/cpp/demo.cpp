@@ -14,6 +14,7 @@
 #include <string>
 
 #include "mlp.hpp"
+#include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -71,12 +72,13 @@ std::vector<float> train(const DemoOptions &d, const std::string &backend, int r
             double loss_sum = 0;
             for (std::int64_t b0 = 0; b0 < d.samples; b0 += d.batch) {
                 const std::int64_t bn = std::min(d.batch, d.samples - b0);
-                const std::int64_t lo = b0 + bn * comm.rank() / comm.size(), hi = b0 + bn * (comm.rank() + 1) / comm.size();
-                idx.clear();
-                for (std::int64_t i = lo; i < hi; ++i) idx.push_back(i);
+                // This rank's share of the batch, and the weight that makes the average over
+                // ranks equal the whole batch's mean gradient.
+                const BatchSlice slice = batch_slice(b0, bn, comm.rank(), comm.size());
+                idx = slice.indices();
                 opt->get_parameters(params.data());
                 double loss = examples::mlp_loss_grad<float>(shape, data, params.data(), grad.data(), idx.data(), idx.size());
-                const float weight = float(double(hi - lo) * comm.size() / double(bn));
+                const float weight = float(slice.weight);
                 opt->zero_grad();
                 std::size_t packed = 0;
                 for (int b = 0; b < opt->layout().bucket_count(); ++b) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
 #include "sharded_optimizer_impl.hpp"
 #include "vector_ops.hpp"
@@ -35,14 +36,14 @@ OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const Opti
         bool hit_limit = false;
         for (std::int64_t start = 0; start < o.num_samples; start += batch) {
             const std::int64_t batch_n = std::min(batch, o.num_samples - start);
-            const std::int64_t lo = start + batch_n * dp_rank / dp, hi = start + batch_n * (dp_rank + 1) / dp;
-            samples.resize(std::size_t(hi - lo));
-            for (std::int64_t i = lo; i < hi; ++i) samples[std::size_t(i - lo)] = i;
+            const BatchSlice slice = batch_slice(start, batch_n, dp_rank, dp);
+            samples.resize(std::size_t(slice.size()));
+            for (std::int64_t i = slice.begin; i < slice.end; ++i) samples[std::size_t(i - slice.begin)] = i;
 
             get_parameters(params.data());
             std::memset(grads.data(), 0, grads.size());
             double local_loss = samples.empty() ? 0.0 : model(params.data(), grads.data(), samples.data(), samples.size());
-            const double weight = double(hi - lo) * dp / double(batch_n);
+            const double weight = slice.weight;
             if (weight != 1.0) scale(grads.data(), n, layout_.dtype(), weight);
             local_loss *= weight;
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "shardopt/batch_split.hpp"
 #include "shardopt/inprocess.hpp"
 
 namespace shardopt::testing {
@@ -49,12 +50,11 @@ void train_step(ShardedOptimizer &opt, const ResumeSetup &setup, const examples:
             opt.release(b);
         }
         const std::int64_t mlo = n * m / setup.accumulation, mhi = n * (m + 1) / setup.accumulation;
-        const std::int64_t lo = mlo + (mhi - mlo) * r / w, hi = mlo + (mhi - mlo) * (r + 1) / w;
-        std::vector<std::int64_t> idx;
-        for (std::int64_t i = lo; i < hi; ++i) idx.push_back(i);
+        const BatchSlice slice = batch_slice(mlo, mhi - mlo, int(r), int(w));
+        const std::vector<std::int64_t> idx = slice.indices();
         std::fill(grad.begin(), grad.end(), T(0));
         if (!idx.empty()) examples::mlp_loss_grad<T>(setup.shape, data, params.data(), grad.data(), idx.data(), idx.size());
-        const T weight = T(double(hi - lo) * w / double(mhi - mlo));
+        const T weight = T(slice.weight);
         for (T &g : grad) g *= weight;
         opt.zero_grad();
         for (int b = n_buckets - 1; b >= 0; --b) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "shardopt/batch_split.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 #include "training.hpp"
@@ -158,12 +159,11 @@ std::vector<double> train_hybrid(const TrainingSetup &setup, int pp, int tp, int
             for (int mb = 0; mb < setup.accumulation; ++mb) {
                 opt->get_parameters(params.data());
                 const std::int64_t mlo = n * mb / setup.accumulation, mhi = n * (mb + 1) / setup.accumulation;
-                const std::int64_t lo = mlo + (mhi - mlo) * grid.dp_rank / dp, hi = mlo + (mhi - mlo) * (grid.dp_rank + 1) / dp;
-                std::vector<std::int64_t> idx;
-                for (std::int64_t i = lo; i < hi; ++i) idx.push_back(i);
+                const BatchSlice slice = batch_slice(mlo, mhi - mlo, grid.dp_rank, int(dp));
+                const std::vector<std::int64_t> idx = slice.indices();
                 std::fill(grad.begin(), grad.end(), 0.0);
                 part.gradient(data, params.data(), grad.data(), idx, *opt);
-                const double weight = double(hi - lo) * dp / double(mhi - mlo);
+                const double weight = slice.weight;
                 opt->zero_grad();
                 for (int t = 0; t < opt->layout().tensor_count(); ++t) {
                     const auto &tl = opt->layout().tensor(t);

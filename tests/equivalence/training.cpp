@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/inprocess.hpp"
 
@@ -105,11 +106,11 @@ std::vector<T> train_distributed(const TrainingSetup &setup, int world_size, con
                     opt->release(b);
                 }
                 const std::int64_t mlo = n * m / setup.accumulation, mhi = n * (m + 1) / setup.accumulation;
-                const std::int64_t lo = mlo + (mhi - mlo) * r / w, hi = mlo + (mhi - mlo) * (r + 1) / w;
-                auto idx = range(lo, hi);
+                const BatchSlice slice = batch_slice(mlo, mhi - mlo, int(r), int(w));
+                auto idx = slice.indices();
                 std::fill(grad.begin(), grad.end(), T(0));
                 if (!idx.empty()) examples::mlp_loss_grad<T>(setup.shape, data, params.data(), grad.data(), idx.data(), idx.size());
-                const T weight = T(double(hi - lo) * w / double(mhi - mlo));
+                const T weight = T(slice.weight);
                 for (T &g : grad) g *= weight;
                 // Backward order: last bucket first, each handed over as soon as it is ready.
                 opt->zero_grad();
