@@ -22,6 +22,8 @@ Cases:
                   with the right parameters on every rank.
   rogue_client    while 4 ranks assemble, a rogue client sends garbage, an oversized frame, an
                   unknown protocol version and a wrong token: each refused, the job trains fine.
+  silent_client   clients connect to the master and say nothing (or half a frame) before the
+                  ranks join: the job still assembles at once, not after the silent ones time out.
 """
 import random
 import shutil
@@ -294,6 +296,33 @@ def case_rogue_client():
     expect("truncated" in replies["malformed"], "malformed join refused", replies["malformed"])
     expect("wrong job token" in replies["wrong_token"], "wrong token refused", replies["wrong_token"])
     expect(all(c == 0 and "TRAINED" in o for c, o in results), "the job trained correctly", outs)
+
+
+def case_silent_client():
+    port = free_port()
+    r0 = spawn(0, 4, port, timeout_ms=20000)
+    silent = []
+    deadline = time.monotonic() + 10
+    while len(silent) < 3:
+        try:
+            silent.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    silent[1].sendall(header(1, 64)[:7])  # half a header
+    silent[2].sendall(header(1, 64) + b"x" * 10)  # a header and part of its payload
+    t0 = time.monotonic()
+    others = [spawn(r, 4, port, timeout_ms=20000) for r in range(1, 4)]
+    results = [finish(p) for p in [r0] + others]
+    took = time.monotonic() - t0
+    for s in silent:
+        s.close()
+    outs = "\n".join(o for _, o in results)
+    print(outs)
+    expect(all(c == 0 and "JOINED" in o for c, o in results), "the job assembled", outs)
+    # Reading joins one at a time, each silent connection would hold the others up ~5 s.
+    expect(took < 4.0, f"silent connections did not delay the job ({took:.1f} s)", outs)
 
 
 if __name__ == "__main__":

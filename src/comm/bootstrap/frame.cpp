@@ -236,9 +236,9 @@ bool recv_frame(const Socket &s, Frame &frame, Deadline deadline, std::uint32_t 
     return true;
 }
 
-bool pop_frame(std::vector<std::uint8_t> &buf, Frame &frame) {
+bool pop_frame(std::vector<std::uint8_t> &buf, Frame &frame, std::uint32_t max_payload) {
     if (buf.size() < kFrameHeaderBytes) return false;
-    const FrameHeader h = decode_header(buf.data(), kMaxFrameBytes); // same checks as recv_frame
+    const FrameHeader h = decode_header(buf.data(), max_payload); // same checks as recv_frame
     if (buf.size() < kFrameHeaderBytes + std::size_t(h.length)) return false;
     frame.type = h.type;
     const auto payload = buf.begin() + long(kFrameHeaderBytes);

@@ -65,8 +65,9 @@ Socket connect_until(const std::string &addr, int port, Deadline deadline);
 void send_frame(const Socket &s, FrameType type, const std::vector<std::uint8_t> &payload, Deadline deadline);
 bool recv_frame(const Socket &s, Frame &frame, Deadline deadline, std::uint32_t max_payload = kMaxFrameBytes);
 // Takes one whole frame off the front of `buf` (bytes read so far) when it holds one; throws
-// Error(corrupt) on a bad header, like recv_frame.
-bool pop_frame(std::vector<std::uint8_t> &buf, Frame &frame);
+// Error(corrupt) on a bad header or a length above max_payload, like recv_frame (as soon as the
+// header is in, so nothing larger is ever buffered).
+bool pop_frame(std::vector<std::uint8_t> &buf, Frame &frame, std::uint32_t max_payload = kMaxFrameBytes);
 
 // Little-endian payload building and parsing; Reader throws Error(corrupt) when short.
 class Writer {

@@ -1,6 +1,10 @@
 #include "rendezvous.hpp"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <sstream>
 
 #include "frame.hpp"
@@ -51,10 +55,99 @@ RendezvousResult serve(const BootstrapConfig &c, const std::vector<std::uint8_t>
         throw Error(ErrorCode::invalid_argument, "bootstrap: " + reason);
     };
 
-    while (joined_count < n) {
+    // Joins are read concurrently: a connection that says nothing (or dribbles) holds up only
+    // itself, never the ranks behind it. Each gets a few seconds to send its join.
+    struct Pending {
+        Socket s;
         std::string peer;
-        Socket s = accept_until(listener, deadline, &peer);
-        if (!s) {
+        std::vector<std::uint8_t> buf;
+        Clock::time_point until;
+    };
+    constexpr std::size_t kMaxPending = 64;
+    const std::uint32_t max_join = kMaxJoinBytes + kMaxTokenBytes + 64;
+    std::vector<Pending> pending;
+
+    auto refuse = [&](Pending &p, const std::string &why, const std::string &reply) {
+        ++refused;
+        refusals += " " + p.peer + why + ";";
+        if (reply.empty()) return;
+        try {
+            send_frame(p.s, FrameType::refuse, encode_refuse(reply), Clock::now() + std::chrono::milliseconds(200));
+        } catch (const Error &) {
+        }
+    };
+    // A whole join frame arrived on p: admit the rank, refuse the connection, or fail the job.
+    auto admit = [&](Pending &p, const Frame &f) {
+        int rank = -1, world = -1;
+        std::string token;
+        std::vector<std::uint8_t> blob;
+        try {
+            require(f.type == FrameType::join, ErrorCode::corrupt, "bootstrap: expected a join frame");
+            JoinRequest j = parse_join(f.payload);
+            world = int(std::min<std::uint32_t>(j.world_size, 0x7fffffff));
+            rank = int(std::min<std::uint32_t>(j.rank, 0x7fffffff));
+            token = std::move(j.token);
+            blob = std::move(j.blob);
+        } catch (const Error &e) {
+            return refuse(p, std::string(": ") + e.what(), std::string("malformed join: ") + e.what());
+        }
+        if (!constant_time_equal(token, c.job_token))
+            return refuse(p, " claiming rank " + std::to_string(rank) + " had the wrong job token",
+                          "wrong job token (rank " + std::to_string(rank) + " from " + p.peer +
+                              "): SHARDOPT_JOB_TOKEN differs from rank 0's");
+        if (world != n)
+            fail_all("world size disagrees across ranks: rank " + std::to_string(rank) + " (" + p.peer +
+                         ") has world size " + std::to_string(world) + ", rank 0 has " + std::to_string(n),
+                     &p.s);
+        if (rank < 1 || rank >= n)
+            fail_all("rank " + std::to_string(rank) + " (" + p.peer + ") is out of range for world size " +
+                         std::to_string(n),
+                     &p.s);
+        if (joined[rank])
+            fail_all("rank " + std::to_string(rank) + " joined twice (from " + origin[rank] + " and from " + p.peer +
+                         "): two processes share SHARDOPT_RANK=" + std::to_string(rank),
+                     &p.s);
+        joined[rank] = true;
+        ++joined_count;
+        blobs[rank] = std::move(blob);
+        origin[rank] = p.peer;
+        conns[rank] = std::move(p.s);
+    };
+    // Reads what p has sent so far; true when p is settled (admitted or refused).
+    auto read_some = [&](Pending &p) {
+        std::uint8_t chunk[4096];
+        const ssize_t got = ::recv(p.s.fd(), chunk, sizeof chunk, MSG_DONTWAIT);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+        if (got <= 0) {
+            refuse(p, " closed the connection before a whole join arrived", "");
+            return true;
+        }
+        p.buf.insert(p.buf.end(), chunk, chunk + got);
+        Frame f;
+        try {
+            // Lengths are bounded (max_join) as soon as the header is in, before buffering more.
+            if (!pop_frame(p.buf, f, max_join)) return false;
+        } catch (const Error &e) {
+            // Garbage, an unknown protocol version or an oversized frame: not a rank of this
+            // job. Say why (best effort) and go on with the job.
+            refuse(p, std::string(": ") + e.what(), std::string("malformed join: ") + e.what());
+            return true;
+        }
+        admit(p, f);
+        return true;
+    };
+
+    while (joined_count < n) {
+        const auto now = Clock::now();
+        for (auto it = pending.begin(); it != pending.end();) {
+            if (now < it->until) {
+                ++it;
+                continue;
+            }
+            refuse(*it, " sent no join in time", "");
+            it = pending.erase(it);
+        }
+        if (now >= deadline) {
             std::ostringstream out;
             out << "bootstrap: rendezvous on " << bind << ":" << c.master_port << " timed out after "
                 << elapsed_ms(start) << " ms: ranks never joined:";
@@ -63,66 +156,30 @@ RendezvousResult serve(const BootstrapConfig &c, const std::vector<std::uint8_t>
             if (refused) out << " (" << refused << " join(s) refused:" << refusals << ")";
             throw Error(ErrorCode::timeout, out.str());
         }
-        Frame f;
-        int rank = -1, world = -1;
-        std::string token;
-        std::vector<std::uint8_t> blob;
-        try {
-            // A connection that says nothing within a few seconds is dropped, not waited on.
-            // Lengths are bounded (kMaxJoinBytes) before anything is allocated for them.
-            if (!recv_frame(s, f, std::min(deadline, Clock::now() + std::chrono::seconds(5)),
-                            kMaxJoinBytes + kMaxTokenBytes + 64)) {
-                ++refused;
-                refusals += " " + peer + " sent no join in time;";
-                continue;
-            }
-            require(f.type == FrameType::join, ErrorCode::corrupt, "bootstrap: expected a join frame");
-            JoinRequest j = parse_join(f.payload);
-            world = int(std::min<std::uint32_t>(j.world_size, 0x7fffffff));
-            rank = int(std::min<std::uint32_t>(j.rank, 0x7fffffff));
-            token = std::move(j.token);
-            blob = std::move(j.blob);
-        } catch (const Error &e) {
-            // Garbage, an unknown protocol version, an oversized or malformed frame, or a dropped
-            // connection: not a rank of this job. Say why (best effort) and go on with the job.
-            ++refused;
-            refusals += " " + peer + ": " + e.what() + ";";
-            try {
-                send_frame(s, FrameType::refuse, encode_refuse(std::string("malformed join: ") + e.what()),
-                           Clock::now() + std::chrono::milliseconds(200));
-            } catch (const Error &) {
-            }
-            continue;
+        Clock::time_point wake = deadline;
+        for (const auto &p : pending) wake = std::min(wake, p.until);
+        std::vector<pollfd> fds;
+        fds.push_back(pollfd{listener.fd(), POLLIN, 0});
+        for (const auto &p : pending) fds.push_back(pollfd{p.s.fd(), POLLIN, 0});
+        const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+        const int ready = ::poll(fds.data(), nfds_t(fds.size()), int(std::min<long long>(wait_ms, 1000)));
+        if (ready <= 0) continue;
+        // Connections first (their sockets are polled from the next round on).
+        for (std::size_t i = 1; i < fds.size(); ++i) {
+            if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            Pending &p = pending[i - 1];
+            if (read_some(p)) p.s = Socket(); // settled: admitted (moved out) or refused (closed)
         }
-        if (!constant_time_equal(token, c.job_token)) {
-            ++refused;
-            refusals += " " + peer + " claiming rank " + std::to_string(rank) + " had the wrong job token;";
-            try {
-                send_frame(s, FrameType::refuse,
-                           encode_refuse("wrong job token (rank " + std::to_string(rank) + " from " + peer +
-                                         "): SHARDOPT_JOB_TOKEN differs from rank 0's"),
-                           Clock::now() + std::chrono::seconds(1));
-            } catch (const Error &) {
-            }
-            continue;
+        pending.erase(std::remove_if(pending.begin(), pending.end(), [](const Pending &p) { return !p.s; }),
+                      pending.end());
+        if (fds[0].revents & POLLIN) {
+            std::string peer;
+            Socket s = accept_until(listener, Clock::now(), &peer);
+            if (s && pending.size() < kMaxPending)
+                pending.push_back(Pending{std::move(s), peer, {}, Clock::now() + std::chrono::seconds(5)});
+            else if (s)
+                ++refused, refusals += " " + peer + ": too many connections at once;";
         }
-        if (world != n)
-            fail_all("world size disagrees across ranks: rank " + std::to_string(rank) + " (" + peer +
-                         ") has world size " + std::to_string(world) + ", rank 0 has " + std::to_string(n),
-                     &s);
-        if (rank < 1 || rank >= n)
-            fail_all("rank " + std::to_string(rank) + " (" + peer + ") is out of range for world size " +
-                         std::to_string(n),
-                     &s);
-        if (joined[rank])
-            fail_all("rank " + std::to_string(rank) + " joined twice (from " + origin[rank] + " and from " + peer +
-                         "): two processes share SHARDOPT_RANK=" + std::to_string(rank),
-                     &s);
-        joined[rank] = true;
-        ++joined_count;
-        blobs[rank] = std::move(blob);
-        origin[rank] = peer;
-        conns[rank] = std::move(s);
     }
 
     const auto payload = encode_welcome(blobs);
