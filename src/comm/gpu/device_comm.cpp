@@ -31,14 +31,18 @@ void DeviceComm::set_stream(cudaStream_t stream) {
     user_ = stream;
 }
 
-int pick_device(int requested, int local_rank) {
-    if (requested >= 0) return cuda::detail::resolve_device(requested);
-    const int current = cuda::detail::resolve_device(-1); // throws unsupported without a device
-    if (local_rank < 0) return current;
-    int count = 0;
-    cuda::detail::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-    // Ranks of one host share its GPUs round robin (several ranks per GPU on the staged path).
-    return local_rank % count;
+int pick_device(int requested, int local_rank, const char *backend) {
+    try {
+        if (requested >= 0) return cuda::detail::resolve_device(requested);
+        const int current = cuda::detail::resolve_device(-1); // throws unsupported without a device
+        if (local_rank < 0) return current;
+        int count = 0;
+        cuda::detail::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+        // Ranks of one host share its GPUs round robin (several ranks per GPU on the staged path).
+        return local_rank % count;
+    } catch (const Error &e) {
+        throw Error(e.code(), std::string("backend '") + backend + "': " + e.what());
+    }
 }
 
 } // namespace shardopt::gpu::detail

@@ -32,8 +32,8 @@ class DeviceComm {
     cudaStream_t user_ = nullptr; // under mutex_
 };
 
-// The ordinal for `requested` (see GpuCommOptions::device), or Error(unsupported) naming why no
-// device can be used.
-int pick_device(int requested, int local_rank);
+// The ordinal for `requested` (see GpuCommOptions::device), or an Error naming the backend
+// ("backend 'nccl': no CUDA device can be used: ...") and why.
+int pick_device(int requested, int local_rank, const char *backend);
 
 } // namespace shardopt::gpu::detail

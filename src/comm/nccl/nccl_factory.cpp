@@ -15,7 +15,7 @@ bool nccl_available() noexcept { return true; }
 
 CommunicatorPtr create_nccl_communicator(const BootstrapConfig &config, const GpuCommOptions &options) {
     config.validate();
-    const int device = detail::pick_device(options.device, config.local_rank);
+    const int device = detail::pick_device(options.device, config.local_rank, "nccl");
     cuda::detail::DeviceGuard guard(device);
 
     std::vector<std::uint8_t> blob;

@@ -10,7 +10,7 @@ bool staged_available() noexcept { return true; }
 
 CommunicatorPtr create_staged_communicator(const BootstrapConfig &config, const GpuCommOptions &options) {
     config.validate();
-    const int device = detail::pick_device(options.device, config.local_rank);
+    const int device = detail::pick_device(options.device, config.local_rank, "staged");
     auto host = create_ucx_communicator(config);
     auto comm = std::make_shared<staged::StagedComm>(std::move(host), device);
     comm->set_timeout(config.timeout);
