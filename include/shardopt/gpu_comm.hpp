@@ -18,8 +18,11 @@
 // Streams: each communicator enqueues its collectives on one CUDA stream, its own
 // (non-blocking) unless set_stream() gave it the caller's. Work the caller enqueued on that
 // stream before the call is ordered before it; work on other streams must be synchronized by
-// the caller first. A blocking call returns when the operation completed on the device; an
-// async call's Work completes when it did. Every wait is bounded by timeout(): on a timeout,
+// the caller first. Sends and receives run on streams of their own, ordered after the caller's
+// stream only when set_stream() gave one. A blocking call returns when the operation completed
+// on the device; an async call's Work completes when it did (async calls of one queue run one
+// after another). On nccl a send completes when its receiver has the data (NCCL does not
+// buffer), and messages between two ranks match in issue order (NCCL has no tags). Every wait is bounded by timeout(): on a timeout,
 // an NCCL async error or a lost peer the communicator is aborted (ncclCommAbort) and every
 // later call fails with an Error naming what happened (timeout, peer_lost, invalid_state).
 #pragma once

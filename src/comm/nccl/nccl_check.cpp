@@ -12,7 +12,8 @@ ErrorCode error_code_for(ncclResult_t result) noexcept {
     // A failed CUDA call leaves the context or the communicator unusable.
     case ncclUnhandledCudaError: return ErrorCode::invalid_state;
     case ncclInProgress: return ErrorCode::timeout;
-    default: return ErrorCode::internal;
+    // ncclSystemError, ncclInternalError: the communicator cannot be used any more.
+    default: return ErrorCode::invalid_state;
     }
 }
 
