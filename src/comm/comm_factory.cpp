@@ -1,6 +1,7 @@
 // create_communicator_from_env: picks a backend by name or from the launcher's environment.
 #include <cstdlib>
 
+#include "shardopt/gpu_comm.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/ucx.hpp"
 
@@ -26,6 +27,9 @@ CommunicatorPtr create_communicator_from_env(const std::string &backend) {
         if (const char *env = std::getenv("SHARDOPT_BACKEND")) name = env;
     if (name.empty()) name = BootstrapConfig::env_has_world() ? "ucx" : "inprocess";
     if (name == "ucx") return create_ucx_communicator(BootstrapConfig::from_env());
+    // Device buffers: chosen by name only, never as a fallback for one another or for ucx.
+    if (name == "nccl") return gpu::create_nccl_communicator(BootstrapConfig::from_env());
+    if (name == "staged") return gpu::create_staged_communicator(BootstrapConfig::from_env());
     if (name == "inprocess") {
         const BootstrapConfig c = BootstrapConfig::from_env();
         require(c.world_size == 1, ErrorCode::invalid_argument,
@@ -33,7 +37,7 @@ CommunicatorPtr create_communicator_from_env(const std::string &backend) {
                     std::to_string(c.world_size) + " needs the 'ucx' backend (or make_inprocess_group)");
         return make_inprocess_group(1)[0];
     }
-    throw Error(ErrorCode::unsupported, "unknown or unavailable backend '" + name + "' (known: ucx, inprocess)");
+    throw Error(ErrorCode::unsupported, "unknown or unavailable backend '" + name + "' (known: ucx, inprocess, nccl, staged)");
 }
 
 } // namespace shardopt

@@ -1,0 +1,48 @@
+#include "device_comm.hpp"
+
+#include "optim/cuda/cuda_check.hpp"
+#include "optim/cuda/cuda_device.hpp"
+
+namespace shardopt::gpu::detail {
+
+DeviceComm::DeviceComm(int device) : device_(device) {
+    cuda::detail::DeviceGuard guard(device);
+    cuda::detail::check(cudaStreamCreateWithFlags(&own_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+}
+
+// Pending work on the stream still completes: CUDA defers the release until it has.
+DeviceComm::~DeviceComm() {
+    if (own_) (void)cudaStreamDestroy(own_);
+    (void)cudaGetLastError();
+}
+
+cudaStream_t DeviceComm::stream() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return user_ ? user_ : own_;
+}
+
+cudaStream_t DeviceComm::user_stream() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return user_;
+}
+
+void DeviceComm::set_stream(cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    user_ = stream;
+}
+
+int pick_device(int requested, int local_rank, const char *backend) {
+    try {
+        if (requested >= 0) return cuda::detail::resolve_device(requested);
+        const int current = cuda::detail::resolve_device(-1); // throws unsupported without a device
+        if (local_rank < 0) return current;
+        int count = 0;
+        cuda::detail::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+        // Ranks of one host share its GPUs round robin (several ranks per GPU on the staged path).
+        return local_rank % count;
+    } catch (const Error &e) {
+        throw Error(e.code(), std::string("backend '") + backend + "': " + e.what());
+    }
+}
+
+} // namespace shardopt::gpu::detail

@@ -1,0 +1,39 @@
+// DeviceComm: what a GPU communicator (nccl, staged) adds to Communicator, so the public
+// accessors in gpu_comm.hpp can reach it through a plain CommunicatorPtr.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+
+#include "shardopt/gpu_comm.hpp"
+
+namespace shardopt::gpu::detail {
+
+class DeviceComm {
+  public:
+    virtual ~DeviceComm();
+    DeviceComm(const DeviceComm &) = delete;
+    DeviceComm &operator=(const DeviceComm &) = delete;
+    int device() const noexcept { return device_; }
+    // The stream collectives are enqueued on: the caller's when set, else the owned one.
+    cudaStream_t stream() const;
+    void set_stream(cudaStream_t stream);
+    // The caller's stream when set_stream() gave one, else null.
+    cudaStream_t user_stream() const;
+
+  protected:
+    // Creates the owned stream on `device` (non-blocking: never waits on the legacy stream).
+    explicit DeviceComm(int device);
+  private:
+    int device_;
+    cudaStream_t own_ = nullptr;
+    mutable std::mutex mutex_;
+    cudaStream_t user_ = nullptr; // under mutex_
+};
+
+// The ordinal for `requested` (see GpuCommOptions::device), or an Error naming the backend
+// ("backend 'nccl': no CUDA device can be used: ...") and why.
+int pick_device(int requested, int local_rank, const char *backend);
+
+} // namespace shardopt::gpu::detail

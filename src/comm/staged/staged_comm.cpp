@@ -1,0 +1,155 @@
+#include "staged_comm.hpp"
+
+#include "optim/cuda/cuda_check.hpp"
+#include "optim/cuda/cuda_device.hpp"
+
+namespace shardopt::staged {
+
+using cuda::detail::DeviceGuard;
+
+StagedComm::StagedComm(CommunicatorPtr host, int device)
+    : Communicator(host->rank(), host->size()), DeviceComm(device), host_(std::move(host)) {
+    try {
+        DeviceGuard guard(device);
+        for (Lane *lane : {&coll_, &send_, &recv_}) {
+            cuda::detail::check(cudaEventCreateWithFlags(&lane->ready, cudaEventDisableTiming), "cudaEventCreate");
+            cuda::detail::check(cudaEventCreateWithFlags(&lane->done, cudaEventDisableTiming), "cudaEventCreate");
+        }
+        for (Lane *lane : {&send_, &recv_})
+            cuda::detail::check(cudaStreamCreateWithFlags(&lane->stream, cudaStreamNonBlocking),
+                                "cudaStreamCreateWithFlags");
+    } catch (...) {
+        for (Lane *lane : {&coll_, &send_, &recv_}) {
+            if (lane->ready) (void)cudaEventDestroy(lane->ready);
+            if (lane->done) (void)cudaEventDestroy(lane->done);
+            if (lane->stream) (void)cudaStreamDestroy(lane->stream);
+        }
+        throw;
+    }
+}
+
+StagedComm::~StagedComm() {
+    shutdown_queues();
+    for (Lane *lane : {&coll_, &send_, &recv_}) {
+        (void)cudaEventDestroy(lane->ready);
+        (void)cudaEventDestroy(lane->done);
+        if (lane->stream) (void)cudaStreamDestroy(lane->stream);
+    }
+    (void)cudaGetLastError();
+}
+
+void StagedComm::on_abort(const std::string &reason, ErrorCode code) {
+    {
+        std::lock_guard<std::mutex> lock(abort_mutex_);
+        abort_text_ = reason;
+        abort_code_ = code == ErrorCode::ok ? ErrorCode::invalid_state : code;
+    }
+    aborted_.store(true, std::memory_order_release);
+    // Wakes this rank's host operations and tells the peers (the UCX backend sends a notice).
+    host_->abort(reason, code);
+}
+
+void StagedComm::throw_if_aborted(const Call &call) {
+    if (!aborted_.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    throw Error(abort_code_, "staged: " + describe(call) + " stopped: the communicator was aborted: " + abort_text_);
+}
+
+void StagedComm::sync_timeout() {
+    // Communicator::set_timeout is not virtual: the host learns a new timeout here, before use.
+    std::lock_guard<std::mutex> lock(timeout_mutex_);
+    if (host_->timeout() != timeout()) host_->set_timeout(timeout());
+}
+
+void StagedComm::copy(Lane &lane, void *dst, const void *src, std::size_t bytes, const Call &call, const char *what) {
+    if (bytes == 0) return;
+    const auto deadline = gpu::detail::Clock::now() + timeout();
+    throw_if_aborted(call);
+    {
+        DeviceGuard guard(device());
+        cudaStream_t stream = lane.stream ? lane.stream : this->stream();
+        if (lane.stream)
+            if (cudaStream_t user = user_stream()) { // follow the caller's work on the stream it gave
+                cuda::detail::check(cudaEventRecord(lane.ready, user), "cudaEventRecord");
+                cuda::detail::check(cudaStreamWaitEvent(stream, lane.ready, 0), "cudaStreamWaitEvent");
+            }
+        cuda::detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
+                            ("staged: cudaMemcpyAsync " + std::string(what) + " for " + describe(call)).c_str());
+        cuda::detail::check(cudaEventRecord(lane.done, stream), "cudaEventRecord");
+    }
+    gpu::detail::wait_event(lane.done, deadline, [&] { throw_if_aborted(call); },
+                            [&] {
+                                return "staged: " + describe(call) + ": copying " + what + " (" + std::to_string(bytes) +
+                                       " bytes) did not finish within " + std::to_string(timeout().count()) +
+                                       " ms (the device is stuck or busy)";
+                            });
+}
+
+void StagedComm::run(const Call &call) {
+    sync_timeout();
+    const std::size_t bytes = call.count * dtype_size(call.dtype);
+    const std::size_t all = bytes * std::size_t(size());
+    const bool root = call.root == rank();
+    Communicator &host = *host_;
+    switch (call.kind) {
+    case CallKind::barrier: return host.barrier();
+    case CallKind::allreduce: {
+        Lane &l = coll_;
+        void *in = l.in.reserve(bytes), *out = l.out.reserve(bytes);
+        copy(l, in, call.send, bytes, call, "the input to the host");
+        host.allreduce(in, out, call.count, call.dtype, call.op);
+        return copy(l, call.recv, out, bytes, call, "the result to the device");
+    }
+    case CallKind::reduce_scatter: {
+        Lane &l = coll_;
+        void *in = l.in.reserve(all), *out = l.out.reserve(bytes);
+        copy(l, in, call.send, all, call, "the input to the host");
+        host.reduce_scatter(in, out, call.count, call.dtype, call.op);
+        return copy(l, call.recv, out, bytes, call, "the result to the device");
+    }
+    case CallKind::allgather: {
+        Lane &l = coll_;
+        void *in = l.in.reserve(bytes), *out = l.out.reserve(all);
+        copy(l, in, call.send, bytes, call, "the input to the host");
+        host.allgather(in, out, call.count, call.dtype);
+        return copy(l, call.recv, out, all, call, "the result to the device");
+    }
+    case CallKind::broadcast: {
+        Lane &l = coll_;
+        void *buf = l.in.reserve(bytes);
+        if (root) copy(l, buf, call.recv, bytes, call, "the root's data to the host");
+        host.broadcast(buf, call.count, call.dtype, call.root);
+        if (!root) copy(l, call.recv, buf, bytes, call, "the result to the device");
+        return;
+    }
+    case CallKind::reduce: {
+        Lane &l = coll_;
+        void *in = l.in.reserve(bytes), *out = root ? l.out.reserve(bytes) : nullptr;
+        copy(l, in, call.send, bytes, call, "the input to the host");
+        host.reduce(in, out, call.count, call.dtype, call.op, call.root);
+        if (root) copy(l, call.recv, out, bytes, call, "the result to the device");
+        return;
+    }
+    case CallKind::send: {
+        void *in = send_.in.reserve(bytes);
+        copy(send_, in, call.send, bytes, call, "the message to the host");
+        return host.send(in, call.count, call.dtype, call.root, call.tag);
+    }
+    case CallKind::recv: {
+        void *out = recv_.out.reserve(bytes);
+        host.recv(out, call.count, call.dtype, call.root, call.tag);
+        return copy(recv_, call.recv, out, bytes, call, "the message to the device");
+    }
+    case CallKind::split: break;
+    }
+    throw Error(ErrorCode::internal, "staged: unexpected call " + describe(call));
+}
+
+CommunicatorPtr StagedComm::run_split(int color, int key) {
+    sync_timeout();
+    auto child = host_->split(color, key);
+    if (!child) return nullptr;
+    return std::make_shared<StagedComm>(std::move(child), device());
+}
+
+} // namespace shardopt::staged

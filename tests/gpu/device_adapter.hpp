@@ -1,0 +1,30 @@
+// DeviceAdapter: runs the conformance suite (written for host buffers) on a GPU communicator.
+// A Communicator decorator for tests only: each call copies the case's host inputs into fresh
+// device memory, runs the same call on the device communicator, and copies the outputs back.
+// In-place calls stay in place on the device (one device block mirrors the enclosing host range).
+#pragma once
+
+#include <mutex>
+
+#include "shardopt/comm.hpp"
+
+namespace gpu_test {
+
+class DeviceAdapter final : public shardopt::Communicator {
+  public:
+    explicit DeviceAdapter(shardopt::CommunicatorPtr device_comm);
+    ~DeviceAdapter() override;
+    std::string backend_name() const override { return device_->backend_name() + "+host-adapter"; }
+
+  protected:
+    void run(const shardopt::Call &call) override;
+    shardopt::CommunicatorPtr run_split(int color, int key) override;
+    void on_abort(const std::string &reason, shardopt::ErrorCode code) override;
+
+  private:
+    void sync_timeout();
+    shardopt::CommunicatorPtr device_;
+    std::mutex timeout_mutex_;
+};
+
+} // namespace gpu_test
