@@ -40,7 +40,10 @@ namespace shardopt::gpu {
 
 using Stream = CUstream_st *;
 
-// True when this build has the NCCL backend (CUDA and NCCL found at configure time).
+// True when this build has the NCCL backend (CUDA and nccl.h found at configure time) and NCCL
+// can be loaded here. NCCL is not linked: the first call of this or create_nccl_communicator
+// opens libnccl.so.2 (the dynamic loader's search path), or the library that the environment
+// variable SHARDOPT_NCCL_LIBRARY names; it is loaded once per process.
 bool nccl_available() noexcept;
 // True when this build has the staged backend (CUDA and UCX found at configure time).
 bool staged_available() noexcept;
@@ -52,7 +55,8 @@ struct GpuCommOptions {
 };
 
 // Joins the job described by `config` on NCCL. Throws Error(unsupported) when built without
-// NCCL or when no CUDA device is visible; timeout / peer_lost when the rendezvous or NCCL's
+// NCCL, when the NCCL library cannot be loaded (the message names it and says how to fix it),
+// or when no CUDA device is visible; timeout / peer_lost when the rendezvous or NCCL's
 // init does not finish within config.timeout.
 CommunicatorPtr create_nccl_communicator(const BootstrapConfig &config, const GpuCommOptions &options = {});
 

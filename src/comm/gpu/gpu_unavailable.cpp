@@ -9,7 +9,7 @@ bool nccl_available() noexcept { return false; }
 
 CommunicatorPtr create_nccl_communicator(const BootstrapConfig &, const GpuCommOptions &) {
 #ifdef SHARDOPT_HAVE_CUDA
-    const char *why = "NCCL was not found at configure time (nccl.h and libnccl; set NCCL_INCLUDE_DIR/NCCL_LIBRARY)";
+    const char *why = "nccl.h was not found at configure time (set NCCL_INCLUDE_DIR)";
 #else
     const char *why = "it was built without CUDA (SHARDOPT_WITH_CUDA=OFF or no CUDA toolkit at configure time)";
 #endif

@@ -1,5 +1,7 @@
 #include "nccl_check.hpp"
 
+#include "nccl_library.hpp"
+
 namespace shardopt::nccl {
 
 ErrorCode error_code_for(ncclResult_t result) noexcept {
@@ -18,8 +20,8 @@ ErrorCode error_code_for(ncclResult_t result) noexcept {
 }
 
 std::string describe_result(ncclResult_t result, ncclComm_t comm, const std::string &what) {
-    std::string text = what + " failed: " + ncclGetErrorString(result);
-    const char *last = ncclGetLastError(comm);
+    std::string text = what + " failed: " + api().ncclGetErrorString(result);
+    const char *last = api().ncclGetLastError(comm);
     if (last && *last) text += std::string(" (NCCL: ") + last + ")";
     return text;
 }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "nccl_check.hpp"
+#include "nccl_library.hpp"
 #include "nccl_ready.hpp"
 #include "nccl_types.hpp"
 #include "optim/cuda/cuda_check.hpp"
@@ -19,10 +20,10 @@ namespace {
 // Communicator::split specifies). On failure the communicator is aborted: the caller gave it away.
 int query(ncclComm_t comm, bool rank) {
     int value = -1;
-    const ncclResult_t r = rank ? ncclCommUserRank(comm, &value) : ncclCommCount(comm, &value);
+    const ncclResult_t r = rank ? api().ncclCommUserRank(comm, &value) : api().ncclCommCount(comm, &value);
     if (r != ncclSuccess) {
         const std::string text = describe_result(r, comm, rank ? "ncclCommUserRank" : "ncclCommCount");
-        (void)ncclCommAbort(comm);
+        (void)api().ncclCommAbort(comm);
         throw Error(error_code_for(r), "nccl: " + text);
     }
     return value;
@@ -36,7 +37,7 @@ ncclComm_t split_comm(ncclComm_t parent, int color, int key, Clock::time_point d
                       const std::function<void()> &check) {
     ncclConfig_t config = nonblocking_config();
     ncclComm_t child = nullptr;
-    ncclResult_t r = ncclCommSplit(parent, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
+    ncclResult_t r = api().ncclCommSplit(parent, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
     try {
         // The split's progress shows on the child, or on the parent for a rank that opted out.
         if (r == ncclSuccess || r == ncclInProgress) {
@@ -44,14 +45,14 @@ ncclComm_t split_comm(ncclComm_t parent, int color, int key, Clock::time_point d
             if (r == ncclSuccess && child) r = wait_ready(child, deadline, check);
         }
     } catch (...) {
-        if (child) (void)ncclCommAbort(child);
+        if (child) (void)api().ncclCommAbort(child);
         throw;
     }
     if (r != ncclSuccess) {
         const std::string text =
             r == ncclInProgress ? "ncclCommSplit did not finish in time (a rank never called split, or is stuck)"
                                 : describe_result(r, parent, "ncclCommSplit");
-        if (child) (void)ncclCommAbort(child);
+        if (child) (void)api().ncclCommAbort(child);
         throw Error(r == ncclInProgress ? ErrorCode::timeout : error_code_for(r), "nccl: " + text);
     }
     return child;
@@ -81,7 +82,7 @@ NcclComm::NcclComm(std::shared_ptr<PeerWatch> peers, int device, ncclComm_t comm
         }
     } catch (...) {
         for (Handle *h : {&coll_, &up_, &down_})
-            if (h->comm) (void)ncclCommAbort(std::exchange(h->comm, nullptr));
+            if (h->comm) (void)api().ncclCommAbort(std::exchange(h->comm, nullptr));
         for (Lane *lane : {&coll_lane_, &send_lane_, &recv_lane_}) {
             if (lane->ready) (void)cudaEventDestroy(lane->ready);
             if (lane->done) (void)cudaEventDestroy(lane->done);
@@ -114,7 +115,7 @@ void NcclComm::close(Handle &handle) noexcept {
     ncclComm_t comm = std::exchange(handle.comm, nullptr);
     // Finalize flushes operations still queued and waits for the peers' finalize; a peer that
     // is gone or stuck must not hold the destructor, so it is bounded and falls back to abort.
-    ncclResult_t r = ncclCommFinalize(comm);
+    ncclResult_t r = api().ncclCommFinalize(comm);
     try {
         if (r == ncclSuccess || r == ncclInProgress)
             r = wait_ready(comm, Clock::now() + timeout(), [this] { peers_->check("nccl: finalize"); });
@@ -122,9 +123,9 @@ void NcclComm::close(Handle &handle) noexcept {
         r = ncclInternalError;
     }
     if (r == ncclSuccess)
-        (void)ncclCommDestroy(comm);
+        (void)api().ncclCommDestroy(comm);
     else
-        (void)ncclCommAbort(comm);
+        (void)api().ncclCommAbort(comm);
 }
 
 void NcclComm::on_abort(const std::string &reason, ErrorCode code) {
@@ -138,7 +139,7 @@ void NcclComm::on_abort(const std::string &reason, ErrorCode code) {
     // Kernels of an aborted communicator return, so the events waited on complete too.
     for (Handle *h : {&coll_, &up_, &down_}) {
         std::lock_guard<std::mutex> lock(h->mutex);
-        if (h->comm) (void)ncclCommAbort(std::exchange(h->comm, nullptr));
+        if (h->comm) (void)api().ncclCommAbort(std::exchange(h->comm, nullptr));
     }
 }
 
@@ -158,7 +159,7 @@ void NcclComm::check_health_locked(Handle &handle, const Call &call) {
     throw_if_aborted(call);
     if (handle.comm) {
         ncclResult_t state = ncclSuccess;
-        const ncclResult_t r = ncclCommGetAsyncError(handle.comm, &state);
+        const ncclResult_t r = api().ncclCommGetAsyncError(handle.comm, &state);
         if (r != ncclSuccess) check(r, handle.comm, "nccl: " + describe(call) + ": ncclCommGetAsyncError");
         if (state != ncclSuccess && state != ncclInProgress)
             throw Error(error_code_for(state),
@@ -226,30 +227,30 @@ void NcclComm::run_collective(const Call &call) {
     switch (call.kind) {
     case CallKind::allreduce:
         return issue(&coll_, coll_lane_, call, "ncclAllReduce", [&](ncclComm_t comm, cudaStream_t s) {
-            return ncclAllReduce(c.send, c.recv, c.count, dt, op, comm, s);
+            return api().ncclAllReduce(c.send, c.recv, c.count, dt, op, comm, s);
         });
     case CallKind::reduce_scatter:
         return issue(&coll_, coll_lane_, call, "ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t s) {
-            return ncclReduceScatter(c.send, c.recv, c.count, dt, op, comm, s);
+            return api().ncclReduceScatter(c.send, c.recv, c.count, dt, op, comm, s);
         });
     case CallKind::allgather:
         return issue(&coll_, coll_lane_, call, "ncclAllGather", [&](ncclComm_t comm, cudaStream_t s) {
-            return ncclAllGather(c.send, c.recv, c.count, dt, comm, s);
+            return api().ncclAllGather(c.send, c.recv, c.count, dt, comm, s);
         });
     case CallKind::broadcast:
         return issue(&coll_, coll_lane_, call, "ncclBroadcast", [&](ncclComm_t comm, cudaStream_t s) {
-            return ncclBroadcast(c.recv, c.recv, c.count, dt, c.root, comm, s);
+            return api().ncclBroadcast(c.recv, c.recv, c.count, dt, c.root, comm, s);
         });
     case CallKind::reduce:
         return issue(&coll_, coll_lane_, call, "ncclReduce", [&](ncclComm_t comm, cudaStream_t s) {
             // Non-root ranks may pass no output; NCCL never writes theirs, but checks it.
             void *out = c.recv ? c.recv : const_cast<void *>(c.send);
-            return ncclReduce(c.send, out, c.count, dt, op, c.root, comm, s);
+            return api().ncclReduce(c.send, out, c.count, dt, op, c.root, comm, s);
         });
     case CallKind::barrier:
         // NCCL has no barrier: a one-word allreduce completes only when every rank issued it.
         return issue(&coll_, coll_lane_, call, "ncclAllReduce (barrier)", [&](ncclComm_t comm, cudaStream_t s) {
-            return ncclAllReduce(barrier_word_.get(), barrier_word_.get(), 1, ncclInt32, ncclSum, comm, s);
+            return api().ncclAllReduce(barrier_word_.get(), barrier_word_.get(), 1, ncclInt32, ncclSum, comm, s);
         });
     default: throw Error(ErrorCode::internal, "nccl: unexpected call " + describe(call));
     }
@@ -276,7 +277,7 @@ void NcclComm::run_send(const Call &call) {
     Handle &handle = call.root > rank() ? up_ : down_;
     const ncclDataType_t dt = to_nccl(call.dtype);
     issue(&handle, send_lane_, call, "ncclSend", [&](ncclComm_t comm, cudaStream_t s) {
-        return ncclSend(call.send, call.count, dt, call.root, comm, s);
+        return api().ncclSend(call.send, call.count, dt, call.root, comm, s);
     });
 }
 
@@ -301,7 +302,7 @@ void NcclComm::run_recv(const Call &call) {
     Handle &handle = call.root < rank() ? up_ : down_;
     const ncclDataType_t dt = to_nccl(call.dtype);
     issue(&handle, recv_lane_, call, "ncclRecv", [&](ncclComm_t comm, cudaStream_t s) {
-        return ncclRecv(call.recv, call.count, dt, call.root, comm, s);
+        return api().ncclRecv(call.recv, call.count, dt, call.root, comm, s);
     });
 }
 

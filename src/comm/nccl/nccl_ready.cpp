@@ -1,12 +1,14 @@
 #include "nccl_ready.hpp"
 
+#include "nccl_library.hpp"
+
 namespace shardopt::nccl {
 
 ncclResult_t wait_ready(ncclComm_t comm, Clock::time_point deadline, const std::function<void()> &check) {
     gpu::detail::Backoff backoff;
     for (;;) {
         ncclResult_t state = ncclInProgress;
-        const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+        const ncclResult_t r = api().ncclCommGetAsyncError(comm, &state);
         if (r != ncclSuccess) return r;
         if (state != ncclInProgress) return state;
         if (check) check();
