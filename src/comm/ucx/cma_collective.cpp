@@ -1,22 +1,24 @@
-// Large collectives among the ranks of one host, copying straight out of each other's buffers
-// (process_vm_readv: one copy, no staging, no message protocol). Every rank published its buffer
-// addresses with its header in the arena; then:
+// Large collectives among the ranks of one host, copying straight between each other's buffers
+// (process_vm_readv / process_vm_writev: one copy, no staging, no message protocol). Every rank
+// published its buffer addresses with its header in the arena; then:
 //   allreduce       each rank reduces its own segment, reading that segment of every peer's
 //                   input piece by piece into a cache-sized scratch (inputs in rank order, so the
-//                   bits do not depend on who computes them), publishing how far it got; then it
-//                   copies every other segment from its owner's output as the owner's progress
-//                   allows.
-//   reduce_scatter  the first half of that; allgather the second, from the peers' inputs.
+//                   bits do not depend on who computes them), and writes each reduced piece into
+//                   every peer's output while it is still in cache.
+//   reduce_scatter  the reducing half of that, without the writes.
+//   allgather       each rank copies every peer's input into its output.
 //   broadcast       every rank copies from the root; reduce: the root reduces every input.
-// A rank may return only when the ranks reading its buffers say they are finished with them.
+// A rank may return only when the ranks reading or writing its buffers say they are finished.
 //
-// Why in-place calls are safe: a rank overwrites a segment of its own buffer that peers read
-// (allreduce, segment p) only after p's progress says p has read (and reduced) that part.
+// Why in-place calls are safe: the only rank that reads segment s of anyone's input is s's
+// owner, and it writes segment s of a peer's output only after reading that peer's input for
+// the same piece.
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 #include "../reduction.hpp"
 #include "algorithms.hpp"
@@ -28,23 +30,25 @@ namespace {
 
 // Reduction pieces: one per peer in scratch, small enough to stay in L2 while reduced.
 constexpr std::size_t kReducePieceBytes = 128 << 10;
-// Copies are gated by the owner's progress; read at most this much per call.
-constexpr std::size_t kCopyPieceBytes = 4 << 20;
 
-void read_from(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t remote, void *local,
-               std::size_t bytes) {
+// Copies between this process's `local` and `remote` in peer's address space, in the
+// direction given (write: local to remote).
+void transfer(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t remote, void *local, std::size_t bytes,
+              bool write) {
     auto *dst = static_cast<unsigned char *>(local);
     while (bytes > 0) {
         iovec l{dst, bytes};
         iovec r{reinterpret_cast<void *>(static_cast<std::uintptr_t>(remote)), bytes};
-        const ssize_t got = process_vm_readv(pid_t(b.pid), &l, 1, &r, 1, 0);
+        const ssize_t got = write ? process_vm_writev(pid_t(b.pid), &l, 1, &r, 1, 0)
+                                  : process_vm_readv(pid_t(b.pid), &l, 1, &r, 1, 0);
         if (got <= 0) {
             const int err = got < 0 ? errno : EIO;
             if (err == EINTR) continue;
             // ESRCH: the process is gone; EFAULT: it left the collective (failed, or is exiting)
             // and its buffer went with it. Either way the peer, not this rank, failed.
             const std::string what = describe(ex.call()) + " on rank " + std::to_string(ex.rank()) +
-                                     ": reading rank " + std::to_string(peer) + "'s buffer failed (" +
+                                     (write ? ": writing rank " : ": reading rank ") + std::to_string(peer) +
+                                     "'s buffer failed (" +
                                      std::strerror(err) + "): rank " + std::to_string(peer) +
                                      (err == ESRCH ? " was lost" : " left the collective");
             ex.fail_from_peer(peer, err == ESRCH || err == EFAULT ? ErrorCode::peer_lost : ErrorCode::internal, what);
@@ -53,6 +57,11 @@ void read_from(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t
         remote += std::uint64_t(got);
         bytes -= std::size_t(got);
     }
+}
+
+void read_from(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t remote, void *local,
+               std::size_t bytes) {
+    transfer(ex, peer, b, remote, local, bytes, false);
 }
 
 struct Context {
@@ -65,13 +74,13 @@ struct Context {
 };
 
 // out[0..count) = the ranks' inputs at `offset` (rank p's at p's `input_base`, this rank's at
-// `mine`), reduced in rank order piece by piece; progress, when asked, counts elements done.
+// `mine`), reduced in rank order piece by piece; with push_to_peers each reduced piece is also
+// written to every peer's output at the same place.
 void reduce_from_all(Context &c, std::size_t offset, std::size_t count, const unsigned char *mine,
-                     std::uint64_t ShmArena::Buffers::*input, unsigned char *out, bool publish_progress) {
+                     std::uint64_t ShmArena::Buffers::*input, unsigned char *out, bool push_to_peers) {
     const std::size_t piece = std::max<std::size_t>(1, kReducePieceBytes / c.elem);
     unsigned char *scratch = c.ex.comm().scratch(0, std::size_t(c.n) * piece * c.elem);
     const void *inputs[ShmArena::kMaxRanks];
-    ShmArena &arena = *c.ex.arena();
     for (std::size_t done = 0; done < count; done += piece) {
         const std::size_t m = std::min(piece, count - done);
         for (int p = 0; p < c.n; ++p) {
@@ -85,30 +94,45 @@ void reduce_from_all(Context &c, std::size_t offset, std::size_t count, const un
             inputs[p] = slot;
         }
         reduce_inputs(inputs, c.n, out + done * c.elem, m, c.call.dtype, c.call.op);
-        if (publish_progress) arena.set_progress(c.seq, done + m);
-    }
-}
-
-// dst[0..count) = rank `owner`'s output at `offset`, copied as its progress allows.
-void copy_when_ready(Context &c, int owner, std::size_t offset, std::size_t count, unsigned char *dst) {
-    const std::size_t piece = std::max<std::size_t>(1, kCopyPieceBytes / c.elem);
-    const auto &b = c.arena.buffers(owner, c.seq);
-    std::size_t done = 0;
-    while (done < count) {
-        std::uint64_t ready = c.arena.progress(owner, c.seq);
-        if (ready <= done) {
-            c.ex.wait_for_peer(owner, [&] { return c.arena.progress(owner, c.seq) > done; });
-            ready = c.arena.progress(owner, c.seq);
-        }
-        const std::size_t m = std::min<std::size_t>({piece, std::size_t(ready) - done, count - done});
-        read_from(c.ex, owner, b, b.recv + (offset + done) * c.elem, dst + done * c.elem, m * c.elem);
-        done += m;
+        // Allreduce: hand the piece to every peer while it is still in cache (each peer's copy
+        // of this segment is written only here, after this rank read that peer's input for it).
+        if (push_to_peers)
+            for (int k = 1; k < c.n; ++k) {
+                const int p = (c.r + k) % c.n;
+                const auto &b = c.arena.buffers(p, c.seq);
+                transfer(c.ex, p, b, b.recv + (offset + done) * c.elem, out + done * c.elem, m * c.elem, true);
+            }
     }
 }
 
 void wait_finished(Context &c, int peer) {
     c.ex.wait_for_peer(peer, [&] { return c.arena.finished(peer, c.seq); });
 }
+
+// Leaving on an error: say this rank is done with the others' buffers, then wait (bounded) until
+// every live peer is done with this rank's, since they may still be writing into its output;
+// only then may the caller reuse that memory. Peers finish their loops on their own (their
+// waits never depend on this rank after its headers are in) or fail the same way.
+class LeaveSafely {
+  public:
+    explicit LeaveSafely(Context &c) : c_(c), exceptions_(std::uncaught_exceptions()) {}
+    ~LeaveSafely() {
+        if (std::uncaught_exceptions() == exceptions_) return; // normal exit: waited already
+        ShmArena &arena = *c_.ex.arena();
+        arena.set_finished(c_.seq);
+        auto &comm = c_.ex.comm();
+        const auto until = Clock::now() + std::chrono::seconds(10);
+        for (int p = 0; p < c_.n; ++p) {
+            if (p == c_.r) continue;
+            const auto done = [&] { return arena.finished(p, c_.seq) || comm.worker().lost(comm.world_rank_of(p)); };
+            while (!done() && Clock::now() < until) arena.sleep_unless(p, done, std::chrono::milliseconds(1));
+        }
+    }
+
+  private:
+    Context &c_;
+    int exceptions_;
+};
 
 } // namespace
 
@@ -131,16 +155,13 @@ void cma_collective(Exchange &ex) {
     auto *out = static_cast<unsigned char *>(call.recv);
     const auto *in = static_cast<const unsigned char *>(call.send);
     const std::size_t bytes = call.count * c.elem;
+    LeaveSafely leave_safely(c);
     switch (call.kind) {
     case CallKind::allreduce: {
         const Segments segs = even_segments(call.count, c.n);
         const std::size_t mine = segs.offset[c.r];
         reduce_from_all(c, mine, segs.count[c.r], in + mine * c.elem, &ShmArena::Buffers::send, out + mine * c.elem,
                         true);
-        for (int k = 1; k < c.n; ++k) { // start with the next rank, so owners are read evenly
-            const int p = (c.r + k) % c.n;
-            copy_when_ready(c, p, segs.offset[p], segs.count[p], out + segs.offset[p] * c.elem);
-        }
         break;
     }
     case CallKind::reduce_scatter:

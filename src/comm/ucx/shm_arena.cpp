@@ -63,18 +63,8 @@ void ShmArena::publish(std::uint64_t seq, const WireHeader &header, const void *
     s.header = header;
     s.buffers = Buffers{pid_, std::uint64_t(reinterpret_cast<std::uintptr_t>(send)),
                         std::uint64_t(reinterpret_cast<std::uintptr_t>(recv))};
-    __atomic_store_n(&s.progress, 0, __ATOMIC_RELAXED); // ordered by the release below
     __atomic_store_n(&s.published, seq + 1, __ATOMIC_RELEASE);
     ring();
-}
-
-void ShmArena::set_progress(std::uint64_t seq, std::uint64_t value) {
-    __atomic_store_n(&slot(rank_, seq).progress, value, __ATOMIC_RELEASE);
-    ring();
-}
-
-std::uint64_t ShmArena::progress(int rank, std::uint64_t seq) const {
-    return __atomic_load_n(&slot(rank, seq).progress, __ATOMIC_ACQUIRE);
 }
 
 void ShmArena::set_finished(std::uint64_t seq) {

@@ -49,7 +49,7 @@ class ShmArena {
     };
 
     // Writes this rank's header (and `bytes` of payload, and its buffers) for collective `seq`
-    // and publishes it; its progress counter for `seq` starts at 0.
+    // and publishes it.
     void publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes,
                  const void *send = nullptr, const void *recv = nullptr);
     // True when `rank` has published `seq`; then header() and payload() are valid until the
@@ -59,14 +59,12 @@ class ShmArena {
     const unsigned char *payload(int rank, std::uint64_t seq) const { return slot(rank, seq).payload(); }
     const Buffers &buffers(int rank, std::uint64_t seq) const { return slot(rank, seq).buffers; }
 
-    // Per-collective progress of this rank (how much of its own part is done), and the mark
-    // that it has finished reading its peers' buffers; both release, read with acquire.
-    void set_progress(std::uint64_t seq, std::uint64_t value);
-    std::uint64_t progress(int rank, std::uint64_t seq) const;
+    // The mark that this rank has finished with its peers' buffers for `seq` (release; read
+    // with acquire).
     void set_finished(std::uint64_t seq);
     bool finished(int rank, std::uint64_t seq) const;
 
-    // Sleeping waits: every publish, progress or finish of a rank rings its bell (a futex word),
+    // Sleeping waits: every publish or finish of a rank rings its bell (a futex word),
     // waking ranks that sleep on it. Sleeps on `rank`'s bell unless ready() holds; returns when
     // it rang or after `max`.
     void sleep_unless(int rank, const std::function<bool()> &ready, std::chrono::microseconds max) const;
@@ -79,8 +77,7 @@ class ShmArena {
         std::uint64_t published; // seq + 1 of the last collective written here (atomic)
         WireHeader header;
         Buffers buffers;
-        alignas(64) std::uint64_t progress; // own lines: peers poll them while this rank works
-        alignas(64) std::uint64_t finished; // seq + 1 once done with the peers' buffers
+        alignas(64) std::uint64_t finished; // seq + 1 once done with the peers' buffers (own line: polled)
         const unsigned char *payload() const { return reinterpret_cast<const unsigned char *>(this + 1); }
         unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
     };
