@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Small-message latency: allreduce of 8 B to 64 KiB at 2 and 4 local ranks, shardopt over UCX
 # and OpenMPI's MPI_Allreduce in the same run (when built), best of ROUNDS, and the ratio.
-#   BUILD=build bash bench/latency.sh        (ROUNDS=3, SIZES="8 512 8192 65536")
+#   BUILD=build bash bench/latency.sh        (ROUNDS=5, ITERS=20000, SIZES="8 512 8192 65536")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
@@ -15,14 +15,21 @@ for n in 2 4; do
   # left to the kernel.
   if [ "$n" -le "$cores" ]; then ours_bind=core; mpi_bind=core; else ours_bind=none; mpi_bind=none; fi
   for bytes in ${SIZES:-8 512 8192 65536}; do
-    ours=$(for r in $(seq "${ROUNDS:-3}"); do
-      "$ROOT/tools/shardopt-run" -n "$n" --bind "$ours_bind" --timeout 120 -- "$BIN" --min "$bytes" --max "$bytes" --only allreduce --iters 2000
-    done | time_us)
+    # Rounds alternate between the two, so both see the same moments of this shared machine.
+    ours_log=$(mktemp); mpi_log=$(mktemp)
+    for r in $(seq "${ROUNDS:-5}"); do
+      "$ROOT/tools/shardopt-run" -n "$n" --bind "$ours_bind" --timeout 120 -- "$BIN" --min "$bytes" --max "$bytes" \
+        --only allreduce --iters "${ITERS:-20000}" >>"$ours_log"
+      if [ -x "$MPI_BIN" ] && command -v mpirun >/dev/null 2>&1; then
+        timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to "$mpi_bind" -np "$n" "$MPI_BIN" \
+          --min "$bytes" --max "$bytes" --iters "${ITERS:-20000}" >>"$mpi_log"
+      fi
+    done
+    ours=$(time_us <"$ours_log")
+    mpi=$(time_us <"$mpi_log")
+    rm -f "$ours_log" "$mpi_log"
     line="name=latency collective=allreduce bytes=$bytes ranks=$n bind=$ours_bind shardopt_us=$ours"
-    if [ -x "$MPI_BIN" ] && command -v mpirun >/dev/null 2>&1; then
-      mpi=$(for r in $(seq "${ROUNDS:-3}"); do
-        timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to "$mpi_bind" -np "$n" "$MPI_BIN" --min "$bytes" --max "$bytes" --iters 2000
-      done | time_us)
+    if [ -n "$mpi" ]; then
       line="$line openmpi_us=$mpi ratio=$(awk -v a="$ours" -v b="$mpi" 'BEGIN { printf "%.2f", a / b }')"
       line="$line met=$(awk -v a="$ours" -v b="$mpi" 'BEGIN { print (a <= b ? "yes" : "no") }')"
     fi
