@@ -332,7 +332,7 @@ inline void cpu_relax() {
 }
 } // namespace
 
-bool Exchange::spin(const std::function<bool()> &ready) {
+template <typename Ready> bool Exchange::spin(const Ready &ready) {
     // Peers on this host answer within a few hundred nanoseconds: spin without the worker lock
     // first. When ranks outnumber cores, yield every poll so the peer we wait for gets the core;
     // otherwise only once the peer is late (a yield costs more than the handoff, but a peer
@@ -357,8 +357,8 @@ bool Exchange::spin(const std::function<bool()> &ready) {
     }
 }
 
-void Exchange::wait_in_arena(const std::function<int()> &awaited, const std::function<bool()> &ready,
-                             const std::function<bool(int)> &waiting_on, const std::function<std::string()> &text) {
+template <typename Awaited, typename Ready, typename WaitingOn, typename Text>
+void Exchange::wait_in_arena(const Awaited &awaited, const Ready &ready, const WaitingOn &waiting_on, const Text &text) {
     if (spin(ready)) return;
     // Longer waits sleep on the awaited rank's bell (a futex in the arena, rung by each of its
     // publishes), in slices short enough for the communicator's checks (lost peer, abort
@@ -374,15 +374,6 @@ void Exchange::wait_in_arena(const std::function<int()> &awaited, const std::fun
 
 void Exchange::wait_headers() {
     if (arena_) {
-        // The common case of a latency-bound loop: the peers' headers land within a few hundred
-        // nanoseconds. Poll for that long inline before the general wait.
-        if (!comm_.shares_cores())
-            for (int i = 0; i < 32; ++i) {
-                poll_headers_locked();
-                if (header_mismatch_) throw_mismatch();
-                if (all_headers()) return;
-                cpu_relax();
-            }
         const auto ready = [&] {
             poll_headers_locked();
             return header_mismatch_ || all_headers();

@@ -84,10 +84,12 @@ class Exchange {
     std::string timeout_text() const;
     void block_until(const std::function<bool()> &pred);
     void start_clock(); // sets start_ and deadline_ on first use
-    bool spin(const std::function<bool()> &ready);
+    // Templates (defined and used in exchange.cpp only): the hot polling loop calls ready()
+    // directly, without a std::function in between.
+    template <typename Ready> bool spin(const Ready &ready);
     // Arena waits: spin, then sleep on the bell of the rank awaited() names until ready().
-    void wait_in_arena(const std::function<int()> &awaited, const std::function<bool()> &ready,
-                       const std::function<bool(int)> &waiting_on, const std::function<std::string()> &text);
+    template <typename Awaited, typename Ready, typename WaitingOn, typename Text>
+    void wait_in_arena(const Awaited &awaited, const Ready &ready, const WaitingOn &waiting_on, const Text &text);
 
     UcxComm &comm_;
     ShmArena *arena_;

@@ -47,8 +47,8 @@ class UcxComm final : public Communicator {
     // The shared-memory arena of a communicator whose ranks share a host (the world
     // communicator and the communicators split from it), or null.
     ShmArena *arena() const { return arena_.get(); }
-    // Sets up the arena when every rank can map it (collective over the world communicator;
-    // every rank must call it, whatever its environment says).
+    // Sets up the arena when every rank can map it (collective over this communicator: every
+    // member must call it, whatever its environment says).
     void attach_shm_arena();
     ExchangeStorage &exchange_storage() { return *exchange_storage_; }
     Clock::duration spin_time() const { return Tuning::get().spin; }
@@ -88,7 +88,7 @@ class UcxComm final : public Communicator {
     std::unique_ptr<ShmArena> arena_;
     std::unique_ptr<ExchangeStorage> exchange_storage_;
     bool shares_cores_ = false;
-    bool cma_ = false; // every rank can process_vm_readv every other (agreed at attach)
+    bool cma_ = false; // ranks may read and write each other's memory (process_vm_readv/writev; agreed at attach)
 
     // Abort notices from other ranks: one receive posted for the communicator's lifetime.
     std::mutex notice_mutex_;
