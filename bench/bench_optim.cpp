@@ -17,20 +17,14 @@
 
 #include "optim/cpu_dispatch.hpp"
 #include "optim/parallel_update.hpp"
+#include "parse_list.hpp"
 #include "shardopt/optim.hpp"
 
 using namespace shardopt;
+using bench::parse_list;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::vector<long> parse_list(const std::string &s) {
-    std::vector<long> out;
-    std::stringstream in(s);
-    std::string item;
-    while (std::getline(in, item, ',')) out.push_back(std::stol(item));
-    return out;
-}
 
 template <typename T> T *alloc(std::size_t n) {
     const std::size_t bytes = (n * sizeof(T) + 4095) / 4096 * 4096;

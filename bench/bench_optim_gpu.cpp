@@ -21,10 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "parse_list.hpp"
 #include "shardopt/cuda_optimizer.hpp"
 #include "shardopt/error.hpp"
 
 using namespace shardopt;
+using bench::parse_list;
 
 namespace {
 
@@ -41,14 +43,6 @@ struct DeviceArray {
     DeviceArray(const DeviceArray &) = delete;
     DeviceArray &operator=(const DeviceArray &) = delete;
 };
-
-std::vector<long> parse_list(const std::string &s) {
-    std::vector<long> out;
-    std::stringstream in(s);
-    std::string item;
-    while (std::getline(in, item, ',')) out.push_back(std::stol(item));
-    return out;
-}
 
 // Best seconds per call of f over `reps` batches of `calls` calls, timed with events on stream.
 template <typename F> double best_seconds(cudaStream_t stream, int reps, int calls, F &&f) {
