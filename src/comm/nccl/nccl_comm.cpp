@@ -65,15 +65,11 @@ NcclComm::NcclComm(std::shared_ptr<PeerWatch> peers, int device, ncclComm_t comm
         DeviceGuard guard(device);
         barrier_word_ = cuda::detail::DeviceBuffer(16, "the nccl barrier word");
         cuda::detail::check(cudaMemset(barrier_word_.get(), 0, 16), "cudaMemset of the nccl barrier word");
-        for (Lane *lane : {&coll_lane_, &send_lane_, &recv_lane_}) {
-            cuda::detail::check(cudaEventCreateWithFlags(&lane->ready, cudaEventDisableTiming), "cudaEventCreate");
-            cuda::detail::check(cudaEventCreateWithFlags(&lane->done, cudaEventDisableTiming), "cudaEventCreate");
-        }
         // Sends and receives on streams of their own: neither waits behind the other or behind
         // a collective.
-        for (Lane *lane : {&send_lane_, &recv_lane_})
-            cuda::detail::check(cudaStreamCreateWithFlags(&lane->stream, cudaStreamNonBlocking),
-                                "cudaStreamCreateWithFlags");
+        coll_lane_.create(false);
+        send_lane_.create(true);
+        recv_lane_.create(true);
         if (size() > 1) {
             const auto deadline = Clock::now() + timeout;
             auto check = [this] { peers_->check("nccl: creating the point-to-point communicators"); };
@@ -83,12 +79,7 @@ NcclComm::NcclComm(std::shared_ptr<PeerWatch> peers, int device, ncclComm_t comm
     } catch (...) {
         for (Handle *h : {&coll_, &up_, &down_})
             if (h->comm) (void)api().ncclCommAbort(std::exchange(h->comm, nullptr));
-        for (Lane *lane : {&coll_lane_, &send_lane_, &recv_lane_}) {
-            if (lane->ready) (void)cudaEventDestroy(lane->ready);
-            if (lane->done) (void)cudaEventDestroy(lane->done);
-            if (lane->stream) (void)cudaStreamDestroy(lane->stream);
-        }
-        throw;
+        throw; // the lanes release what they made
     }
 }
 
@@ -101,12 +92,7 @@ NcclComm::~NcclComm() {
         close(coll_);
     } catch (...) { // no device to switch to: nothing more can be released cleanly
     }
-    for (Lane *lane : {&coll_lane_, &send_lane_, &recv_lane_}) {
-        (void)cudaEventDestroy(lane->ready);
-        (void)cudaEventDestroy(lane->done);
-        if (lane->stream) (void)cudaStreamDestroy(lane->stream);
-    }
-    (void)cudaGetLastError();
+    (void)cudaGetLastError(); // the lanes are released after this body
 }
 
 void NcclComm::close(Handle &handle) noexcept {

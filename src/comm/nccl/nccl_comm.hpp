@@ -24,6 +24,7 @@
 #include <string>
 
 #include "comm/gpu/device_comm.hpp"
+#include "comm/gpu/stream_lane.hpp"
 #include "optim/cuda/device_buffer.hpp"
 #include "peer_watch.hpp"
 #include "self_mailbox.hpp"
@@ -51,11 +52,7 @@ class NcclComm final : public Communicator, public gpu::detail::DeviceComm {
         ncclComm_t comm = nullptr; // null once aborted or destroyed
     };
     // Where a call runs: its stream (null: the communicator's stream()) and completion event.
-    struct Lane {
-        cudaStream_t stream = nullptr;
-        cudaEvent_t ready = nullptr; // p2p: ordered after the caller's stream
-        cudaEvent_t done = nullptr;
-    };
+    using Lane = gpu::detail::StreamLane;
     using Enqueue = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
 
     // Enqueues on the lane's stream (under the handle's mutex; handle null: a copy, no NCCL

@@ -9,33 +9,17 @@ using cuda::detail::DeviceGuard;
 
 StagedComm::StagedComm(CommunicatorPtr host, int device)
     : Communicator(host->rank(), host->size()), DeviceComm(device), host_(std::move(host)) {
-    try {
-        DeviceGuard guard(device);
-        for (Lane *lane : {&coll_, &send_, &recv_}) {
-            cuda::detail::check(cudaEventCreateWithFlags(&lane->ready, cudaEventDisableTiming), "cudaEventCreate");
-            cuda::detail::check(cudaEventCreateWithFlags(&lane->done, cudaEventDisableTiming), "cudaEventCreate");
-        }
-        for (Lane *lane : {&send_, &recv_})
-            cuda::detail::check(cudaStreamCreateWithFlags(&lane->stream, cudaStreamNonBlocking),
-                                "cudaStreamCreateWithFlags");
-    } catch (...) {
-        for (Lane *lane : {&coll_, &send_, &recv_}) {
-            if (lane->ready) (void)cudaEventDestroy(lane->ready);
-            if (lane->done) (void)cudaEventDestroy(lane->done);
-            if (lane->stream) (void)cudaStreamDestroy(lane->stream);
-        }
-        throw;
-    }
+    DeviceGuard guard(device);
+    // Sends and receives on streams of their own: neither waits behind the other or behind a
+    // collective. (A lane that throws here is released with the others by their destructors.)
+    coll_.create(false);
+    send_.create(true);
+    recv_.create(true);
 }
 
 StagedComm::~StagedComm() {
     shutdown_queues();
-    for (Lane *lane : {&coll_, &send_, &recv_}) {
-        (void)cudaEventDestroy(lane->ready);
-        (void)cudaEventDestroy(lane->done);
-        if (lane->stream) (void)cudaStreamDestroy(lane->stream);
-    }
-    (void)cudaGetLastError();
+    (void)cudaGetLastError(); // the lanes are released after this body
 }
 
 void StagedComm::on_abort(const std::string &reason, ErrorCode code) {

@@ -16,6 +16,7 @@
 
 #include "comm/gpu/device_comm.hpp"
 #include "comm/gpu/event_wait.hpp"
+#include "comm/gpu/stream_lane.hpp"
 #include "pinned_buffer.hpp"
 #include "shardopt/comm.hpp"
 
@@ -34,10 +35,7 @@ class StagedComm final : public Communicator, public gpu::detail::DeviceComm {
     void on_abort(const std::string &reason, ErrorCode code) override;
 
   private:
-    struct Lane {
-        cudaStream_t stream = nullptr; // null: stream()
-        cudaEvent_t ready = nullptr;
-        cudaEvent_t done = nullptr;
+    struct Lane : gpu::detail::StreamLane {
         PinnedBuffer in, out;
     };
     // Copies bytes (any direction; cudaMemcpyDefault) on the lane's stream and waits for it.

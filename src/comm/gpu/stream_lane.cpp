@@ -1,0 +1,20 @@
+#include "stream_lane.hpp"
+
+#include "optim/cuda/cuda_check.hpp"
+
+namespace shardopt::gpu::detail {
+
+void StreamLane::create(bool own_stream) {
+    cuda::detail::check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    cuda::detail::check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    if (own_stream)
+        cuda::detail::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+}
+
+StreamLane::~StreamLane() {
+    if (ready) (void)cudaEventDestroy(ready);
+    if (done) (void)cudaEventDestroy(done);
+    if (stream) (void)cudaStreamDestroy(stream);
+}
+
+} // namespace shardopt::gpu::detail
