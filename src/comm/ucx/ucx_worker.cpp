@@ -242,18 +242,21 @@ ucp_ep_h Worker::ep_for(int world_peer) {
     return eps_[world_peer];
 }
 
-void Worker::post_send(Request &r, int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
+namespace {
+
+// Clears r for a new post, keeping whom it is with (the caller's diagnostics fields).
+void start_post(Request &r, std::size_t bytes, bool is_recv) {
     const int peer = r.peer, known_world_peer = r.world_peer;
     r = Request{};
     r.peer = peer;
     r.world_peer = known_world_peer;
     r.posted = true;
+    r.is_recv = is_recv;
     r.expected = bytes;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-    p.datatype = ucp_dt_make_contig(1);
-    void *req = ucp_tag_send_nbx(ep_for(world_peer), buf, bytes, tag, &p);
+}
+
+// Records what ucp_tag_*_nbx returned: a request in flight, or an immediate status.
+void finish_post(Request &r, void *req) {
     if (UCS_PTR_IS_PTR(req)) {
         r.handle = req;
     } else {
@@ -262,27 +265,26 @@ void Worker::post_send(Request &r, int world_peer, std::uint64_t tag, const void
     }
 }
 
+} // namespace
+
+void Worker::post_send(Request &r, int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    start_post(r, bytes, false);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = ucp_dt_make_contig(1);
+    finish_post(r, ucp_tag_send_nbx(ep_for(world_peer), buf, bytes, tag, &p));
+}
+
 void Worker::post_recv(Request &r, std::uint64_t tag, std::uint64_t mask, void *buf, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int peer = r.peer, known_world_peer = r.world_peer;
-    r = Request{};
-    r.peer = peer;
-    r.world_peer = known_world_peer;
-    r.posted = true;
-    r.is_recv = true;
-    r.expected = bytes;
+    start_post(r, bytes, true);
     ucp_request_param_t p{};
     // Always get a request: UCX 1.13 does not fill recv_info on immediate completion, and
     // the received length is how a size mismatch is detected.
     p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     p.datatype = ucp_dt_make_contig(1);
-    void *req = ucp_tag_recv_nbx(worker_, buf, bytes, tag, mask, &p);
-    if (UCS_PTR_IS_PTR(req)) {
-        r.handle = req;
-    } else {
-        r.done = true;
-        r.status = UCS_PTR_STATUS(req);
-    }
+    finish_post(r, ucp_tag_recv_nbx(worker_, buf, bytes, tag, mask, &p));
 }
 
 void Worker::send_buffered(int world_peer, std::uint64_t tag, const void *buf, std::size_t bytes) {
