@@ -17,19 +17,8 @@ NET=10.77.$((TAG % 250))
 . "$(dirname "$0")/netns_hosts.sh"
 netns_hosts_create $N so-h "$NET"
 
-TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-PORT=29555
-for i in $(seq 0 $((N - 1))); do
-  ip netns exec "${hosts[$i]}" env SHARDOPT_RANK=$i SHARDOPT_WORLD_SIZE=$N SHARDOPT_MASTER_ADDR="$NET.1" \
-    SHARDOPT_MASTER_PORT=$PORT SHARDOPT_JOB_TOKEN="$TOKEN" SHARDOPT_TIMEOUT_MS=60000 UCX_TLS=tcp \
-    "$MAIN" --filter "$FILTER" --skip-failures >"$LOGDIR/rank$i.log" 2>&1 &
-  pids+=($!)
-done
-status=0
-for i in $(seq 0 $((N - 1))); do
-  wait "${pids[$i]}" || status=1
-  sed "s/^/[host $i $NET.$((i + 1))] /" "$LOGDIR/rank$i.log"
-done
-pids=()
+netns_launch 29555 60000 -- "$MAIN" --filter "$FILTER" --skip-failures
+netns_wait_all
+status=$?
 if [ $status -eq 0 ]; then echo "PASS: $N ranks in $N network namespaces over UCX tcp"; fi
 exit $status

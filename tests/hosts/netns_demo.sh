@@ -14,19 +14,9 @@ NET=10.79.$((TAG % 250))
 # shellcheck source=netns_hosts.sh
 . "$(dirname "$0")/netns_hosts.sh"
 netns_hosts_create $N so-d "$NET"
-TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-for i in $(seq 0 $((N - 1))); do
-  ip netns exec "${hosts[$i]}" env SHARDOPT_RANK=$i SHARDOPT_WORLD_SIZE=$N SHARDOPT_MASTER_ADDR="$NET.1" \
-    SHARDOPT_MASTER_PORT=29557 SHARDOPT_JOB_TOKEN="$TOKEN" SHARDOPT_TIMEOUT_MS=60000 UCX_TLS=tcp \
-    timeout -s KILL 240 "$DEMO" --backend ucx --epochs 3 --samples 2048 >"$LOGDIR/rank$i.log" 2>&1 &
-  pids+=($!)
-done
-status=0
-for i in $(seq 0 $((N - 1))); do
-  wait "${pids[$i]}" || status=1
-  sed "s/^/[host $i $NET.$((i + 1))] /" "$LOGDIR/rank$i.log"
-done
-pids=()
+netns_launch 29557 60000 -- timeout -s KILL 240 "$DEMO" --backend ucx --epochs 3 --samples 2048
+netns_wait_all
+status=$?
 grep -q "largest difference from single-process training" "$LOGDIR/rank0.log" || status=1
 if [ $status -eq 0 ]; then echo "PASS: the demo on $N network namespaces matches single-process training"; fi
 exit $status

@@ -4,6 +4,13 @@
 #   netns_hosts_create N PREFIX NET     e.g. 4 so-h 10.77.<x>: hosts PREFIX0-$$ .. with
 #                                       addresses NET.1 .. NET.N on eth0 (/24)
 # Afterwards: hosts=(names), pids=() for the caller's background processes, LOGDIR for logs.
+#
+#   netns_launch PORT TIMEOUT_MS [VAR=VALUE ...] -- PROGRAM ARGS
+#                                       starts rank i of the job in hosts[i] (UCX over TCP, a
+#                                       fresh job token, the rendezvous at NET.1:PORT), output in
+#                                       LOGDIR/rank<i>.log, its pid appended to pids
+#   netns_wait_all                      waits for every rank and prints its log prefixed with its
+#                                       host; returns 1 when any rank failed
 # Everything (processes, namespaces, LOGDIR) is removed on exit. Exits 77 (ctest
 # SKIP_RETURN_CODE) when not root or when namespaces cannot be made here.
 
@@ -11,6 +18,7 @@ hosts=()
 pids=()
 LOGDIR=
 NETNS_HUB=
+NETNS_NET=
 
 netns_hosts_cleanup() {
   for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
@@ -21,6 +29,7 @@ netns_hosts_cleanup() {
 
 netns_hosts_create() {
   local n=$1 prefix=$2 net=$3 i h
+  NETNS_NET=$net
   if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
   if ! command -v ip >/dev/null 2>&1; then echo "SKIP: iproute2 (ip) not installed"; exit 77; fi
   trap netns_hosts_cleanup EXIT INT TERM
@@ -51,4 +60,29 @@ netns_hosts_create() {
       ip netns exec "${hosts[$i]}" ping -c 1 -W 3 "$net.1" >/dev/null 2>&1 || true
   done
   LOGDIR=$(mktemp -d)
+}
+
+netns_launch() {
+  local port=$1 timeout_ms=$2 n=${#hosts[@]} i token
+  shift 2
+  local extra=()
+  while [ "$1" != "--" ]; do extra+=("$1"); shift; done
+  shift
+  token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  for i in $(seq 0 $((n - 1))); do
+    ip netns exec "${hosts[$i]}" env SHARDOPT_RANK=$i SHARDOPT_WORLD_SIZE=$n SHARDOPT_MASTER_ADDR="$NETNS_NET.1" \
+      SHARDOPT_MASTER_PORT=$port SHARDOPT_JOB_TOKEN="$token" SHARDOPT_TIMEOUT_MS=$timeout_ms UCX_TLS=tcp \
+      "${extra[@]}" "$@" >"$LOGDIR/rank$i.log" 2>&1 &
+    pids+=($!)
+  done
+}
+
+netns_wait_all() {
+  local status=0 i
+  for i in $(seq 0 $((${#hosts[@]} - 1))); do
+    wait "${pids[$i]}" || status=1
+    sed "s/^/[host $i $NETNS_NET.$((i + 1))] /" "$LOGDIR/rank$i.log"
+  done
+  pids=()
+  return $status
 }

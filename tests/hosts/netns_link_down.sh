@@ -16,16 +16,9 @@ NET=10.78.$((TAG % 250))
 # shellcheck source=netns_hosts.sh
 . "$(dirname "$0")/netns_hosts.sh"
 netns_hosts_create $N so-l "$NET"
-TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-PORT=29556
 start=$(date +%s.%N)
-for i in $(seq 0 $((N - 1))); do
-  # Long enough that the link goes down mid-training: 100000 steps of >= 2 ms each.
-  ip netns exec "${hosts[$i]}" env SHARDOPT_RANK=$i SHARDOPT_WORLD_SIZE=$N SHARDOPT_MASTER_ADDR="$NET.1" \
-    SHARDOPT_MASTER_PORT=$PORT SHARDOPT_JOB_TOKEN="$TOKEN" SHARDOPT_TIMEOUT_MS=$TIMEOUT_MS UCX_TLS=tcp \
-    SHARDOPT_FAULT_STEP_SLEEP_MS=2 timeout -s KILL 60 "$MAIN" train 100000 2 -1 -1 >"$LOGDIR/rank$i.log" 2>&1 &
-  pids+=($!)
-done
+# Long enough that the link goes down mid-training: 100000 steps of >= 2 ms each.
+netns_launch 29556 $TIMEOUT_MS SHARDOPT_FAULT_STEP_SLEEP_MS=2 -- timeout -s KILL 60 "$MAIN" train 100000 2 -1 -1
 sleep 3
 down_at=$(date +%s.%N)
 ip -n "${hosts[2]}" link set eth0 down
