@@ -126,6 +126,29 @@ static int verify_checkpoint_mode(const char *dir) {
 
 // Rank r's loss is 0.5 * |w - t_r|^2 with t_r[i] = (i % 7) + r: the averaged gradient is
 // w - mean_r(t_r), so SGD with lr from w = 0 gives w_k = T * (1 - (1 - lr)^k) exactly in reals.
+// A timeout lists every rank that had not arrived ("ranks never arrived: 0, 2"). When a link
+// goes down, a survivor may also be waiting for a live rank that is itself stuck timing out in
+// the collective before, so the lost rank can be anywhere in that list.
+static bool listed_as_missing(const std::string &what, int victim) {
+    const std::string tag = "never arrived: ";
+    const auto at = what.find(tag);
+    if (at == std::string::npos) return false;
+    std::size_t pos = at + tag.size();
+    for (;;) {
+        std::size_t used = 0;
+        int listed = -1;
+        try {
+            listed = std::stoi(what.substr(pos), &used);
+        } catch (const std::exception &) {
+            return false;
+        }
+        if (listed == victim) return true;
+        pos += used;
+        if (what.compare(pos, 2, ", ") != 0) return false;
+        pos += 2;
+    }
+}
+
 static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
     CommunicatorPtr comm;
     try {
@@ -190,7 +213,7 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
         const bool named = what.find("rank " + std::to_string(victim) + " ") != std::string::npos ||
                            what.find("rank " + std::to_string(victim) + ")") != std::string::npos ||
                            what.find("rank(s) " + std::to_string(victim)) != std::string::npos ||
-                           what.find("never arrived: " + std::to_string(victim)) != std::string::npos;
+                           listed_as_missing(what, victim);
         std::printf("%s %s: %s\n", named ? "LOST" : "BAD (lost rank not named)", error_code_name(e.code()),
                     what.c_str());
         std::fflush(stdout);
