@@ -1,0 +1,14 @@
+// The CUDA space in a build without CUDA (SHARDOPT_WITH_CUDA=OFF, or no toolkit found): the
+// entry point exists, so the engine compiles the same everywhere, and says why it cannot run.
+#include "cuda_space.hpp"
+#include "shardopt/error.hpp"
+
+namespace shardopt::device {
+
+std::unique_ptr<DeviceSpace> make_cuda_space(const Communicator &, cuda::Stream) {
+    throw Error(ErrorCode::unsupported,
+                "shardopt was built without CUDA (SHARDOPT_WITH_CUDA=OFF or no CUDA toolkit was found at configure "
+                "time): the CUDA device space is not available");
+}
+
+} // namespace shardopt::device
