@@ -48,4 +48,10 @@ HybridGrid HybridGrid::build(CommunicatorPtr world, int pp, int tp, int dp, int 
     return g;
 }
 
+HybridGrid HybridGrid::for_options(CommunicatorPtr world, const ShardingOptions &options) {
+    if (options.strategy != Strategy::hybrid) return flat(std::move(world));
+    return build(std::move(world), options.pipeline_parallel_size, options.tensor_parallel_size,
+                 options.data_parallel_size, options.hsdp_replicas);
+}
+
 } // namespace shardopt

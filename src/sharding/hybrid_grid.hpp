@@ -4,6 +4,7 @@
 #pragma once
 
 #include "shardopt/comm.hpp"
+#include "shardopt/sharded_optimizer.hpp"
 
 namespace shardopt {
 
@@ -25,6 +26,13 @@ struct HybridGrid {
                             int data_parallel_size, int replicas);
     // The trivial grid for non-hybrid strategies: data = shard = world.
     static HybridGrid flat(CommunicatorPtr world);
+    // The grid `options` asks for: build() for the hybrid strategy, flat() for the others.
+    static HybridGrid for_options(CommunicatorPtr world, const ShardingOptions &options);
 };
+
+// The strategy inside each data-parallel group (the hybrid's hybrid_data_strategy).
+inline Strategy data_strategy_of(const ShardingOptions &options) {
+    return options.strategy == Strategy::hybrid ? options.hybrid_data_strategy : options.strategy;
+}
 
 } // namespace shardopt

@@ -19,26 +19,6 @@ const char *strategy_name(Strategy strategy) noexcept {
     return "invalid-strategy";
 }
 
-namespace {
-void validate(const ShardingOptions &o) {
-    require(int(o.strategy) >= 0 && int(o.strategy) <= int(Strategy::local_sgd), ErrorCode::invalid_argument,
-            "invalid strategy");
-    require(o.gradient_accumulation_steps >= 1, ErrorCode::invalid_argument,
-            "gradient_accumulation_steps must be >= 1");
-    require(o.max_grad_norm >= 0.0, ErrorCode::invalid_argument, "max_grad_norm must be >= 0 (0 disables clipping)");
-    require(o.staging_buffers >= 1, ErrorCode::invalid_argument, "staging_buffers must be >= 1");
-    require(o.local_sgd_period >= 1, ErrorCode::invalid_argument, "local_sgd_period must be >= 1");
-    require(o.update_threads >= 0, ErrorCode::invalid_argument, "update_threads must be >= 0 (0 = automatic)");
-    if (o.strategy == Strategy::hybrid)
-        require(o.hybrid_data_strategy == Strategy::ddp || o.hybrid_data_strategy == Strategy::zero1 ||
-                    o.hybrid_data_strategy == Strategy::zero2 || o.hybrid_data_strategy == Strategy::fsdp,
-                ErrorCode::invalid_argument, "hybrid_data_strategy must be ddp, zero1, zero2 or fsdp");
-    if (o.strategy != Strategy::hybrid)
-        require(o.pipeline_parallel_size == 1 && o.tensor_parallel_size == 1 && o.hsdp_replicas == 1,
-                ErrorCode::invalid_argument,
-                "pipeline/tensor parallel sizes and hsdp_replicas apply to the hybrid strategy only");
-}
-} // namespace
 
 ShardedOptimizer::ShardedOptimizer(CommunicatorPtr comm, ParameterSet layout, const OptimizerOptions &optimizer,
                                    const ShardingOptions &options)
@@ -55,12 +35,9 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm,
                                                            const ShardingOptions &options, const void *initial,
                                                            void *external_params) {
     require(comm != nullptr, ErrorCode::invalid_argument, "communicator is null");
-    validate(options);
-    HybridGrid grid = options.strategy == Strategy::hybrid
-                          ? HybridGrid::build(comm, options.pipeline_parallel_size, options.tensor_parallel_size,
-                                              options.data_parallel_size, options.hsdp_replicas)
-                          : HybridGrid::flat(comm);
-    const Strategy data_strategy = options.strategy == Strategy::hybrid ? options.hybrid_data_strategy : options.strategy;
+    validate_sharding_options(options);
+    HybridGrid grid = HybridGrid::for_options(comm, options);
+    const Strategy data_strategy = data_strategy_of(options);
     layout.plan(grid.shard->size());
     std::unique_ptr<ShardedOptimizer> opt(new ShardedOptimizer(comm, std::move(layout), optimizer, options));
     const StrategyPlan plan = StrategyPlan::of(data_strategy, options);

@@ -92,16 +92,6 @@ bool host_is_little_endian() {
     return first == 1;
 }
 
-// Every tensor whole, in flat indices: what a rank holding full (unsharded) storage owns.
-std::vector<OwnedSegment> whole_tensors(const ParameterSet &layout) {
-    std::vector<OwnedSegment> segs;
-    for (int t = 0; t < layout.tensor_count(); ++t) {
-        const auto &tl = layout.tensor(t);
-        segs.push_back({t, tl.offset, tl.offset, tl.count});
-    }
-    return segs;
-}
-
 void check_checkpointable(const ShardedOptimizer::Impl &impl, const ShardingOptions &options, const char *what) {
     require(host_is_little_endian(), ErrorCode::unsupported, "checkpoints need a little-endian host");
     require(impl.grid.pp_size == 1 && impl.grid.tp_size == 1, ErrorCode::unsupported,

@@ -10,6 +10,25 @@
 
 namespace shardopt {
 
+void validate_sharding_options(const ShardingOptions &o) {
+    require(int(o.strategy) >= 0 && int(o.strategy) <= int(Strategy::local_sgd), ErrorCode::invalid_argument,
+            "invalid strategy");
+    require(o.gradient_accumulation_steps >= 1, ErrorCode::invalid_argument,
+            "gradient_accumulation_steps must be >= 1");
+    require(o.max_grad_norm >= 0.0, ErrorCode::invalid_argument, "max_grad_norm must be >= 0 (0 disables clipping)");
+    require(o.staging_buffers >= 1, ErrorCode::invalid_argument, "staging_buffers must be >= 1");
+    require(o.local_sgd_period >= 1, ErrorCode::invalid_argument, "local_sgd_period must be >= 1");
+    require(o.update_threads >= 0, ErrorCode::invalid_argument, "update_threads must be >= 0 (0 = automatic)");
+    if (o.strategy == Strategy::hybrid)
+        require(o.hybrid_data_strategy == Strategy::ddp || o.hybrid_data_strategy == Strategy::zero1 ||
+                    o.hybrid_data_strategy == Strategy::zero2 || o.hybrid_data_strategy == Strategy::fsdp,
+                ErrorCode::invalid_argument, "hybrid_data_strategy must be ddp, zero1, zero2 or fsdp");
+    if (o.strategy != Strategy::hybrid)
+        require(o.pipeline_parallel_size == 1 && o.tensor_parallel_size == 1 && o.hsdp_replicas == 1,
+                ErrorCode::invalid_argument,
+                "pipeline/tensor parallel sizes and hsdp_replicas apply to the hybrid strategy only");
+}
+
 StrategyPlan StrategyPlan::of(Strategy s, const ShardingOptions &options) {
     StrategyPlan p;
     switch (s) {
@@ -25,6 +44,28 @@ StrategyPlan StrategyPlan::of(Strategy s, const ShardingOptions &options) {
         throw Error(ErrorCode::invalid_argument, "hybrid_data_strategy must be ddp, zero1, zero2 or fsdp");
     }
     return p;
+}
+
+std::vector<OwnedSegment> owned_chunks(const ParameterSet &layout, int group_rank) {
+    std::vector<OwnedSegment> segments;
+    for (const auto &b : layout.buckets()) {
+        const std::size_t begin = b.offset + std::size_t(group_rank) * b.shard, end = begin + b.shard;
+        for (int t = b.first_tensor; t < b.first_tensor + b.tensor_count; ++t) {
+            const auto &tl = layout.tensor(t);
+            const std::size_t lo = std::max(begin, tl.offset), hi = std::min(end, tl.offset + tl.count);
+            if (lo < hi) segments.push_back({t, lo, b.shard_offset + (lo - begin), hi - lo});
+        }
+    }
+    return segments;
+}
+
+std::vector<OwnedSegment> whole_tensors(const ParameterSet &layout) {
+    std::vector<OwnedSegment> segments;
+    for (int t = 0; t < layout.tensor_count(); ++t) {
+        const auto &tl = layout.tensor(t);
+        segments.push_back({t, tl.offset, tl.offset, tl.count});
+    }
+    return segments;
 }
 
 ShardedOptimizer::Impl::Impl(ShardedOptimizer &o, HybridGrid g, StrategyPlan p, void *external_params)
@@ -59,23 +100,8 @@ ShardedOptimizer::Impl::Impl(ShardedOptimizer &o, HybridGrid g, StrategyPlan p, 
     buckets.resize(layout.bucket_count());
     if (plan.params_sharded) units.resize(layout.bucket_count());
 
-    // Owned segments: chunk group_rank of each bucket, cut at tensor boundaries.
-    for (const auto &b : layout.buckets()) {
-        const std::size_t begin = b.offset + std::size_t(group_rank) * b.shard, end = begin + b.shard;
-        for (int t = b.first_tensor; t < b.first_tensor + b.tensor_count; ++t) {
-            const auto &tl = layout.tensor(t);
-            const std::size_t lo = std::max(begin, tl.offset), hi = std::min(end, tl.offset + tl.count);
-            if (lo < hi) chunk_segments.push_back({t, lo, b.shard_offset + (lo - begin), hi - lo});
-        }
-    }
-    if (plan.state_sharded) {
-        update_segments = chunk_segments;
-    } else {
-        for (int t = 0; t < layout.tensor_count(); ++t) {
-            const auto &tl = layout.tensor(t);
-            update_segments.push_back({t, tl.offset, tl.offset, tl.count});
-        }
-    }
+    chunk_segments = owned_chunks(layout, group_rank);
+    update_segments = plan.state_sharded ? chunk_segments : whole_tensors(layout);
     note_buffers();
 }
 

@@ -33,6 +33,15 @@ struct OwnedSegment {
     std::size_t count;
 };
 
+// Chunk `group_rank` of every bucket, cut at tensor boundaries (what a rank owns when state is
+// sharded), and every tensor whole (when it is not). `local` indexes the shard buffer in the
+// first, the flat buffer in the second.
+std::vector<OwnedSegment> owned_chunks(const ParameterSet &layout, int group_rank);
+std::vector<OwnedSegment> whole_tensors(const ParameterSet &layout);
+
+// Throws Error(invalid_argument) naming the first option out of range or inconsistent.
+void validate_sharding_options(const ShardingOptions &options);
+
 class ShardedOptimizer::Impl {
   public:
     Impl(ShardedOptimizer &owner, HybridGrid grid, StrategyPlan plan, void *external_params);

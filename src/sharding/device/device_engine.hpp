@@ -1,0 +1,117 @@
+// DeviceEngine: the ShardedOptimizer engine for memory of a DeviceSpace (GPU memory in
+// practice). Same strategies, layout, step protocol and arithmetic as ShardedOptimizer::Impl;
+// what differs is that every buffer and pass belongs to the space, collectives are ordered
+// after the compute stream by the space, and the update runs bucket by bucket (one SpanUpdater
+// per bucket) so a bucket's post-update allgather overlaps the next bucket's update.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "../hybrid_grid.hpp"
+#include "../sharded_optimizer_impl.hpp"
+#include "device_space.hpp"
+#include "shardopt/sharded_optimizer.hpp"
+
+namespace shardopt::device {
+
+class DeviceEngine {
+  public:
+    // Collective over comm (builds the hybrid grid). `initial`: host, packed, null for zeros.
+    DeviceEngine(std::unique_ptr<DeviceSpace> space, CommunicatorPtr comm, ParameterSet layout,
+                 const OptimizerOptions &optimizer, const ShardingOptions &options, const void *initial);
+    ~DeviceEngine();
+    DeviceEngine(const DeviceEngine &) = delete;
+    DeviceEngine &operator=(const DeviceEngine &) = delete;
+
+    Communicator &world() const noexcept { return *comm_; }
+    const ParameterSet &layout() const noexcept { return layout_; }
+    const ShardingOptions &options() const noexcept { return options_; }
+    const HybridGrid &grid() const noexcept { return grid_; }
+    std::int64_t step_count() const noexcept { return step_count_; }
+    void set_lr(double lr);
+
+    void *parameters();
+    void *tensor_parameters(int t);
+    void *gather(int b);
+    void release(int b);
+    void get_parameters(void *packed_host);
+    void set_parameters(const void *packed_host);
+
+    void zero_grad();
+    void *bucket_grad(int b);
+    void *grad(int t);
+    void grad_ready(int b);
+    StepResult step();
+
+    MemoryStats memory_stats() const;
+
+  private:
+    enum class BucketPhase { idle, open, reducing, done };
+    struct BucketProgress {
+        BucketPhase phase = BucketPhase::idle;
+        WorkPtr work;
+        int staging_index = -1;
+    };
+    struct Staging {
+        SpaceBufferPtr buffer;
+        int bucket = -1;
+    };
+    struct Unit { // FSDP: a gathered bucket
+        SpaceBufferPtr buffer;
+        WorkPtr work;
+        bool gathered = false;
+    };
+    // One bucket's part of the update: its owned segments and the optimizer over them.
+    struct BucketUpdate {
+        std::vector<OwnedSegment> segments;
+        std::unique_ptr<SpanUpdater> updater;
+    };
+
+    bool final_micro_step() const;
+    int take_staging(int b);
+    unsigned char *open_bucket(int b);
+    void launch_reduction(int b, unsigned char *buffer);
+    void wait_reductions();
+    unsigned char *grad_at(const OwnedSegment &s) const;
+    unsigned char *param_at(const OwnedSegment &s) const;
+    double global_sum_of_squares();
+    void update_and_gather(double clip);
+    void wait_param_gather(int b);
+    void wait_param_gathers();
+    void average_params();
+    void start_gather(int b);
+    void release_all_units();
+    SpaceBufferPtr take_unit_buffer();
+    std::size_t buffer_bytes() const;
+    void note_buffers();
+    void finish_in_flight() noexcept;
+
+    std::unique_ptr<DeviceSpace> space_;
+    CommunicatorPtr comm_;
+    ParameterSet layout_;
+    OptimizerOptions optimizer_;
+    ShardingOptions options_;
+    HybridGrid grid_;
+    StrategyPlan plan_;
+    std::size_t elem_;
+    int group_rank_, group_size_;
+    std::int64_t step_count_ = 0;
+
+    SpaceBufferPtr params_; // full padded buffer, or the shard (FSDP)
+    SpaceBufferPtr grads_;  // full padded buffer, or the shard (ZeRO-2, FSDP)
+    SpaceBufferPtr accumulation_;
+    std::vector<Staging> staging_;
+    std::vector<BucketProgress> buckets_;
+    std::vector<int> reduce_order_;
+    int micro_step_ = 0;
+    std::vector<Unit> units_;
+    std::vector<SpaceBufferPtr> free_unit_buffers_;
+    int last_gathered_ = -1;
+    std::vector<WorkPtr> param_gathers_;
+    std::vector<OwnedSegment> chunk_segments_;
+    std::vector<BucketUpdate> updates_; // per bucket
+    std::size_t peak_buffer_bytes_ = 0;
+};
+
+} // namespace shardopt::device

@@ -1,0 +1,90 @@
+// DeviceSpace: where a ShardedDeviceOptimizer keeps its memory and runs its element-wise work.
+//
+// The engine (device_engine.*) decides which buffers exist, which collective moves what, and
+// when the update runs; a space supplies the memory and the passes over it. The CUDA space
+// (cuda_space.cpp) allocates device memory and enqueues everything on the caller's compute
+// stream; the host space (host_space.cpp) does the same work on the CPU with the reference
+// optimizer, so the engine's bookkeeping is tested on machines without a GPU and its results
+// compared bit for bit with ShardedOptimizer.
+//
+// Ordering contract: every pass (zero, add_into, scale, updates) runs after the passes issued
+// before it, on one compute stream. before_collective(comm) orders the next collective issued
+// on `comm` after everything issued on the compute stream so far (the caller's gradient
+// computation included). A collective's Work completes when its result is in place, and the
+// engine waits for it before issuing a pass that reads that result.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "shardopt/comm.hpp"
+#include "shardopt/optim.hpp"
+#include "shardopt/types.hpp"
+
+namespace shardopt::device {
+
+// Memory of a space, released by its destructor.
+class SpaceBuffer {
+  public:
+    virtual ~SpaceBuffer() = default;
+    virtual unsigned char *data() const noexcept = 0;
+    virtual std::size_t bytes() const noexcept = 0;
+};
+using SpaceBufferPtr = std::unique_ptr<SpaceBuffer>;
+
+// A run of `count` elements at `data` (memory of the space).
+struct Span {
+    unsigned char *data = nullptr;
+    std::size_t count = 0;
+};
+
+// The base optimizer over a fixed list of parameter spans (one bucket's owned part): owns its
+// state, counts its steps from 1.
+class SpanUpdater {
+  public:
+    virtual ~SpanUpdater() = default;
+    // One update of every span; grads[i] has the count of span i. Enqueued, not waited for.
+    virtual void step(const std::vector<const void *> &grads) = 0;
+    virtual void set_lr(double lr) = 0;
+    // Bytes of optimizer state held (master weights included when kept).
+    virtual std::size_t state_bytes() const noexcept = 0;
+    virtual int state_slots() const noexcept = 0;
+    // Synchronizing: state slot `slot` of span i into `host` (span count floats).
+    virtual void read_state(int span, int slot, float *host) = 0;
+};
+
+class DeviceSpace {
+  public:
+    virtual ~DeviceSpace() = default;
+    virtual const char *name() const noexcept = 0;
+
+    // Zero-filled (enqueued) buffer of `bytes`; `what` names it in an out-of-memory error.
+    virtual SpaceBufferPtr allocate(std::size_t bytes, const char *what) = 0;
+
+    // --- passes on the compute stream (enqueued) ---
+    virtual void zero(void *data, std::size_t bytes) = 0;
+    virtual void add_into(void *dst, const void *src, std::size_t count, DType dtype) = 0; // dst += src
+    virtual void scale(void *data, std::size_t count, DType dtype, double factor) = 0;    // data *= factor
+    // Sum of squares of every span in order, accumulated in double; waits for the result.
+    virtual double sum_of_squares(const std::vector<Span> &spans, DType dtype) = 0;
+
+    // --- host transfers (wait until done) ---
+    virtual void copy_from_host(void *dst, const void *host, std::size_t bytes) = 0;
+    virtual void copy_to_host(void *host, const void *src, std::size_t bytes) = 0;
+
+    // --- collectives ---
+    virtual void before_collective(Communicator &comm) = 0;
+    // allreduce of one host value over `comm` (through the space's memory when the
+    // communicator needs it there).
+    virtual double allreduce_scalar(Communicator &comm, double value, ReduceOp op) = 0;
+
+    // The base optimizer for `params` (spans of dtype elements in this space).
+    virtual std::unique_ptr<SpanUpdater> make_updater(const std::vector<Span> &params, DType dtype,
+                                                      const OptimizerOptions &options) = 0;
+
+    // Waits until every pass issued so far has completed.
+    virtual void synchronize() = 0;
+};
+
+} // namespace shardopt::device
