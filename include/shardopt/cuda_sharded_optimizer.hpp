@@ -15,6 +15,9 @@
 // waits for the reductions, computes the global gradient norm (one 8-byte read back per step:
 // the skip and clip decisions and StepResult are host values), enqueues the update and, for
 // ZeRO, the parameter allgathers; with overlap_param_gather off it returns once they are done.
+// bucket_grad(b) / grad(t) clear the buffer on the compute stream: write the gradient there (or
+// on a stream ordered after it). gather(b) returns once the unit's parameters are on the device
+// (the host waited for the allgather), so any stream may read them.
 //
 // Precision: f32 parameters, gradients and state (ParameterSet dtype f32). Rules: every rule of
 // OptimizerOptions; LAMB only where a tensor's update is not split across ranks (DDP,
