@@ -327,18 +327,19 @@ void ShardedOptimizer::Impl::wait_param_gather(int b) {
     }
 }
 
+void finish_quietly(WorkPtr &work) noexcept {
+    if (!work) return;
+    try {
+        work->wait();
+    } catch (...) { // the operation failed; all that matters here is that it is over
+    }
+    work.reset();
+}
+
 void ShardedOptimizer::Impl::finish_in_flight() noexcept {
-    auto finish = [](WorkPtr &work) {
-        if (!work) return;
-        try {
-            work->wait();
-        } catch (...) { // the operation failed; all that matters here is that it is over
-        }
-        work.reset();
-    };
-    for (auto &progress : buckets) finish(progress.work);
-    for (auto &work : param_gathers) finish(work);
-    for (auto &unit : units) finish(unit.work);
+    for (auto &progress : buckets) finish_quietly(progress.work);
+    for (auto &work : param_gathers) finish_quietly(work);
+    for (auto &unit : units) finish_quietly(unit.work);
 }
 
 void ShardedOptimizer::Impl::wait_param_gathers() {

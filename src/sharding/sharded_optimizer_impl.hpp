@@ -39,6 +39,10 @@ struct OwnedSegment {
 std::vector<OwnedSegment> owned_chunks(const ParameterSet &layout, int group_rank);
 std::vector<OwnedSegment> whole_tensors(const ParameterSet &layout);
 
+// Waits for `work` (if any) and drops it, ignoring its error: for teardown, where all that
+// matters is that nothing still reads or writes the buffers.
+void finish_quietly(WorkPtr &work) noexcept;
+
 // Throws Error(invalid_argument) naming the first option out of range or inconsistent.
 void validate_sharding_options(const ShardingOptions &options);
 

@@ -12,11 +12,14 @@
 
 #include "sharding/device/host_space.hpp"
 #include "shardopt/cuda_sharded_optimizer.hpp"
+#include "sharding_test_support.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 
 using namespace shardopt;
+using shardopt::testing::expect_error;
+using shardopt::testing::with;
 using shardopt::cuda::ShardedDeviceOptimizer;
 
 namespace {
@@ -109,23 +112,6 @@ void expect_same_training(const Config &config, int steps = 6) {
                    config.name << " rank " << comm.rank() << ": parameters differ from ShardedOptimizer's");
         BOOST_TEST(expected != initial_values(n), config.name << ": training changed nothing");
     });
-}
-
-ShardingOptions with(Strategy s) {
-    ShardingOptions o;
-    o.strategy = s;
-    return o;
-}
-
-template <typename Fn> void expect_error(ErrorCode code, const std::string &needle, Fn fn) {
-    try {
-        fn();
-    } catch (const Error &e) {
-        BOOST_TEST(int(e.code()) == int(code), "got " << error_code_name(e.code()) << ": " << e.what());
-        BOOST_TEST(std::string(e.what()).find(needle) != std::string::npos, "message: " << e.what());
-        return;
-    }
-    BOOST_FAIL("expected an error containing '" << needle << "'");
 }
 
 } // namespace

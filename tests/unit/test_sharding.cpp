@@ -7,11 +7,14 @@
 #include <mutex>
 
 #include "mlp.hpp"
+#include "sharding_test_support.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 
 using namespace shardopt;
+using shardopt::testing::expect_error;
+using shardopt::testing::with;
 
 namespace {
 
@@ -22,23 +25,6 @@ ParameterSet big_layout(std::size_t bucket_bytes) {
     layout.add("c", 7);
     layout.add("d", 60000);
     return layout;
-}
-
-ShardingOptions with(Strategy s) {
-    ShardingOptions o;
-    o.strategy = s;
-    return o;
-}
-
-template <typename Fn> void expect_error(ErrorCode code, const std::string &needle, Fn fn) {
-    try {
-        fn();
-    } catch (const Error &e) {
-        BOOST_TEST(int(e.code()) == int(code), "got " << error_code_name(e.code()) << ": " << e.what());
-        BOOST_TEST(std::string(e.what()).find(needle) != std::string::npos, "message: " << e.what());
-        return;
-    }
-    BOOST_FAIL("expected an error containing '" << needle << "'");
 }
 
 // One step with a constant gradient, every bucket handed over in backward order.

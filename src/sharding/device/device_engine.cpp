@@ -76,17 +76,9 @@ DeviceEngine::~DeviceEngine() {
 }
 
 void DeviceEngine::finish_in_flight() noexcept {
-    auto finish = [](WorkPtr &work) {
-        if (!work) return;
-        try {
-            work->wait();
-        } catch (...) { // the operation failed; all that matters here is that it is over
-        }
-        work.reset();
-    };
-    for (auto &progress : buckets_) finish(progress.work);
-    for (auto &work : param_gathers_) finish(work);
-    for (auto &unit : units_) finish(unit.work);
+    for (auto &progress : buckets_) finish_quietly(progress.work);
+    for (auto &work : param_gathers_) finish_quietly(work);
+    for (auto &unit : units_) finish_quietly(unit.work);
 }
 
 void DeviceEngine::set_lr(double lr) {
