@@ -1,5 +1,6 @@
-// ShardedOptimizer's checkpoint operations: what each rank writes and reads, in terms of the
-// engine's storage (params, state slots, owned chunk segments). The file format, manifest,
+// The checkpoint operations of both sharded optimizers (checkpoint_target.hpp): what each rank
+// writes and reads, in terms of an engine's storage (params, state slots, owned chunk segments)
+// as a CheckpointTarget shows it; then ShardedOptimizer's target. The file format, manifest,
 // atomic writes, resharding and error agreement live in src/checkpoint/.
 #include <chrono>
 #include <cmath>
@@ -12,13 +13,12 @@
 #include "../checkpoint/manifest.hpp"
 #include "../checkpoint/resharding.hpp"
 #include "../checkpoint/safetensors_writer.hpp"
+#include "checkpoint_target.hpp"
 #include "shardopt/error.hpp"
 #include "sharded_optimizer_impl.hpp"
 
 namespace shardopt {
-
-using namespace checkpoint;
-
+namespace checkpoint {
 namespace {
 
 class CountingSink final : public ByteSink {
@@ -92,44 +92,57 @@ bool host_is_little_endian() {
     return first == 1;
 }
 
-void check_checkpointable(const ShardedOptimizer::Impl &impl, const ShardingOptions &options, const char *what) {
+void check_checkpointable(const CheckpointTarget &target, const char *what) {
     require(host_is_little_endian(), ErrorCode::unsupported, "checkpoints need a little-endian host");
-    require(impl.grid.pp_size == 1 && impl.grid.tp_size == 1, ErrorCode::unsupported,
+    require(target.grid().pp_size == 1 && target.grid().tp_size == 1, ErrorCode::unsupported,
             std::string(what) + ": checkpoints of hybrid grids with tensor or pipeline parallelism are not supported "
                                 "(every rank must hold the whole model's layout)");
-    require(impl.micro_step == 0, ErrorCode::invalid_state,
-            std::string(what) + ": refused in the middle of gradient accumulation (" + std::to_string(impl.micro_step) +
-                " of " + std::to_string(options.gradient_accumulation_steps) +
+    require(target.micro_step() == 0, ErrorCode::invalid_state,
+            std::string(what) + ": refused in the middle of gradient accumulation (" +
+                std::to_string(target.micro_step()) + " of " +
+                std::to_string(target.sharding().gradient_accumulation_steps) +
                 " micro-steps done); call it after the step() that applies the update");
+}
+
+// The manifest fields every form shares.
+Manifest manifest_of(const CheckpointTarget &target, int world_size) {
+    const OptimizerOptions &optimizer = target.optimizer_options();
+    Manifest manifest;
+    manifest.layout = layout_info(target.layout());
+    manifest.world_size = world_size;
+    manifest.step_count = target.step_count();
+    manifest.state_slots = target.state_slots();
+    manifest.optimizer_kind = int(optimizer.kind);
+    manifest.lr = optimizer.lr;
+    manifest.optimizer = optimizer_json(optimizer);
+    manifest.sharding = sharding_json(target.sharding(), target.step_count());
+    return manifest;
 }
 
 } // namespace
 
-void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
-    Impl &impl = *impl_;
-    impl.wait_param_gathers();
-    Communicator &world = *impl.grid.world;
+std::size_t CheckpointTarget::part_elements(int k) const {
+    const bool sharded = k < 0 ? plan().params_sharded : plan().state_sharded;
+    return sharded ? layout().shard_count() : layout().padded_count();
+}
+
+void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form) {
+    Communicator &world = target.world();
+    const ParameterSet &layout = target.layout();
     run_agreed(world, [&] {
         require(!dir.empty(), ErrorCode::invalid_argument, "save: empty checkpoint directory");
         require(form == CheckpointForm::sharded || form == CheckpointForm::consolidated, ErrorCode::invalid_argument,
                 "save: invalid checkpoint form");
-        check_checkpointable(impl, options_, "save");
+        check_checkpointable(target, "save");
     });
-    const std::size_t elem = impl.elem;
-    const LayoutInfo info = layout_info(layout_);
-    Manifest manifest;
-    manifest.layout = info;
-    manifest.world_size = world.size();
-    manifest.step_count = step_count_;
-    manifest.state_slots = int(impl.state.size());
-    manifest.optimizer_kind = int(optimizer_->kind());
-    manifest.lr = optimizer_->options().lr;
-    manifest.optimizer = optimizer_json(optimizer_->options());
-    manifest.sharding = sharding_json(options_, step_count_);
+    const std::size_t elem = layout.element_size();
+    const std::int64_t step_count = target.step_count();
+    Manifest manifest = manifest_of(target, world.size());
+    const LayoutInfo &info = manifest.layout;
     const std::string manifest_path = join_path(dir, kManifestFile);
 
     if (form == CheckpointForm::consolidated) {
-        const std::vector<unsigned char> bytes = serialize(); // collective; rank 0's are the file
+        const std::vector<unsigned char> bytes = serialize(target); // collective; rank 0's are the file
         run_agreed(world, [&] {
             if (world.rank() != 0) return;
             make_directories(dir);
@@ -137,18 +150,18 @@ void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
             // The parameters again, for other tools: read them back from the bytes just written.
             MemorySource source(bytes.data(), bytes.size());
             const Container c = read_container(source);
-            std::vector<unsigned char> packed(layout_.element_count() * elem);
+            std::vector<unsigned char> packed(layout.element_count() * elem);
             SegmentIndex index(info);
             index.add(std::make_shared<MemorySource>(bytes.data(), bytes.size()), std::make_shared<Container>(c));
             std::size_t at = 0;
-            for (int t = 0; t < layout_.tensor_count(); ++t) {
-                const std::size_t n = layout_.tensor(t).count;
+            for (int t = 0; t < layout.tensor_count(); ++t) {
+                const std::size_t n = layout.tensor(t).count;
                 index.read("param", t, 0, n, packed.data() + at * elem);
                 at += n;
             }
             write_file_atomically(join_path(dir, kSafetensorsFile), [&](ByteSink &sink) {
                 write_safetensors(sink, info, packed.data(),
-                                  {{"producer", "shardopt"}, {"step_count", std::to_string(step_count_)}});
+                                  {{"producer", "shardopt"}, {"step_count", std::to_string(step_count)}});
             });
             // Shard files of an earlier sharded save are no longer referenced.
             for (const auto &name : list_directory(dir))
@@ -176,15 +189,16 @@ void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
     // Every rank writes its chunk of every bucket (LocalSGD: its whole replica, since the
     // replicas differ), params and each state slot.
     // HSDP: the shard groups are replicas of one another; only the first one's ranks write data.
-    std::vector<OwnedSegment> segs = impl.plan.reduce_grads ? impl.chunk_segments : whole_tensors(layout_);
-    if (impl.grid.replica && impl.grid.replica_rank != 0) segs.clear();
+    const StrategyPlan &plan = target.plan();
+    std::vector<OwnedSegment> segs = plan.reduce_grads ? target.chunk_segments() : whole_tensors(layout);
+    if (target.grid().replica && target.grid().replica_rank != 0) segs.clear();
     std::vector<SegmentData> data;
-    for (int k = -1; k < int(impl.state.size()); ++k) {
-        const bool sharded = k < 0 ? impl.plan.params_sharded : impl.plan.state_sharded;
-        const unsigned char *base = k < 0 ? impl.params : impl.state[std::size_t(k)].data();
+    for (int k = -1; k < target.state_slots(); ++k) {
+        const bool sharded = k < 0 ? plan.params_sharded : plan.state_sharded;
+        const unsigned char *base = target.host_part(k);
         for (const auto &s : segs) {
-            const std::size_t at = sharded && impl.plan.reduce_grads ? s.local : s.flat;
-            data.push_back({part_name(k), s.tensor, s.flat - layout_.tensor(s.tensor).offset, s.count,
+            const std::size_t at = sharded && plan.reduce_grads ? s.local : s.flat;
+            data.push_back({part_name(k), s.tensor, s.flat - layout.tensor(s.tensor).offset, s.count,
                             base + at * elem, s.count * elem});
         }
     }
@@ -231,36 +245,27 @@ void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
     });
 }
 
-std::vector<unsigned char> ShardedOptimizer::serialize() {
-    Impl &impl = *impl_;
-    impl.wait_param_gathers();
-    Communicator &world = *impl.grid.world;
-    run_agreed(world, [&] { check_checkpointable(impl, options_, "serialize"); });
-    const std::size_t elem = impl.elem, n = layout_.element_count();
+std::vector<unsigned char> serialize(CheckpointTarget &target) {
+    Communicator &world = target.world();
+    const ParameterSet &layout = target.layout();
+    run_agreed(world, [&] { check_checkpointable(target, "serialize"); });
+    const std::size_t elem = layout.element_size(), n = layout.element_count();
     std::vector<unsigned char> params(n * elem);
-    impl.get_parameters(params.data()); // collective (FSDP, hybrid)
-    std::vector<std::vector<unsigned char>> state(impl.state.size(), std::vector<unsigned char>(n * elem));
-    for (std::size_t k = 0; k < state.size(); ++k) impl.get_state(int(k), state[k].data());
+    target.gather_packed(-1, params.data()); // collective (FSDP, hybrid)
+    std::vector<std::vector<unsigned char>> state(std::size_t(target.state_slots()), std::vector<unsigned char>(n * elem));
+    for (std::size_t k = 0; k < state.size(); ++k) target.gather_packed(int(k), state[k].data());
 
     std::vector<unsigned char> bytes;
     if (world.rank() == 0) {
-        Manifest manifest;
+        Manifest manifest = manifest_of(target, world.size());
         manifest.kind = "consolidated";
-        manifest.layout = layout_info(layout_);
         manifest.generation = new_generation();
-        manifest.world_size = world.size();
-        manifest.step_count = step_count_;
-        manifest.state_slots = int(impl.state.size());
-        manifest.optimizer_kind = int(optimizer_->kind());
-        manifest.lr = optimizer_->options().lr;
-        manifest.optimizer = optimizer_json(optimizer_->options());
-        manifest.sharding = sharding_json(options_, step_count_);
         std::vector<SegmentData> data;
         for (int k = -1; k < int(state.size()); ++k) {
             const unsigned char *base = k < 0 ? params.data() : state[std::size_t(k)].data();
             std::size_t at = 0;
-            for (int t = 0; t < layout_.tensor_count(); ++t) {
-                const std::size_t count = layout_.tensor(t).count;
+            for (int t = 0; t < layout.tensor_count(); ++t) {
+                const std::size_t count = layout.tensor(t).count;
                 data.push_back({part_name(k), t, 0, count, base + at * elem, count * elem});
                 at += count;
             }
@@ -275,24 +280,23 @@ std::vector<unsigned char> ShardedOptimizer::serialize() {
     return bytes;
 }
 
-void ShardedOptimizer::load(const std::string &dir) { load_checkpoint(dir, nullptr, 0); }
-
-void ShardedOptimizer::deserialize(const void *data, std::size_t size) {
+void deserialize(CheckpointTarget &target, const void *data, std::size_t size) {
     require(data != nullptr || size == 0, ErrorCode::invalid_argument, "deserialize: null buffer with a nonzero size");
-    load_checkpoint(std::string(), data ? data : "", size);
+    load(target, std::string(), data ? data : "", size);
 }
 
-void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes, std::size_t size) {
-    impl_->wait_param_gathers();
-    Impl &impl = *impl_;
-    Communicator &world = *impl.grid.world;
-    const std::size_t elem = impl.elem;
+void load(CheckpointTarget &target, const std::string &dir, const void *bytes, std::size_t size) {
+    Communicator &world = target.world();
+    const ParameterSet &layout = target.layout();
+    const OptimizerKind kind = target.optimizer_options().kind;
+    const int slots = target.state_slots();
+    const std::size_t elem = layout.element_size();
     // New contents are staged here and committed only when every rank has all of them.
     std::vector<unsigned char> new_params;
     std::vector<std::vector<unsigned char>> new_state;
     Manifest meta;
     run_agreed(world, [&] {
-        check_checkpointable(impl, options_, bytes ? "deserialize" : "load");
+        check_checkpointable(target, bytes ? "deserialize" : "load");
         std::shared_ptr<ByteSource> msource;
         std::string base_dir;
         if (bytes) {
@@ -318,14 +322,14 @@ void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes
         if (bytes && meta.kind != "consolidated")
             throw Error(ErrorCode::invalid_argument,
                         "deserialize: these bytes are a sharded checkpoint's manifest, not a serialized checkpoint");
-        check_same_layout(meta.layout, layout_info(layout_));
-        require(meta.optimizer_kind == int(optimizer_->kind()), ErrorCode::invalid_argument,
+        check_same_layout(meta.layout, layout_info(layout));
+        require(meta.optimizer_kind == int(kind), ErrorCode::invalid_argument,
                 std::string("checkpoint was saved by a ") + optimizer_kind_name(OptimizerKind(meta.optimizer_kind)) +
                     " optimizer (kind " + std::to_string(meta.optimizer_kind) + "), this optimizer is " +
-                    optimizer_kind_name(optimizer_->kind()));
-        require(meta.state_slots == int(impl.state.size()), ErrorCode::invalid_argument,
+                    optimizer_kind_name(kind));
+        require(meta.state_slots == slots, ErrorCode::invalid_argument,
                 "checkpoint holds " + std::to_string(meta.state_slots) + " optimizer state arrays per element, this " +
-                    optimizer_kind_name(optimizer_->kind()) + " optimizer uses " + std::to_string(impl.state.size()) +
+                    optimizer_kind_name(kind) + " optimizer uses " + std::to_string(slots) +
                     " (momentum/amsgrad/centered options differ)");
         require(std::isfinite(meta.lr) && meta.lr >= 0.0, ErrorCode::corrupt,
                 msource->name() + ": learning rate " + std::to_string(meta.lr) + " is not valid");
@@ -336,7 +340,7 @@ void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes
         } else {
             // LocalSGD keeps one replica per rank: at the same world size each rank takes its own.
             std::vector<ShardFileInfo> files = meta.files;
-            if (options_.strategy == Strategy::local_sgd && meta.world_size == world.size())
+            if (target.sharding().strategy == Strategy::local_sgd && meta.world_size == world.size())
                 std::stable_partition(files.begin(), files.end(),
                                       [&](const ShardFileInfo &f) { return f.rank == world.rank(); });
             for (const auto &f : files) {
@@ -363,25 +367,85 @@ void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes
         }
 
         // Stage: start from the current storage (padding and anything not owned stay as they are).
-        const std::size_t param_elems = impl.plan.params_sharded ? layout_.shard_count() : layout_.padded_count();
-        new_params.assign(impl.params, impl.params + param_elems * elem);
-        for (const auto &s : impl.state) new_state.emplace_back(s.data(), s.data() + s.size());
-        const std::vector<OwnedSegment> whole = whole_tensors(layout_);
-        for (int k = -1; k < int(impl.state.size()); ++k) {
-            const bool sharded = k < 0 ? impl.plan.params_sharded : impl.plan.state_sharded;
+        const unsigned char *current = target.host_part(-1);
+        new_params.assign(current, current + target.part_elements(-1) * elem);
+        for (int k = 0; k < slots; ++k) {
+            current = target.host_part(k);
+            new_state.emplace_back(current, current + target.part_elements(k) * elem);
+        }
+        const StrategyPlan &plan = target.plan();
+        const std::vector<OwnedSegment> whole = whole_tensors(layout);
+        for (int k = -1; k < slots; ++k) {
+            const bool sharded = k < 0 ? plan.params_sharded : plan.state_sharded;
             unsigned char *base = k < 0 ? new_params.data() : new_state[std::size_t(k)].data();
-            for (const auto &s : sharded ? impl.chunk_segments : whole)
-                index.read(part_name(k), s.tensor, s.flat - layout_.tensor(s.tensor).offset, s.count,
+            for (const auto &s : sharded ? target.chunk_segments() : whole)
+                index.read(part_name(k), s.tensor, s.flat - layout.tensor(s.tensor).offset, s.count,
                            base + (sharded ? s.local : s.flat) * elem);
         }
     });
-    // Commit: nothing below can fail.
-    impl.release_all_units();
-    std::memcpy(impl.params, new_params.data(), new_params.size());
-    for (std::size_t k = 0; k < impl.state.size(); ++k)
-        std::memcpy(impl.state[k].data(), new_state[k].data(), new_state[k].size());
-    step_count_ = meta.step_count;
-    optimizer_->set_lr(meta.lr);
+    // Commit: every rank has everything (ShardedOptimizer's commit cannot fail).
+    target.commit(new_params, new_state, meta.step_count, meta.lr);
+}
+
+} // namespace checkpoint
+
+// --- ShardedOptimizer's target: its host buffers as they are -------------------------------------
+namespace {
+
+class HostTarget final : public checkpoint::CheckpointTarget {
+  public:
+    HostTarget(const ShardedOptimizer &owner, ShardedOptimizer::Impl &impl) : owner_(owner), impl_(impl) {
+        impl_.wait_param_gathers();
+    }
+    Communicator &world() override { return *impl_.grid.world; }
+    const ParameterSet &layout() const override { return owner_.layout(); }
+    const OptimizerOptions &optimizer_options() const override { return owner_.optimizer().options(); }
+    int state_slots() const override { return int(impl_.state.size()); }
+    const ShardingOptions &sharding() const override { return owner_.options(); }
+    std::int64_t step_count() const override { return owner_.step_count(); }
+    const StrategyPlan &plan() const override { return impl_.plan; }
+    const HybridGrid &grid() const override { return impl_.grid; }
+    int micro_step() const override { return impl_.micro_step; }
+    const std::vector<OwnedSegment> &chunk_segments() const override { return impl_.chunk_segments; }
+    const unsigned char *host_part(int k) override {
+        return k < 0 ? impl_.params : impl_.state.at(std::size_t(k)).data();
+    }
+    void gather_packed(int k, void *packed) override {
+        if (k < 0) impl_.get_parameters(packed);
+        else impl_.get_state(k, packed);
+    }
+    void commit(const std::vector<unsigned char> &params, const std::vector<std::vector<unsigned char>> &state,
+                std::int64_t step_count, double lr) override {
+        impl_.restore(params, state, step_count, lr);
+    }
+
+  private:
+    const ShardedOptimizer &owner_;
+    ShardedOptimizer::Impl &impl_;
+};
+
+} // namespace
+
+void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
+    HostTarget target(*this, *impl_);
+    checkpoint::save(target, dir, form);
+}
+
+std::vector<unsigned char> ShardedOptimizer::serialize() {
+    HostTarget target(*this, *impl_);
+    return checkpoint::serialize(target);
+}
+
+void ShardedOptimizer::load(const std::string &dir) { load_checkpoint(dir, nullptr, 0); }
+
+void ShardedOptimizer::deserialize(const void *data, std::size_t size) {
+    HostTarget target(*this, *impl_);
+    checkpoint::deserialize(target, data, size);
+}
+
+void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes, std::size_t size) {
+    HostTarget target(*this, *impl_);
+    checkpoint::load(target, dir, bytes, size);
 }
 
 } // namespace shardopt

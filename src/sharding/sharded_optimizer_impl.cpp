@@ -458,18 +458,16 @@ void ShardedOptimizer::Impl::release_all_units() {
 }
 
 // --- whole-parameter access -------------------------------------------------------------------
-void ShardedOptimizer::Impl::get_parameters(void *packed_raw) {
-    wait_param_gathers();
+void gather_packed(const ParameterSet &layout, Communicator *shard, const unsigned char *base, void *packed_raw) {
     auto *packed = static_cast<unsigned char *>(packed_raw);
-    const ParameterSet &layout = owner.layout_;
+    const std::size_t elem = layout.element_size();
     AlignedBuffer unit;
     std::size_t out = 0;
-    for (int b = 0; b < layout.bucket_count(); ++b) {
-        const auto &bl = layout.bucket(b);
-        const unsigned char *full = params + bl.offset * elem;
-        if (plan.params_sharded) {
+    for (const auto &bl : layout.buckets()) {
+        const unsigned char *full = base + bl.offset * elem;
+        if (shard) {
             if (unit.size() < bl.padded * elem) unit.resize(layout.max_bucket_padded() * elem);
-            grid.shard->allgather(params + bl.shard_offset * elem, unit.data(), bl.shard, dtype);
+            shard->allgather(base + bl.shard_offset * elem, unit.data(), bl.shard, layout.dtype());
             full = unit.data();
         }
         std::memcpy(packed + out * elem, full, bl.count * elem);
@@ -477,22 +475,24 @@ void ShardedOptimizer::Impl::get_parameters(void *packed_raw) {
     }
 }
 
-void ShardedOptimizer::Impl::get_state(int k, void *packed_raw) {
-    auto *packed = static_cast<unsigned char *>(packed_raw);
-    const ParameterSet &layout = owner.layout_;
-    const unsigned char *base = state.at(std::size_t(k)).data();
-    AlignedBuffer unit;
-    std::size_t out = 0;
-    for (const auto &bl : layout.buckets()) {
-        const unsigned char *full = base + bl.offset * elem;
-        if (plan.state_sharded) {
-            if (unit.size() < bl.padded * elem) unit.resize(layout.max_bucket_padded() * elem);
-            grid.shard->allgather(base + bl.shard_offset * elem, unit.data(), bl.shard, dtype);
-            full = unit.data();
-        }
-        std::memcpy(packed + out * elem, full, bl.count * elem);
-        out += bl.count;
-    }
+void ShardedOptimizer::Impl::get_parameters(void *packed) {
+    wait_param_gathers();
+    gather_packed(owner.layout_, plan.params_sharded ? grid.shard.get() : nullptr, params, packed);
+}
+
+void ShardedOptimizer::Impl::get_state(int k, void *packed) {
+    gather_packed(owner.layout_, plan.state_sharded ? grid.shard.get() : nullptr, state.at(std::size_t(k)).data(),
+                  packed);
+}
+
+void ShardedOptimizer::Impl::restore(const std::vector<unsigned char> &new_params,
+                                     const std::vector<std::vector<unsigned char>> &new_state, std::int64_t step_count,
+                                     double lr) {
+    release_all_units();
+    std::memcpy(params, new_params.data(), new_params.size());
+    for (std::size_t k = 0; k < state.size(); ++k) std::memcpy(state[k].data(), new_state[k].data(), new_state[k].size());
+    owner.step_count_ = step_count;
+    owner.optimizer_->set_lr(lr);
 }
 
 void ShardedOptimizer::Impl::set_parameters(const void *packed_raw) {
@@ -517,14 +517,11 @@ void ShardedOptimizer::Impl::set_parameters(const void *packed_raw) {
     }
 }
 
-void ShardedOptimizer::Impl::synchronize_state() {
-    wait_param_gathers();
-    // 1. Agreement on everything every rank must share: step, layout, optimizer options.
-    const auto &opts = owner.optimizer_->options();
-    const std::int64_t facts[4] = {owner.step_count_, std::int64_t(owner.layout_.fingerprint() >> 1),
-                                   std::int64_t(opts.kind), std::int64_t(std::llround(opts.lr * 1e12))};
+void check_state_agreement(Communicator &group, std::int64_t step_count, const ParameterSet &layout,
+                           const OptimizerOptions &opts) {
+    const std::int64_t facts[4] = {step_count, std::int64_t(layout.fingerprint() >> 1), std::int64_t(opts.kind),
+                                   std::int64_t(std::llround(opts.lr * 1e12))};
     std::int64_t lo[4], hi[4];
-    Communicator &group = *grid.shard;
     group.allreduce(facts, lo, 4, DType::i64, ReduceOp::min);
     group.allreduce(facts, hi, 4, DType::i64, ReduceOp::max);
     static const char *names[4] = {"step count", "parameter layout", "optimizer kind", "learning rate"};
@@ -534,21 +531,36 @@ void ShardedOptimizer::Impl::synchronize_state() {
                                                  names[i] + " (rank " + std::to_string(group.rank()) + " has " +
                                                  std::to_string(facts[i]) + ", range across ranks " +
                                                  std::to_string(lo[i]) + ".." + std::to_string(hi[i]) + ")");
-    // 2. Replicated data made identical. LocalSGD averages (its replicas drift by design);
-    //    the others take rank 0's copy.
-    const std::size_t full = owner.layout_.padded_count();
+}
+
+void for_each_replicated_part(const StrategyPlan &plan, const HybridGrid &grid, int state_slots,
+                              const std::function<void(int part, Communicator &comm, SyncOp op)> &fn) {
+    Communicator &group = *grid.shard;
     if (!plan.reduce_grads) {
-        group.allreduce(params, params, full, dtype, ReduceOp::avg);
-        for (auto &s : state) group.allreduce(s.data(), s.data(), s.size() / elem, dtype, ReduceOp::avg);
+        for (int k = -1; k < state_slots; ++k) fn(k, group, SyncOp::average);
         return;
     }
-    if (!plan.params_sharded) group.broadcast(params, full, dtype, 0);
+    if (!plan.params_sharded) fn(-1, group, SyncOp::broadcast_from_0);
     if (!plan.state_sharded)
-        for (auto &s : state) group.broadcast(s.data(), s.size() / elem, dtype, 0);
+        for (int k = 0; k < state_slots; ++k) fn(k, group, SyncOp::broadcast_from_0);
     if (grid.replica) { // HSDP: shards are replicated across groups
-        if (plan.params_sharded) grid.replica->broadcast(params, owner.layout_.shard_count(), dtype, 0);
-        for (auto &s : state) grid.replica->broadcast(s.data(), s.size() / elem, dtype, 0);
+        if (plan.params_sharded) fn(-1, *grid.replica, SyncOp::broadcast_from_0);
+        for (int k = 0; k < state_slots; ++k) fn(k, *grid.replica, SyncOp::broadcast_from_0);
     }
+}
+
+void ShardedOptimizer::Impl::synchronize_state() {
+    wait_param_gathers();
+    // 1. Agreement on everything every rank must share: step, layout, optimizer options.
+    check_state_agreement(*grid.shard, owner.step_count_, owner.layout_, owner.optimizer_->options());
+    // 2. Replicated data made identical.
+    const std::size_t param_count = plan.params_sharded ? owner.layout_.shard_count() : owner.layout_.padded_count();
+    for_each_replicated_part(plan, grid, int(state.size()), [&](int k, Communicator &comm, SyncOp op) {
+        unsigned char *data = k < 0 ? params : state[std::size_t(k)].data();
+        const std::size_t count = k < 0 ? param_count : state[std::size_t(k)].size() / elem;
+        if (op == SyncOp::average) comm.allreduce(data, data, count, dtype, ReduceOp::avg);
+        else comm.broadcast(data, count, dtype, 0);
+    });
 }
 
 } // namespace shardopt

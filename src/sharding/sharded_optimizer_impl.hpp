@@ -3,6 +3,7 @@
 // memory lives and which collective moves it.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -45,6 +46,22 @@ void finish_quietly(WorkPtr &work) noexcept;
 
 // Throws Error(invalid_argument) naming the first option out of range or inconsistent.
 void validate_sharding_options(const ShardingOptions &options);
+
+// Packed copy (every tensor in order) of a host buffer laid out over the layout's buckets: the
+// full padded buffer when `shard` is null, else this rank's shard buffer, gathered bucket by
+// bucket over `shard` (collective there).
+void gather_packed(const ParameterSet &layout, Communicator *shard, const unsigned char *base, void *packed);
+
+// synchronize_optimizer_state, for both engines. First the agreement: throws Error(mismatch)
+// on every rank of `group` when they disagree on the step count, layout, optimizer kind or lr.
+void check_state_agreement(Communicator &group, std::int64_t step_count, const ParameterSet &layout,
+                           const OptimizerOptions &optimizer);
+// Then what makes replicated data identical: for each part (k < 0 the parameters, k >= 0
+// state slot k) held replicated, in order, the communicator to make it identical over and
+// how (LocalSGD averages, its replicas drift by design; the others take rank 0's copy).
+enum class SyncOp { average, broadcast_from_0 };
+void for_each_replicated_part(const StrategyPlan &plan, const HybridGrid &grid, int state_slots,
+                              const std::function<void(int part, Communicator &comm, SyncOp op)> &fn);
 
 class ShardedOptimizer::Impl {
   public:
@@ -117,9 +134,12 @@ class ShardedOptimizer::Impl {
     void synchronize_state();
     std::size_t buffer_bytes() const;
     // Checkpoint hooks: drop gathered FSDP units (their contents go stale when the shards are
-    // replaced), and gather state slot k into packed form (collective like get_parameters).
+    // replaced), gather state slot k into packed form (collective like get_parameters), and
+    // replace parameters, state (buffers of the same sizes), step count and lr (cannot fail).
     void release_all_units();
     void get_state(int k, void *packed);
+    void restore(const std::vector<unsigned char> &new_params, const std::vector<std::vector<unsigned char>> &new_state,
+                 std::int64_t step_count, double lr);
 
   private:
     int take_staging(int b);

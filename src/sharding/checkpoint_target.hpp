@@ -1,0 +1,64 @@
+// The checkpoint operations (save, serialize, load) over any engine: ShardedOptimizer's, whose
+// buffers are host memory, and the device engine's (src/sharding/device/), which shows them
+// through host mirrors. One implementation (sharded_optimizer_checkpoint.cpp) writes and reads
+// the one file format, so a checkpoint saved by either class loads into the other, at any
+// world size and strategy.
+//
+// Parts: part k < 0 is the parameters, k >= 0 optimizer state slot k. Each is laid out as
+// ShardedOptimizer::Impl lays it out: the full padded flat buffer, or this rank's shard buffer
+// when the plan shards it (params_sharded, state_sharded), elements of the layout's dtype at the
+// positions the owned segments give (OwnedSegment::flat, or ::local in a shard buffer).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hybrid_grid.hpp"
+#include "sharded_optimizer_impl.hpp"
+
+namespace shardopt::checkpoint {
+
+class CheckpointTarget {
+  public:
+    virtual ~CheckpointTarget() = default;
+
+    // Every rank, for the checkpoint's own collectives (error agreement, generation, file
+    // sizes, serialized bytes, state gathers): it must take host buffers.
+    virtual Communicator &world() = 0;
+    virtual const ParameterSet &layout() const = 0;
+    // Kind and current learning rate included.
+    virtual const OptimizerOptions &optimizer_options() const = 0;
+    virtual int state_slots() const = 0;
+    virtual const ShardingOptions &sharding() const = 0;
+    virtual std::int64_t step_count() const = 0;
+    virtual const StrategyPlan &plan() const = 0;
+    // Grid sizes and the HSDP replica position (its communicators are not used).
+    virtual const HybridGrid &grid() const = 0;
+    // Micro-steps of gradient accumulation done since the last update.
+    virtual int micro_step() const = 0;
+    // Chunk group_rank of every bucket (see owned_chunks).
+    virtual const std::vector<OwnedSegment> &chunk_segments() const = 0;
+
+    // Host bytes of part k as laid out above; valid until commit() or the target's end.
+    virtual const unsigned char *host_part(int k) = 0;
+    // Packed part k, every tensor in order (collective over the world, like get_parameters).
+    virtual void gather_packed(int k, void *packed) = 0;
+    // Replaces parameters, state (the parts laid out as host_part's), step count and learning
+    // rate; gathered FSDP units are released. Runs only once every rank has staged everything.
+    virtual void commit(const std::vector<unsigned char> &params, const std::vector<std::vector<unsigned char>> &state,
+                        std::int64_t step_count, double lr) = 0;
+
+    // Elements of part k (full padded count, or the shard count).
+    std::size_t part_elements(int k) const;
+};
+
+// ShardedOptimizer::save, serialize, load and deserialize, for any target (collective over the
+// world; see sharded_optimizer.hpp for the contract).
+void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form);
+std::vector<unsigned char> serialize(CheckpointTarget &target);
+// From the directory or manifest `dir`, or from `bytes` when not null (serialize()'s bytes).
+void load(CheckpointTarget &target, const std::string &dir, const void *bytes, std::size_t size);
+void deserialize(CheckpointTarget &target, const void *data, std::size_t size);
+
+} // namespace shardopt::checkpoint
