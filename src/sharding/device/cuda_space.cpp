@@ -23,6 +23,7 @@
 #include "optim/cuda/device_buffer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
+#include "host_buffer_comm.hpp"
 #include "space_kernels.hpp"
 
 namespace shardopt::device {
@@ -158,15 +159,30 @@ class CudaUpdater final : public SpanUpdater {
     int state_slots() const noexcept override { return slots_; }
 
     void read_state(int span, int slot, float *host) override {
+        const int tensor = tensor_of(span, slot);
+        if (tensor >= 0) optimizer_->read_state(tensor, slot, host);
+    }
+
+    void write_state(int span, int slot, const float *host) override {
+        const int tensor = tensor_of(span, slot);
+        if (tensor >= 0) optimizer_->write_state(tensor, slot, host);
+    }
+
+    void set_step_count(std::int64_t steps) override {
+        require(steps >= 0, ErrorCode::invalid_argument, "step count must be >= 0");
+        if (optimizer_) optimizer_->set_step_count(steps);
+    }
+
+  private:
+    // The optimizer's tensor of span `span` (-1 for an empty span), after range checks.
+    int tensor_of(int span, int slot) const {
         require(span >= 0 && std::size_t(span) < counts_.size(), ErrorCode::invalid_argument,
                 "span " + std::to_string(span) + " out of range [0, " + std::to_string(counts_.size()) + ")");
         require(slot >= 0 && slot < slots_, ErrorCode::invalid_argument,
                 "state slot " + std::to_string(slot) + " out of range [0, " + std::to_string(slots_) + ")");
-        const int tensor = tensor_of_[std::size_t(span)];
-        if (tensor >= 0) optimizer_->read_state(tensor, slot, host);
+        return tensor_of_[std::size_t(span)];
     }
 
-  private:
     cudaStream_t stream_;
     std::vector<std::size_t> counts_;
     std::vector<int> tensor_of_;
@@ -316,6 +332,11 @@ class CudaSpace final : public DeviceSpace {
     void synchronize() override {
         DeviceGuard guard(device_);
         wait_for(compute_, "every pass issued on the compute stream", timeout());
+    }
+
+    CommunicatorPtr host_access(CommunicatorPtr comm) override {
+        require(comm != nullptr, ErrorCode::invalid_argument, "host_access: communicator is null");
+        return std::make_shared<HostBufferComm>(std::move(comm));
     }
 
   private:

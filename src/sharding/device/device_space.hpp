@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -52,6 +53,11 @@ class SpanUpdater {
     virtual int state_slots() const noexcept = 0;
     // Synchronizing: state slot `slot` of span i into `host` (span count floats).
     virtual void read_state(int span, int slot, float *host) = 0;
+    // Restore (checkpoints, synchronize_optimizer_state), synchronizing: state slot `slot` of
+    // span i from `host`, and the steps taken (the next step() is step steps + 1, which is what
+    // bias corrections and schedules count from).
+    virtual void write_state(int span, int slot, const float *host) = 0;
+    virtual void set_step_count(std::int64_t steps) = 0;
 };
 
 class DeviceSpace {
@@ -78,6 +84,11 @@ class DeviceSpace {
     // allreduce of one host value over `comm` (through the space's memory when the
     // communicator needs it there).
     virtual double allreduce_scalar(Communicator &comm, double value, ReduceOp op) = 0;
+    // `comm` (one the engine's buffers are reduced over) as a communicator whose calls take
+    // host buffers, for the engine's collectives on host data (checkpoints, state agreement).
+    // The host space returns comm itself; the CUDA space, an adapter that stages each call's
+    // buffers through device memory (host_buffer_comm.hpp).
+    virtual CommunicatorPtr host_access(CommunicatorPtr comm) = 0;
 
     // The base optimizer for `params` (spans of dtype elements in this space).
     virtual std::unique_ptr<SpanUpdater> make_updater(const std::vector<Span> &params, DType dtype,

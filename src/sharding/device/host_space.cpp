@@ -66,6 +66,15 @@ class HostUpdater final : public SpanUpdater {
         require(slot >= 0 && slot < state_slots(), ErrorCode::invalid_argument, "no state slot " + std::to_string(slot));
         std::memcpy(host, seg.state[slot], seg.count * sizeof(float));
     }
+    void write_state(int span, int slot, const float *host) override {
+        const auto &seg = segments_.at(std::size_t(span));
+        require(slot >= 0 && slot < state_slots(), ErrorCode::invalid_argument, "no state slot " + std::to_string(slot));
+        std::memcpy(seg.state[slot], host, seg.count * sizeof(float));
+    }
+    void set_step_count(std::int64_t steps) override {
+        require(steps >= 0, ErrorCode::invalid_argument, "step count must be >= 0");
+        steps_ = steps;
+    }
 
   private:
     std::unique_ptr<Optimizer> optimizer_;
@@ -100,6 +109,7 @@ class HostSpace final : public DeviceSpace {
         if (bytes) std::memcpy(host, src, bytes);
     }
     void before_collective(Communicator &) override {} // one timeline: nothing to order
+    CommunicatorPtr host_access(CommunicatorPtr comm) override { return comm; } // host buffers already
     double allreduce_scalar(Communicator &comm, double value, ReduceOp op) override {
         double result = value;
         comm.allreduce(&value, &result, 1, DType::f64, op);
