@@ -22,11 +22,18 @@
 // Precision: f32 parameters, gradients and state (ParameterSet dtype f32). Rules: every rule of
 // OptimizerOptions; LAMB only where a tensor's update is not split across ranks (DDP,
 // LocalSGD), since its per-tensor norms would need a reduction between the update's passes.
-// Not here yet: checkpoints (save/load/serialize) and optimize(); get_parameters() gives the
-// packed parameters to save by other means.
+// Checkpoints are ShardedOptimizer's (save, load, serialize, deserialize; same semantics and the
+// same files): a checkpoint saved by either class loads into the other, at any world size and
+// strategy. They pass through host memory: parameters and optimizer state are copied to the
+// host to be written, and a load stages everything on the host (validated on every rank) before
+// copying it to the device. Their small collectives on host data run on the GPU communicator
+// through device memory.
+// Not here yet: optimize().
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "shardopt/comm.hpp"
 #include "shardopt/cuda_optimizer.hpp"
@@ -82,6 +89,24 @@ class ShardedDeviceOptimizer {
 
     // Device bytes held, by kind (as ShardedOptimizer::memory_stats).
     MemoryStats memory_stats() const;
+
+    // --- state (as ShardedOptimizer's) ---
+    // Replicated parameters and state made identical on every rank (from rank 0; LocalSGD:
+    // averaged); throws Error(mismatch) when ranks disagree on the step count, layout,
+    // optimizer kind or learning rate.
+    void synchronize_optimizer_state();
+    // True on every rank when any rank votes to stop.
+    bool should_early_stop(bool local_vote);
+
+    // --- checkpoints (all collective over the world; see ShardedOptimizer::save/load) ---
+    void save(const std::string &dir, CheckpointForm form = CheckpointForm::sharded);
+    // Any checkpoint of either class, any world size and strategy; all or nothing: on any error
+    // every rank throws and the optimizer is unchanged.
+    void load(const std::string &dir);
+    // The consolidated form in memory (host bytes); every rank gets the same bytes.
+    std::vector<unsigned char> serialize();
+    void deserialize(const void *data, std::size_t size);
+    void deserialize(const std::vector<unsigned char> &bytes) { deserialize(bytes.data(), bytes.size()); }
 
     // For tests and tools: an optimizer whose memory and passes are those of `space` (see
     // src/sharding/device/device_space.hpp); create() uses the CUDA space.

@@ -63,6 +63,7 @@ DeviceEngine::DeviceEngine(std::unique_ptr<DeviceSpace> space, CommunicatorPtr c
         for (const auto &s : u.segments) spans.push_back({param_at(s), s.count});
         u.updater = space_->make_updater(spans, layout_.dtype(), optimizer_);
     }
+    state_slots_ = Optimizer::create(optimizer_)->state_slots();
     note_buffers();
     if (initial) set_parameters(initial);
 }

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "../hybrid_grid.hpp"
@@ -46,7 +48,16 @@ class DeviceEngine {
 
     MemoryStats memory_stats() const;
 
+    // --- checkpoints and state (device_checkpoint.cpp): ShardedOptimizer's, same files ---
+    void save(const std::string &dir, CheckpointForm form);
+    void load(const std::string &dir);
+    std::vector<unsigned char> serialize();
+    void deserialize(const void *data, std::size_t size);
+    void synchronize_state();
+    bool should_early_stop(bool local_vote);
+
   private:
+    class CheckpointView; // the engine as a checkpoint::CheckpointTarget
     enum class BucketPhase { idle, open, reducing, done };
     struct BucketProgress {
         BucketPhase phase = BucketPhase::idle;
@@ -86,6 +97,13 @@ class DeviceEngine {
     std::size_t buffer_bytes() const;
     void note_buffers();
     void finish_in_flight() noexcept;
+    // State slot k as ShardedOptimizer lays it out on the host (full padded buffer, or the shard
+    // buffer when state is sharded), read span by span from the updaters (unowned elements and
+    // padding 0); and written back the same way.
+    std::vector<unsigned char> state_to_host(int k);
+    void state_from_host(int k, const unsigned char *host);
+    // `comm` (one of the grid's) as a communicator taking host buffers; made once per communicator.
+    Communicator &host_comm(Communicator &comm);
 
     std::unique_ptr<DeviceSpace> space_;
     CommunicatorPtr comm_;
@@ -111,7 +129,9 @@ class DeviceEngine {
     std::vector<WorkPtr> param_gathers_;
     std::vector<OwnedSegment> chunk_segments_;
     std::vector<BucketUpdate> updates_; // per bucket
+    int state_slots_ = 0;
     std::size_t peak_buffer_bytes_ = 0;
+    std::vector<std::pair<Communicator *, CommunicatorPtr>> host_comms_; // host_comm's, by communicator
 };
 
 } // namespace shardopt::device

@@ -60,4 +60,12 @@ StepResult ShardedDeviceOptimizer::step() { return engine_->step(); }
 
 MemoryStats ShardedDeviceOptimizer::memory_stats() const { return engine_->memory_stats(); }
 
+void ShardedDeviceOptimizer::synchronize_optimizer_state() { engine_->synchronize_state(); }
+bool ShardedDeviceOptimizer::should_early_stop(bool local_vote) { return engine_->should_early_stop(local_vote); }
+
+void ShardedDeviceOptimizer::save(const std::string &dir, CheckpointForm form) { engine_->save(dir, form); }
+void ShardedDeviceOptimizer::load(const std::string &dir) { engine_->load(dir); }
+std::vector<unsigned char> ShardedDeviceOptimizer::serialize() { return engine_->serialize(); }
+void ShardedDeviceOptimizer::deserialize(const void *data, std::size_t size) { engine_->deserialize(data, size); }
+
 } // namespace shardopt::cuda
