@@ -20,7 +20,16 @@
 //     world size matches), and bitwise against the unit-by-unit read of the gather path;
 //   - memory_stats(): parameters at rest and gradients held are a shard of the layout (planned for
 //     the sharding group) where the strategy shards them, the full padded buffer elsewhere; the
-//     Adam state is at most two shards where it is sharded.
+//     Adam state is at most two shards where it is sharded;
+//   - checkpoints of the trained optimizer (check_checkpoints): serialize()'s bytes read by a
+//     one-rank ShardedOptimizer on the host hold the same parameters and step count; a fresh
+//     optimizer restored by deserialize() and another by a sharded save() + load() hold the same
+//     parameters and step count, and one more step with the same gradient on the trained one, the
+//     restored ones and the host one ends at the same parameters (bitwise where the host does the
+//     arithmetic, within kResumeTolerance on a GPU): the optimizer state and the step count of the
+//     bias corrections came back. synchronize_optimizer_state() leaves the parameters as they
+//     are, and should_early_stop() is true on every rank when one rank votes for it.
+//     The sharded save goes to a directory under /tmp: every rank must see the same /tmp.
 // One line per case: "PASS case=zero2 strategy=zero2 backend=staged ranks=4 max_rel_diff=...".
 //
 // Copies: the optimizer is created with the legacy default stream as its compute stream
@@ -49,6 +58,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -61,6 +72,7 @@
 #include "shardopt/cuda_sharded_optimizer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
+#include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 #include "shardopt/ucx.hpp"
 #include "sharding/device/host_space.hpp"
@@ -292,6 +304,102 @@ template <typename Opt, typename Copies> Outcome train(Opt &opt, const Case &c, 
     return out;
 }
 
+// After a restore, one more step with the same gradient ends at the same parameters: bitwise where
+// the arithmetic is the same (host backends, the same GPU code on both sides), within this where
+// the reductions differ (a GPU run against the one-rank host optimizer: an average of identical
+// gradients over several ranks, and NCCL's avg, round in their own way). A lost step count
+// (Adam's bias corrections start again) or lost state moves the parameters by about lr = 1e-3.
+constexpr double kResumeTolerance = 1e-6;
+
+// One step whose gradient is `grad` (packed, host) on every rank.
+template <typename Opt, typename Copies> void step_with(Opt &opt, const std::vector<float> &grad) {
+    const ParameterSet &layout = opt.layout();
+    std::vector<std::size_t> packed_offset(std::size_t(layout.bucket_count()), 0);
+    for (int b = 1; b < layout.bucket_count(); ++b) packed_offset[b] = packed_offset[b - 1] + layout.bucket(b - 1).count;
+    opt.zero_grad();
+    for (int b = layout.bucket_count() - 1; b >= 0; --b) {
+        Copies::from_host(opt.bucket_grad(b), grad.data() + packed_offset[b], layout.bucket(b).count * sizeof(float));
+        opt.grad_ready(b);
+    }
+    opt.step();
+}
+
+// See the header. make() creates a fresh optimizer of the case (zero parameters); every rank
+// makes the same calls whatever the checks find.
+template <typename Opt, typename Copies, typename Make>
+void check_checkpoints(Opt &opt, const Make &make, const Problem &p, bool on_gpu, Outcome &out) {
+    auto fail = [&](const std::string &what) { out.failures.push_back("checkpoint: " + what); };
+    const std::size_t count = p.init.size();
+    const std::int64_t steps = opt.step_count();
+    std::vector<float> trained(count);
+    opt.get_parameters(trained.data());
+
+    const std::vector<unsigned char> bytes = opt.serialize();
+    // The same bytes on every rank name a directory every rank agrees on without a collective.
+    const std::string dir = "/tmp/shardopt-sharded-device-" +
+                            std::to_string(std::hash<std::string>{}(std::string(bytes.begin(), bytes.end())));
+    opt.save(dir);
+
+    // On the host, a one-rank ShardedOptimizer (an in-process group of its own).
+    auto host = ShardedOptimizer::create(make_inprocess_group(1)[0], opt.layout(), p.setup.optimizer, plain(Strategy::ddp));
+    host->deserialize(bytes);
+    auto restored = make();
+    restored->deserialize(bytes);
+    auto loaded = make();
+    loaded->load(dir);
+    opt.synchronize_optimizer_state();
+    if (opt.should_early_stop(false)) fail("should_early_stop(false on every rank) is true");
+    if (!opt.should_early_stop(opt.rank() == opt.world_size() - 1)) fail("should_early_stop(true on the last rank) is false");
+
+    struct Copy {
+        const char *name;
+        std::vector<float> params;
+        std::int64_t steps;
+    };
+    std::vector<Copy> copies(4);
+    copies[0] = {"the trained optimizer after synchronize_optimizer_state()", std::vector<float>(count), opt.step_count()};
+    copies[1] = {"the one-rank host optimizer that deserialized its bytes", std::vector<float>(count), host->step_count()};
+    copies[2] = {"a fresh optimizer that deserialized its bytes", std::vector<float>(count), restored->step_count()};
+    copies[3] = {"a fresh optimizer that loaded its sharded save", std::vector<float>(count), loaded->step_count()};
+    opt.get_parameters(copies[0].params.data());
+    host->get_parameters(copies[1].params.data());
+    restored->get_parameters(copies[2].params.data());
+    loaded->get_parameters(copies[3].params.data());
+    for (const Copy &c : copies) {
+        if (c.steps != steps)
+            fail(std::string(c.name) + ": step_count() " + std::to_string(c.steps) + ", want " + std::to_string(steps));
+        if (std::memcmp(c.params.data(), trained.data(), count * sizeof(float)) != 0)
+            fail(std::string(c.name) + ": parameters differ from the trained ones");
+    }
+
+    // One more step, the same full-batch gradient everywhere.
+    std::vector<std::int64_t> everything(p.setup.samples);
+    for (std::size_t i = 0; i < everything.size(); ++i) everything[i] = std::int64_t(i);
+    std::vector<float> grad(count);
+    examples::mlp_loss_grad<float>(p.setup.shape, p.data, trained.data(), grad.data(), everything.data(),
+                                   everything.size());
+    step_with<Opt, Copies>(opt, grad);
+    step_with<ShardedOptimizer, HostCopies>(*host, grad);
+    step_with<Opt, Copies>(*restored, grad);
+    step_with<Opt, Copies>(*loaded, grad);
+    opt.get_parameters(copies[0].params.data());
+    host->get_parameters(copies[1].params.data());
+    restored->get_parameters(copies[2].params.data());
+    loaded->get_parameters(copies[3].params.data());
+    if (!(max_rel_diff(copies[0].params, trained) > 100 * kResumeTolerance)) fail("the extra step moved nothing");
+    for (std::size_t i = 1; i < copies.size(); ++i) {
+        // The host optimizer averages over one rank: bitwise only where the trained one ran on one.
+        const bool bitwise = !on_gpu && (i != 1 || opt.world_size() == 1);
+        const double diff = max_rel_diff(copies[i].params, copies[0].params);
+        if (bitwise ? std::memcmp(copies[i].params.data(), copies[0].params.data(), count * sizeof(float)) != 0
+                    : !(diff <= kResumeTolerance))
+            fail(std::string(copies[i].name) + ": after one more step its parameters differ from the trained " +
+                 "optimizer's by " + format("%.3g", diff) + (bitwise ? " (want bitwise equal)" : ""));
+    }
+    opt.should_early_stop(false); // a barrier: every rank has loaded before the files go
+    if (opt.rank() == 0) std::filesystem::remove_all(dir);
+}
+
 struct Args {
     std::string backend;
     std::vector<std::string> cases; // empty: all
@@ -439,6 +547,13 @@ int main(int argc, char **argv) {
                 Outcome trained = train<cuda::ShardedDeviceOptimizer, DeviceCopies>(*opt, c, p);
                 trained.failures.insert(trained.failures.begin(), out.failures.begin(), out.failures.end());
                 out = std::move(trained);
+                check_checkpoints<cuda::ShardedDeviceOptimizer, DeviceCopies>(
+                    *opt,
+                    [&] {
+                        return cuda::ShardedDeviceOptimizer::create(comm, mlp_layout(p.setup.shape), p.setup.optimizer,
+                                                                    c.options, nullptr, nullptr);
+                    },
+                    p, true, out);
                 opt.reset(); // collective teardown before the next case, as every rank does
                 cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the case");
             } else if (args.backend == "host") {
@@ -446,10 +561,22 @@ int main(int argc, char **argv) {
                                                                    mlp_layout(p.setup.shape), p.setup.optimizer,
                                                                    c.options, p.init.data());
                 out = train<cuda::ShardedDeviceOptimizer, HostCopies>(*opt, c, p);
+                check_checkpoints<cuda::ShardedDeviceOptimizer, HostCopies>(
+                    *opt,
+                    [&] {
+                        return cuda::ShardedDeviceOptimizer::create_in(device::make_host_space(), comm,
+                                                                       mlp_layout(p.setup.shape), p.setup.optimizer,
+                                                                       c.options);
+                    },
+                    p, false, out);
             } else {
                 auto opt = ShardedOptimizer::create(comm, mlp_layout(p.setup.shape), p.setup.optimizer, c.options,
                                                     p.init.data());
                 out = train<ShardedOptimizer, HostCopies>(*opt, c, p);
+                check_checkpoints<ShardedOptimizer, HostCopies>(
+                    *opt,
+                    [&] { return ShardedOptimizer::create(comm, mlp_layout(p.setup.shape), p.setup.optimizer, c.options); },
+                    p, false, out);
             }
         } catch (const std::exception &e) {
             // The ranks may now disagree on what comes next: stop (the launcher stops the others).

@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <stdlib.h>
 #include <mutex>
 #include <string>
 
@@ -34,6 +36,13 @@ ParameterSet test_layout(bool tp_replicated_bias = false) {
     layout.end_bucket();
     layout.add("w3", 64);
     return layout;
+}
+
+// Elements of test_layout() (counted once the layout is planned).
+std::size_t test_elements() {
+    ParameterSet layout = test_layout();
+    layout.plan(1);
+    return layout.element_count();
 }
 
 std::vector<float> initial_values(std::size_t n) {
@@ -82,36 +91,151 @@ StepResult train_step(Opt &opt, const std::vector<float> &packed, int rank, int 
     return opt.step();
 }
 
-void expect_same_training(const Config &config, int steps = 6) {
-    std::mutex mutex;
-    run_inprocess(config.ranks, [&](Communicator &comm) {
+// ShardedOptimizer and the device engine (host space) on one rank, made alike, trained in
+// lockstep; the engine's results must equal the reference's bit for bit.
+struct Twins {
+    std::unique_ptr<ShardedOptimizer> reference;
+    std::unique_ptr<ShardedDeviceOptimizer> engine;
+
+    // `initial` null: the layout's zeros.
+    Twins(Communicator &comm, const Config &config, const float *initial) {
         const ParameterSet layout = test_layout(config.tp_replicated_bias);
-        const std::vector<float> init = initial_values(layout.element_count());
-        auto reference = ShardedOptimizer::create(comm.shared_from_this(), layout, config.optimizer, config.sharding,
-                                                  init.data());
-        auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(), layout,
-                                                        config.optimizer, config.sharding, init.data());
-        const std::size_t n = reference->layout().element_count();
-        std::vector<float> expected(n), got(n);
-        for (int step = 0; step < steps; ++step) {
+        reference = ShardedOptimizer::create(comm.shared_from_this(), layout, config.optimizer, config.sharding, initial);
+        engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(), layout,
+                                                   config.optimizer, config.sharding, initial);
+    }
+    std::size_t count() const { return reference->layout().element_count(); }
+
+    // Steps [first, first + steps) of both, comparing what each step reports.
+    void train(int rank, int first, int steps, const Config &config, std::mutex &mutex) {
+        std::vector<float> expected(count()), got(count());
+        for (int step = first; step < first + steps; ++step) {
             reference->get_parameters(expected.data());
             engine->get_parameters(got.data());
-            const StepResult a = train_step(*reference, expected, comm.rank(), step, config);
-            const StepResult b = train_step(*engine, got, comm.rank(), step, config);
+            const StepResult a = train_step(*reference, expected, rank, step, config);
+            const StepResult b = train_step(*engine, got, rank, step, config);
             std::lock_guard<std::mutex> lock(mutex);
             BOOST_TEST(a.applied == b.applied, config.name << " step " << step);
             BOOST_TEST(a.skipped_nonfinite == b.skipped_nonfinite, config.name << " step " << step);
             BOOST_TEST(a.accumulating == b.accumulating, config.name << " step " << step);
             if (std::isfinite(a.grad_norm)) BOOST_TEST(a.grad_norm == b.grad_norm, config.name << " step " << step);
         }
+    }
+
+    // Same parameters and step count; returns the reference's parameters.
+    std::vector<float> expect_same(int rank, const std::string &what, std::mutex &mutex) {
+        std::vector<float> expected(count()), got(count());
         reference->get_parameters(expected.data());
         engine->get_parameters(got.data());
         std::lock_guard<std::mutex> lock(mutex);
-        BOOST_TEST(engine->step_count() == reference->step_count(), config.name);
-        BOOST_TEST(std::memcmp(expected.data(), got.data(), n * sizeof(float)) == 0,
-                   config.name << " rank " << comm.rank() << ": parameters differ from ShardedOptimizer's");
-        BOOST_TEST(expected != initial_values(n), config.name << ": training changed nothing");
+        BOOST_TEST(engine->step_count() == reference->step_count(), what << " rank " << rank);
+        BOOST_TEST(std::memcmp(expected.data(), got.data(), count() * sizeof(float)) == 0,
+                   what << " rank " << rank << ": parameters differ from ShardedOptimizer's");
+        return expected;
+    }
+};
+
+void expect_same_training(const Config &config, int steps = 6) {
+    std::mutex mutex;
+    run_inprocess(config.ranks, [&](Communicator &comm) {
+        const std::vector<float> init = initial_values(test_elements());
+        Twins twins(comm, config, init.data());
+        twins.train(comm.rank(), 0, steps, config, mutex);
+        const std::vector<float> params = twins.expect_same(comm.rank(), config.name, mutex);
+        std::lock_guard<std::mutex> lock(mutex);
+        BOOST_TEST(params != init, config.name << ": training changed nothing");
     });
+}
+
+// A fresh empty directory, removed with its contents at the end of the scope.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/shardopt-devckpt-XXXXXX";
+        const char *made = ::mkdtemp(tmpl);
+        BOOST_REQUIRE(made != nullptr);
+        path = made;
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    std::string sub(const std::string &name) const { return path + "/" + name; }
+};
+
+enum class Transfer { sharded, consolidated, serialized };
+const char *transfer_name(Transfer t) {
+    return t == Transfer::sharded ? "sharded" : t == Transfer::consolidated ? "consolidated" : "serialized";
+}
+
+// A checkpoint moving between the classes: both train `steps` at (from_ranks, from) in lockstep
+// and each saves; then, at (to_ranks, to), ShardedOptimizer loads the engine's checkpoint and
+// the engine loads ShardedOptimizer's. Both must resume exactly where the other left off and
+// keep training bit for bit alike.
+struct Move {
+    std::string name;
+    int from_ranks;
+    ShardingOptions from;
+    int to_ranks;
+    ShardingOptions to;
+    Transfer how;
+    OptimizerOptions optimizer = OptimizerOptions::defaults(OptimizerKind::adam);
+};
+
+void expect_cross_resume(const Move &m, int steps = 4) {
+    const std::string name = m.name + " (" + transfer_name(m.how) + ")";
+    TempDir dir;
+    const std::string engine_dir = dir.sub("engine"), reference_dir = dir.sub("reference");
+    std::vector<unsigned char> engine_bytes, reference_bytes; // rank 0's serialized bytes
+    std::mutex mutex;
+    Config before{name + " before", m.from_ranks, m.from, m.optimizer};
+    std::vector<float> saved; // rank 0's parameters when saved
+    run_inprocess(m.from_ranks, [&](Communicator &comm) {
+        const std::vector<float> init = initial_values(test_elements());
+        Twins twins(comm, before, init.data());
+        twins.train(comm.rank(), 0, steps, before, mutex);
+        const std::vector<float> params = twins.expect_same(comm.rank(), before.name, mutex);
+        if (m.how == Transfer::serialized) {
+            std::vector<unsigned char> a = twins.engine->serialize(), b = twins.reference->serialize();
+            std::lock_guard<std::mutex> lock(mutex);
+            if (comm.rank() == 0) {
+                engine_bytes = std::move(a);
+                reference_bytes = std::move(b);
+            }
+        } else {
+            const CheckpointForm form = m.how == Transfer::sharded ? CheckpointForm::sharded : CheckpointForm::consolidated;
+            twins.engine->save(engine_dir, form);
+            twins.reference->save(reference_dir, form);
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        if (comm.rank() == 0) saved = params;
+    });
+    Config after{name + " after", m.to_ranks, m.to, m.optimizer};
+    run_inprocess(m.to_ranks, [&](Communicator &comm) {
+        Twins twins(comm, after, nullptr);
+        if (m.how == Transfer::serialized) {
+            twins.reference->deserialize(engine_bytes);
+            twins.engine->deserialize(reference_bytes);
+        } else {
+            twins.reference->load(engine_dir);
+            twins.engine->load(reference_dir);
+        }
+        const std::vector<float> loaded = twins.expect_same(comm.rank(), after.name + " loaded", mutex);
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            BOOST_TEST(twins.engine->step_count() == steps, after.name);
+            // Replicas (LocalSGD) differ by rank; everything else is rank 0's.
+            if (comm.rank() == 0 || m.to.strategy != Strategy::local_sgd)
+                BOOST_TEST(std::memcmp(loaded.data(), saved.data(), saved.size() * sizeof(float)) == 0,
+                           after.name << " rank " << comm.rank() << ": loaded parameters are not the saved ones");
+        }
+        twins.train(comm.rank(), steps, steps, after, mutex);
+        twins.expect_same(comm.rank(), after.name + " resumed", mutex);
+    });
+}
+
+ShardingOptions hsdp(int replicas) {
+    ShardingOptions o = with(Strategy::hybrid);
+    o.hybrid_data_strategy = Strategy::fsdp;
+    o.hsdp_replicas = replicas;
+    return o;
 }
 
 } // namespace
@@ -227,6 +351,136 @@ BOOST_AUTO_TEST_CASE(refusals) {
             ShardedDeviceOptimizer::create(comm.shared_from_this(), test_layout(),
                                            OptimizerOptions::defaults(OptimizerKind::adam), with(Strategy::ddp));
         });
+    });
+}
+
+
+BOOST_AUTO_TEST_CASE(checkpoints_move_between_the_classes) {
+    expect_cross_resume({"zero2 x4 -> fsdp x2", 4, with(Strategy::zero2), 2, with(Strategy::fsdp), Transfer::sharded});
+    expect_cross_resume(
+        {"fsdp x2 -> ddp x3", 2, with(Strategy::fsdp), 3, with(Strategy::ddp), Transfer::consolidated});
+    expect_cross_resume({"hsdp 2x2 -> zero1 x1", 4, hsdp(2), 1, with(Strategy::zero1), Transfer::sharded});
+    expect_cross_resume({"zero1 x3 -> hsdp 2x2", 3, with(Strategy::zero1), 4, hsdp(2), Transfer::serialized});
+
+    Move amsgrad{"ddp x1 -> zero2 x4, amsgrad", 1, with(Strategy::ddp), 4, with(Strategy::zero2), Transfer::consolidated};
+    amsgrad.optimizer.amsgrad = true; // three state slots
+    expect_cross_resume(amsgrad);
+
+    Move adagrad{"zero2 x2 -> fsdp x3, adagrad", 2, with(Strategy::zero2), 3, with(Strategy::fsdp), Transfer::serialized,
+                 OptimizerOptions::defaults(OptimizerKind::adagrad)};
+    adagrad.optimizer.initial_accumulator_value = 0.1;
+    expect_cross_resume(adagrad);
+
+    // LocalSGD at the same world size: each rank resumes its own replica.
+    ShardingOptions local = with(Strategy::local_sgd);
+    local.local_sgd_period = 3;
+    Move sgd{"local_sgd x3 -> local_sgd x3, sgd momentum", 3, local, 3, local, Transfer::sharded,
+             OptimizerOptions::defaults(OptimizerKind::sgd)};
+    sgd.optimizer.momentum = 0.9;
+    expect_cross_resume(sgd);
+}
+
+BOOST_AUTO_TEST_CASE(bad_checkpoints_change_nothing) {
+    TempDir dir;
+    std::mutex mutex;
+    const Config config{"zero2 x2", 2, with(Strategy::zero2)};
+    run_inprocess(2, [&](Communicator &comm) {
+        const std::vector<float> init = initial_values(test_elements());
+        Twins twins(comm, config, init.data());
+        twins.train(comm.rank(), 0, 3, config, mutex);
+        const std::vector<unsigned char> bytes = twins.engine->serialize();
+
+        std::vector<unsigned char> flipped = bytes;
+        flipped[flipped.size() - 3] ^= 0x40; // the data of the last segment: its checksum fails
+        expect_error(ErrorCode::corrupt, "", [&] { twins.engine->deserialize(flipped); });
+        const std::vector<unsigned char> truncated(bytes.begin(), bytes.begin() + std::ptrdiff_t(bytes.size() / 2));
+        expect_error(ErrorCode::corrupt, "", [&] { twins.engine->deserialize(truncated); });
+        expect_error(ErrorCode::invalid_argument, "null", [&] { twins.engine->deserialize(nullptr, 10); });
+        expect_error(ErrorCode::io, "no checkpoint", [&] { twins.engine->load(dir.sub("missing")); });
+        // A checkpoint of another rule (SGD with momentum: one state slot) is refused.
+        OptimizerOptions sgd = OptimizerOptions::defaults(OptimizerKind::sgd);
+        sgd.momentum = 0.9;
+        auto other = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), sgd, with(Strategy::fsdp));
+        other->save(dir.sub("sgd"));
+        expect_error(ErrorCode::invalid_argument, "sgd", [&] { twins.engine->load(dir.sub("sgd")); });
+
+        // Nothing changed: parameters, step count and state (training goes on exactly as the
+        // reference's, which saw none of this).
+        twins.expect_same(comm.rank(), "after refused loads", mutex);
+        twins.train(comm.rank(), 3, 2, config, mutex);
+        twins.expect_same(comm.rank(), "training after refused loads", mutex);
+
+        // The good bytes take both back to step 3, from where they train alike again.
+        twins.engine->deserialize(bytes);
+        twins.reference->deserialize(bytes);
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            BOOST_TEST(twins.engine->step_count() == 3);
+        }
+        twins.train(comm.rank(), 3, 2, config, mutex);
+        twins.expect_same(comm.rank(), "resumed from the serialized bytes", mutex);
+    });
+}
+
+BOOST_AUTO_TEST_CASE(refused_mid_accumulation_and_for_tensor_parallel_grids) {
+    run_inprocess(2, [&](Communicator &comm) {
+        ShardingOptions accumulate = with(Strategy::zero2);
+        accumulate.gradient_accumulation_steps = 2;
+        const Config config{"accumulate", 2, accumulate};
+        auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
+                                                        test_layout(), config.optimizer, accumulate);
+        const std::vector<float> init = initial_values(test_elements());
+        train_step(*engine, init, comm.rank(), 0, config); // one micro-step of two
+        expect_error(ErrorCode::invalid_state, "gradient accumulation", [&] { engine->serialize(); });
+    });
+    run_inprocess(4, [&](Communicator &comm) {
+        ShardingOptions tp = with(Strategy::hybrid);
+        tp.tensor_parallel_size = 2;
+        auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
+                                                        test_layout(), OptimizerOptions::defaults(OptimizerKind::adam), tp);
+        TempDir dir;
+        expect_error(ErrorCode::unsupported, "tensor or pipeline", [&] { engine->save(dir.path); });
+    });
+}
+
+BOOST_AUTO_TEST_CASE(synchronize_optimizer_state_as_sharded_optimizer) {
+    std::mutex mutex;
+    // LocalSGD replicas drift apart between averagings; synchronizing averages parameters and
+    // state as ShardedOptimizer does.
+    ShardingOptions local = with(Strategy::local_sgd);
+    local.local_sgd_period = 10;
+    for (const Config &config : {Config{"local_sgd x3", 3, local}, Config{"hsdp 2x2", 4, hsdp(2)},
+                                 Config{"ddp x2", 2, with(Strategy::ddp)}}) {
+        run_inprocess(config.ranks, [&](Communicator &comm) {
+            const std::vector<float> init = initial_values(test_elements());
+            Twins twins(comm, config, init.data());
+            twins.train(comm.rank(), 0, 3, config, mutex);
+            std::vector<float> drifted(twins.count());
+            twins.reference->get_parameters(drifted.data()); // collective for FSDP
+            if (comm.rank() == 1) { // rank 1 drifts: rank 0's copy (or the average) wins
+                for (float &x : drifted) x += 0.25f;
+                twins.reference->set_parameters(drifted.data());
+                twins.engine->set_parameters(drifted.data());
+            }
+            twins.reference->synchronize_optimizer_state();
+            twins.engine->synchronize_optimizer_state();
+            twins.expect_same(comm.rank(), config.name + " synchronized", mutex);
+            twins.train(comm.rank(), 3, 3, config, mutex);
+            twins.expect_same(comm.rank(), config.name + " synchronized and trained", mutex);
+        });
+    }
+}
+
+BOOST_AUTO_TEST_CASE(state_disagreement_and_early_stop) {
+    run_inprocess(3, [&](Communicator &comm) {
+        auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
+                                                        test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
+                                                        with(Strategy::zero1));
+        BOOST_TEST(!engine->should_early_stop(false));
+        BOOST_TEST(engine->should_early_stop(comm.rank() == 2));
+        engine->synchronize_optimizer_state(); // agreeing ranks: fine
+        engine->set_learning_rate(comm.rank() == 1 ? 0.01 : 0.001);
+        expect_error(ErrorCode::mismatch, "learning rate", [&] { engine->synchronize_optimizer_state(); });
     });
 }
 
