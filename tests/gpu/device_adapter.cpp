@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/forward_call.hpp"
 #include "shardopt/gpu_comm.hpp"
 
 using namespace shardopt;
@@ -88,17 +89,10 @@ void DeviceAdapter::run(const Call &call) {
     // Outputs start as the host had them: a root's broadcast data, a non-root's untouched bytes.
     if (has_out && !shared) cuda(cudaMemcpy(drecv, call.recv, out_bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
 
-    Communicator &d = *device_;
-    switch (call.kind) {
-    case CallKind::allreduce: d.allreduce(dsend, drecv, call.count, call.dtype, call.op); break;
-    case CallKind::reduce_scatter: d.reduce_scatter(dsend, drecv, call.count, call.dtype, call.op); break;
-    case CallKind::allgather: d.allgather(dsend, drecv, call.count, call.dtype); break;
-    case CallKind::broadcast: d.broadcast(drecv, call.count, call.dtype, call.root); break;
-    case CallKind::reduce: d.reduce(dsend, drecv, call.count, call.dtype, call.op, call.root); break;
-    case CallKind::send: d.send(dsend, call.count, call.dtype, call.root, call.tag); break;
-    case CallKind::recv: d.recv(drecv, call.count, call.dtype, call.root, call.tag); break;
-    default: throw Error(ErrorCode::internal, "test adapter: unexpected call " + describe(call));
-    }
+    Call on_device = call;
+    on_device.send = dsend;
+    on_device.recv = drecv;
+    forward_call(*device_, on_device);
     if (has_out) cuda(cudaMemcpy(call.recv, drecv, out_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/forward_call.hpp"
 #include "comm/gpu/event_wait.hpp"
 #include "optim/cuda/cuda_check.hpp"
 #include "optim/cuda/cuda_device.hpp"
@@ -113,14 +114,10 @@ void HostBufferComm::run(const Call &call) {
         check(cudaMemcpyAsync(din, pinned, in_bytes, cudaMemcpyHostToDevice, stream),
               ("host buffers: cudaMemcpyAsync of the input of " + describe(call)).c_str());
     }
-    switch (call.kind) {
-    case CallKind::allreduce: d.allreduce(din, dout, call.count, call.dtype, call.op); break;
-    case CallKind::reduce_scatter: d.reduce_scatter(din, dout, call.count, call.dtype, call.op); break;
-    case CallKind::allgather: d.allgather(din, dout, call.count, call.dtype); break;
-    case CallKind::broadcast: d.broadcast(din, call.count, call.dtype, call.root); break;
-    case CallKind::reduce: d.reduce(din, dout, call.count, call.dtype, call.op, call.root); break;
-    default: throw Error(ErrorCode::internal, "host buffers: unexpected call " + describe(call));
-    }
+    Call on_device = call;
+    on_device.send = din;
+    on_device.recv = dout;
+    forward_call(d, on_device);
     if (out_bytes > 0)
         check(cudaMemcpyAsync(pinned, dout, out_bytes, cudaMemcpyDeviceToHost, stream),
               ("host buffers: cudaMemcpyAsync of the result of " + describe(call)).c_str());
