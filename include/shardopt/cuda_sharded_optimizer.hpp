@@ -100,8 +100,11 @@ class ShardedDeviceOptimizer {
 
     // --- checkpoints (all collective over the world; see ShardedOptimizer::save/load) ---
     void save(const std::string &dir, CheckpointForm form = CheckpointForm::sharded);
-    // Any checkpoint of either class, any world size and strategy; all or nothing: on any error
-    // every rank throws and the optimizer is unchanged.
+    // Any checkpoint of either class, any world size and strategy. Everything is read and
+    // validated on every rank before the device is touched: a bad checkpoint (corrupt, io, a
+    // layout or optimizer mismatch) makes every rank throw with the optimizer unchanged. A device
+    // failure while the staged contents are copied in (a CUDA error, a timeout) leaves it
+    // partly loaded: load again.
     void load(const std::string &dir);
     // The consolidated form in memory (host bytes); every rank gets the same bytes.
     std::vector<unsigned char> serialize();
