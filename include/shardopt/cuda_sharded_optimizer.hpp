@@ -28,7 +28,6 @@
 // host to be written, and a load stages everything on the host (validated on every rank) before
 // copying it to the device. Their small collectives on host data run on the GPU communicator
 // through device memory.
-// Not here yet: optimize().
 #pragma once
 
 #include <memory>
@@ -97,6 +96,9 @@ class ShardedDeviceOptimizer {
     void synchronize_optimizer_state();
     // True on every rank when any rank votes to stop.
     bool should_early_stop(bool local_vote);
+    // ShardedOptimizer::optimize: the model callback works on host memory (packed parameters
+    // copied from the device each iteration, its gradient copied into the device buckets).
+    OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
 
     // --- checkpoints (all collective over the world; see ShardedOptimizer::save/load) ---
     void save(const std::string &dir, CheckpointForm form = CheckpointForm::sharded);

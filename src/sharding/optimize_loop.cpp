@@ -8,22 +8,23 @@
 
 #include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
+#include "optimize_loop.hpp"
 #include "sharded_optimizer_impl.hpp"
 #include "vector_ops.hpp"
 
 namespace shardopt {
 
-OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &o) {
+OptimizeResult run_optimize_loop(OptimizeTarget &target, const ModelFunction &model, const OptimizeOptions &o) {
     require(bool(model), ErrorCode::invalid_argument, "optimize: model function is null");
     require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
     require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
     require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
     require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
             "optimize: max_iterations, patience and min_delta must be >= 0");
-    Communicator &data = *impl_->grid.data;
-    const int dp = data.size(), dp_rank = data.rank();
+    const ParameterSet &layout = target.layout();
+    const int dp = target.data_size(), dp_rank = target.data_rank();
     const std::int64_t batch = o.batch_size == 0 ? o.num_samples : std::min(o.batch_size, o.num_samples);
-    const std::size_t elem = layout_.element_size(), n = layout_.element_count();
+    const std::size_t elem = layout.element_size(), n = layout.element_count();
     std::vector<unsigned char> params(n * elem), grads(n * elem);
     std::vector<std::int64_t> samples;
 
@@ -40,24 +41,14 @@ OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const Opti
             samples.resize(std::size_t(slice.size()));
             for (std::int64_t i = slice.begin; i < slice.end; ++i) samples[std::size_t(i - slice.begin)] = i;
 
-            get_parameters(params.data());
+            target.get_parameters(params.data());
             std::memset(grads.data(), 0, grads.size());
             double local_loss = samples.empty() ? 0.0 : model(params.data(), grads.data(), samples.data(), samples.size());
             const double weight = slice.weight;
-            if (weight != 1.0) scale(grads.data(), n, layout_.dtype(), weight);
+            if (weight != 1.0) scale(grads.data(), n, layout.dtype(), weight);
             local_loss *= weight;
-
-            zero_grad();
-            std::size_t packed = 0;
-            for (int b = 0; b < layout_.bucket_count(); ++b) {
-                const auto &bl = layout_.bucket(b);
-                std::memcpy(bucket_grad(b), grads.data() + packed * elem, bl.count * elem);
-                packed += bl.count;
-                grad_ready(b);
-            }
-            step();
-            double batch_loss = 0.0;
-            data.allreduce(&local_loss, &batch_loss, 1, DType::f64, ReduceOp::avg);
+            target.step_with(grads.data());
+            const double batch_loss = target.average_over_data(local_loss);
             epoch_loss_sum += batch_loss * double(batch_n);
             epoch_samples += batch_n;
             ++result.iterations;
@@ -71,23 +62,65 @@ OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const Opti
         if (epoch_loss < result.best_loss - o.min_delta) {
             result.best_loss = epoch_loss;
             epochs_without_improvement = 0;
-            get_parameters(params.data());
+            target.get_parameters(params.data());
             result.best_parameters.assign(params.begin(), params.end());
         } else {
             ++epochs_without_improvement;
         }
         if (hit_limit) break;
         const bool want_stop = o.patience > 0 && epochs_without_improvement >= o.patience;
-        if (should_early_stop(want_stop)) {
+        if (target.should_early_stop(want_stop)) {
             result.stopped_early = true;
             break;
         }
     }
     if (result.best_parameters.empty()) {
-        get_parameters(params.data());
+        target.get_parameters(params.data());
         result.best_parameters.assign(params.begin(), params.end());
     }
     return result;
+}
+
+namespace {
+
+// ShardedOptimizer as the loop's target: gradients copied into its host buckets.
+class HostOptimizeTarget final : public OptimizeTarget {
+  public:
+    HostOptimizeTarget(ShardedOptimizer &opt, Communicator &data) : opt_(opt), data_(data) {}
+    const ParameterSet &layout() const override { return opt_.layout(); }
+    int data_rank() const override { return data_.rank(); }
+    int data_size() const override { return data_.size(); }
+    void get_parameters(void *packed) override { opt_.get_parameters(packed); }
+    void step_with(const unsigned char *packed_grad) override {
+        const ParameterSet &layout = opt_.layout();
+        const std::size_t elem = layout.element_size();
+        opt_.zero_grad();
+        std::size_t packed = 0;
+        for (int b = 0; b < layout.bucket_count(); ++b) {
+            const auto &bl = layout.bucket(b);
+            std::memcpy(opt_.bucket_grad(b), packed_grad + packed * elem, bl.count * elem);
+            packed += bl.count;
+            opt_.grad_ready(b);
+        }
+        opt_.step();
+    }
+    double average_over_data(double value) override {
+        double mean = 0.0;
+        data_.allreduce(&value, &mean, 1, DType::f64, ReduceOp::avg);
+        return mean;
+    }
+    bool should_early_stop(bool local_vote) override { return opt_.should_early_stop(local_vote); }
+
+  private:
+    ShardedOptimizer &opt_;
+    Communicator &data_;
+};
+
+} // namespace
+
+OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
+    HostOptimizeTarget target(*this, *impl_->grid.data);
+    return run_optimize_loop(target, model, options);
 }
 
 } // namespace shardopt

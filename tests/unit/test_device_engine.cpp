@@ -316,6 +316,50 @@ BOOST_AUTO_TEST_CASE(memory_is_sharded) {
     });
 }
 
+// optimize(): the shared loop over the device engine gives ShardedOptimizer's result exactly.
+BOOST_AUTO_TEST_CASE(optimize_matches_sharded_optimizer) {
+    // Mean over the samples of 0.5 * |w - target(s)|^2, target(s)[i] = sin(s + 0.01 i).
+    const ModelFunction model = [](const void *params, void *grad, const std::int64_t *samples, std::size_t count) {
+        const auto *w = static_cast<const float *>(params);
+        auto *g = static_cast<float *>(grad);
+        const std::size_t n = test_elements();
+        double loss = 0.0;
+        for (std::size_t k = 0; k < count; ++k)
+            for (std::size_t i = 0; i < n; ++i) {
+                const float d = w[i] - std::sin(float(samples[k]) + 0.01f * float(i));
+                loss += 0.5 * double(d) * double(d);
+                g[i] += d / float(count);
+            }
+        return loss / double(count);
+    };
+    OptimizeOptions run;
+    run.num_samples = 37;
+    run.batch_size = 8;
+    run.epochs = 4;
+    run.patience = 2;
+    std::mutex mutex;
+    for (Strategy s : {Strategy::zero2, Strategy::fsdp})
+        run_inprocess(3, [&](Communicator &comm) {
+            const std::vector<float> init = initial_values(test_elements());
+            auto reference = ShardedOptimizer::create(comm.shared_from_this(), test_layout(),
+                                                      OptimizerOptions::defaults(OptimizerKind::adam), with(s),
+                                                      init.data());
+            auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
+                                                            test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
+                                                            with(s), init.data());
+            const OptimizeResult a = reference->optimize(model, run);
+            const OptimizeResult b = engine->optimize(model, run);
+            std::lock_guard<std::mutex> lock(mutex);
+            BOOST_TEST(a.iterations == b.iterations, strategy_name(s));
+            BOOST_TEST(a.iterations == 4 * 5, strategy_name(s)); // 37 samples in batches of 8
+            BOOST_TEST(a.loss_history == b.loss_history, strategy_name(s));
+            BOOST_TEST(a.best_loss == b.best_loss, strategy_name(s));
+            BOOST_TEST(a.loss_history.back() < a.loss_history.front(), strategy_name(s) << ": no progress");
+            BOOST_TEST(a.best_parameters == b.best_parameters, strategy_name(s));
+            BOOST_TEST(engine->step_count() == reference->step_count(), strategy_name(s));
+        });
+}
+
 BOOST_AUTO_TEST_CASE(refusals) {
     run_inprocess(2, [&](Communicator &comm) {
         ParameterSet f64(DType::f64);

@@ -55,6 +55,8 @@ class DeviceEngine {
     void deserialize(const void *data, std::size_t size);
     void synchronize_state();
     bool should_early_stop(bool local_vote);
+    // ShardedOptimizer::optimize's loop (../optimize_loop.hpp): host gradients copied in.
+    OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
 
   private:
     class CheckpointView; // the engine as a checkpoint::CheckpointTarget

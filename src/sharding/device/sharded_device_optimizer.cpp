@@ -62,6 +62,9 @@ MemoryStats ShardedDeviceOptimizer::memory_stats() const { return engine_->memor
 
 void ShardedDeviceOptimizer::synchronize_optimizer_state() { engine_->synchronize_state(); }
 bool ShardedDeviceOptimizer::should_early_stop(bool local_vote) { return engine_->should_early_stop(local_vote); }
+OptimizeResult ShardedDeviceOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
+    return engine_->optimize(model, options);
+}
 
 void ShardedDeviceOptimizer::save(const std::string &dir, CheckpointForm form) { engine_->save(dir, form); }
 void ShardedDeviceOptimizer::load(const std::string &dir) { engine_->load(dir); }
