@@ -67,6 +67,13 @@ template <typename H> H *check(H *handle, HandleTag tag, const char *what) {
 inline Communicator &comm_of(shardopt_comm c) { return *check(c, HandleTag::comm, "communicator")->comm; }
 inline ShardedOptimizer &opt_of(shardopt_optimizer o) { return *check(o, HandleTag::optimizer, "optimizer")->opt; }
 inline ParameterSet &params_of(shardopt_params p) { return check(p, HandleTag::params, "parameter set")->set; }
+// destroy(NULL) is a no-op; any other handle is checked, marked dead and deleted.
+template <typename H> void destroy(H *handle, HandleTag tag, const char *what) {
+    if (!handle) return;
+    check(handle, tag, what);
+    handle->tag = HandleTag::dead;
+    delete handle;
+}
 inline void not_null(const void *p, const char *name) {
     require(p != nullptr, ErrorCode::invalid_argument, std::string(name) + " is NULL");
 }

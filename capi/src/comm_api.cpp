@@ -80,12 +80,7 @@ SHARDOPT_API shardopt_status shardopt_comm_split(shardopt_comm comm, int color, 
 }
 
 SHARDOPT_API shardopt_status shardopt_comm_destroy(shardopt_comm comm) {
-    return guard(__func__, [&] {
-        if (!comm) return;
-        check(comm, HandleTag::comm, "communicator");
-        comm->tag = HandleTag::dead;
-        delete comm;
-    });
+    return guard(__func__, [&] { destroy(comm, HandleTag::comm, "communicator"); });
 }
 
 SHARDOPT_API shardopt_status shardopt_comm_rank(shardopt_comm comm, int *rank) {
@@ -236,12 +231,7 @@ SHARDOPT_API shardopt_status shardopt_work_test(shardopt_work work, int *done) {
 }
 
 SHARDOPT_API shardopt_status shardopt_work_destroy(shardopt_work work) {
-    return guard(__func__, [&] {
-        if (!work) return;
-        check(work, HandleTag::work, "work");
-        work->tag = HandleTag::dead;
-        delete work;
-    });
+    return guard(__func__, [&] { destroy(work, HandleTag::work, "work"); });
 }
 
 } // extern "C"

@@ -15,12 +15,7 @@ SHARDOPT_API shardopt_status shardopt_params_create(shardopt_dtype dtype, size_t
 }
 
 SHARDOPT_API shardopt_status shardopt_params_destroy(shardopt_params params) {
-    return guard(__func__, [&] {
-        if (!params) return;
-        check(params, HandleTag::params, "parameter set");
-        params->tag = HandleTag::dead;
-        delete params;
-    });
+    return guard(__func__, [&] { destroy(params, HandleTag::params, "parameter set"); });
 }
 
 SHARDOPT_API shardopt_status shardopt_params_add(shardopt_params params, const char *name, size_t count,
