@@ -106,8 +106,21 @@ typedef struct shardopt_work_s *shardopt_work;
 SHARDOPT_API shardopt_status shardopt_comm_create_inprocess(int size, shardopt_comm *comms);
 /* Creates this process's communicator from the environment (SHARDOPT_RANK, SHARDOPT_WORLD_SIZE,
  * torchrun, Open MPI or Slurm variables). backend: "inprocess" (a world of one rank; error if
- * SHARDOPT_WORLD_SIZE > 1), "ucx", or NULL for $SHARDOPT_BACKEND, else "inprocess".
- * Errors: UNSUPPORTED (backend not built in), INVALID_ARGUMENT (unknown backend, bad env, out NULL). */
+ * SHARDOPT_WORLD_SIZE > 1), "ucx", "nccl", "staged", or NULL for $SHARDOPT_BACKEND, else
+ * "inprocess". With ucx, nccl and staged every rank of the job calls it (they meet in a
+ * rendezvous, bounded by the job's timeout).
+ *   "nccl"   collectives on CUDA device buffers over NCCL, one GPU per rank. libnccl is not
+ *            linked: it is opened on first use (libnccl.so.2, or $SHARDOPT_NCCL_LIBRARY).
+ *   "staged" collectives on CUDA device buffers staged through pinned host memory over UCX (for
+ *            several ranks per GPU, or hosts without NCCL).
+ * A GPU rank uses device (local rank % device count) when the launcher gives a local rank, else
+ * the calling thread's current CUDA device. Collectives of a GPU communicator take device
+ * pointers (staged also managed or host memory) and run on its CUDA stream (see
+ * shardopt_comm_set_cuda_stream); a blocking call returns once the operation completed on the
+ * device. A backend is only ever the one named: none is a fallback for another.
+ * Errors: UNSUPPORTED (backend not built in; for nccl/staged also: NCCL cannot be loaded or no
+ * CUDA device is usable; the message says which), INVALID_ARGUMENT (unknown backend, bad env,
+ * out NULL), TIMEOUT / PEER_LOST (the rendezvous did not complete). */
 SHARDOPT_API shardopt_status shardopt_comm_create_from_env(const char *backend, shardopt_comm *comm);
 /* Collective over comm: ranks with equal color form a new communicator ordered by (key, rank);
  * color < 0 yields *out = NULL. The new handle is the caller's to destroy. */
@@ -120,6 +133,12 @@ SHARDOPT_API shardopt_status shardopt_comm_rank(shardopt_comm comm, int *rank);
 SHARDOPT_API shardopt_status shardopt_comm_size(shardopt_comm comm, int *size);
 /* Timeout of every later blocking call and wait, in milliseconds (> 0). */
 SHARDOPT_API shardopt_status shardopt_comm_set_timeout(shardopt_comm comm, int64_t timeout_ms);
+/* GPU communicators (nccl, staged, or split from one): enqueue this communicator's collectives on
+ * `stream` (a cudaStream_t of its device, in the primary context) from now on, so they are
+ * ordered after the caller's work on it; NULL goes back to the communicator's own non-blocking
+ * stream. Call it between operations, not while async operations are in flight on the old
+ * stream. Errors: INVALID_ARGUMENT (NULL handle, or a communicator without a device). */
+SHARDOPT_API shardopt_status shardopt_comm_set_cuda_stream(shardopt_comm comm, void *stream);
 /* Aborts the communicator: pending and later calls fail with `reason` (in-process: on every rank
  * of the group, so peers fail fast when one thread gives up). reason may be NULL. */
 SHARDOPT_API shardopt_status shardopt_comm_abort(shardopt_comm comm, const char *reason);

@@ -1,12 +1,12 @@
 // Communicators and collectives on raw buffers: shardopt_comm_*, shardopt_<collective>[_async],
 // shardopt_work_*.
-#include "shardopt/ucx.hpp"
 #include <cstdlib>
 #include <vector>
 
 #include "capi_internal.hpp"
+#include "shardopt/gpu_comm.hpp"
 #include "shardopt/inprocess.hpp"
-
+#include "shardopt/ucx.hpp"
 
 using namespace shardopt;
 using namespace shardopt::capi;
@@ -66,7 +66,13 @@ SHARDOPT_API shardopt_status shardopt_comm_create_from_env(const char *backend, 
             *comm = wrap(create_communicator_from_env(name));
             return;
         }
-        throw Error(ErrorCode::invalid_argument, "unknown backend '" + name + "' (inprocess, ucx)");
+        if (name == "nccl" || name == "staged") {
+            // The GPU factories throw Error(unsupported) saying what is missing: the backend not
+            // built in, libnccl not loadable, or no usable CUDA device.
+            *comm = wrap(create_communicator_from_env(name));
+            return;
+        }
+        throw Error(ErrorCode::invalid_argument, "unknown backend '" + name + "' (inprocess, ucx, nccl, staged)");
     });
 }
 
@@ -101,6 +107,10 @@ SHARDOPT_API shardopt_status shardopt_comm_size(shardopt_comm comm, int *size) {
 
 SHARDOPT_API shardopt_status shardopt_comm_set_timeout(shardopt_comm comm, int64_t timeout_ms) {
     return guard(__func__, [&] { comm_of(comm).set_timeout(std::chrono::milliseconds(timeout_ms)); });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_set_cuda_stream(shardopt_comm comm, void *stream) {
+    return guard(__func__, [&] { gpu::set_stream(comm_of(comm), static_cast<gpu::Stream>(stream)); });
 }
 
 SHARDOPT_API shardopt_status shardopt_comm_abort(shardopt_comm comm, const char *reason) {
