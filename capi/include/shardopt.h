@@ -465,6 +465,132 @@ SHARDOPT_API shardopt_status shardopt_optimizer_deserialize(shardopt_optimizer o
 /* Frees a buffer the library allocated (NULL is a no-op). */
 SHARDOPT_API shardopt_status shardopt_buffer_free(void *data);
 
+/* ---------------------------------------------------------------------------------------------
+ * Device optimizers: the sharded optimizer with its parameters, gradients, optimizer state and
+ * staging buffers in CUDA device memory, over a GPU communicator (shardopt_comm_create_from_env
+ * with "nccl" or "staged").
+ *
+ * Every shardopt_device_optimizer_X behaves as shardopt_optimizer_X above (same strategies,
+ * options, step protocol, results, errors and checkpoint files; the same calls are collective),
+ * except:
+ *  - Every pointer it returns (parameters, tensor_parameters, gather, bucket_grad, tensor_grad)
+ *    is CUDA device memory on the communicator's device: never dereference it on the host.
+ *    Host memory is what `initial`, get_parameters/set_parameters, the optimize callback and
+ *    the checkpoint calls take.
+ *  - Parameter sets of dtype SHARDOPT_F32 only. LAMB only with DDP and Local SGD (where no
+ *    tensor's update is split across ranks).
+ *  - Streams: the optimizer enqueues its passes on the compute stream given to create (a
+ *    cudaStream_t of the communicator's device; NULL = the legacy default stream).
+ *    bucket_grad/tensor_grad clear the gradient on that stream: write the gradient there, or on
+ *    a stream ordered after it. grad_ready(b) orders b's reduction after the work already on the
+ *    compute stream and starts it at once, so it overlaps the gradients of later buckets. step
+ *    waits for the reductions, reads the gradient norm back (result->grad_norm and the skip and
+ *    clip decisions are host values) and enqueues the update on the compute stream: later work
+ *    there sees the new parameters; other streams must synchronize with it first. gather returns
+ *    once the unit's parameters are on the device, so any stream may read them.
+ *  - Checkpoints are those of shardopt_optimizer: a checkpoint saved by either kind of optimizer
+ *    loads into the other, at any world size and strategy. They pass through host memory.
+ * Built without CUDA, create returns SHARDOPT_ERR_UNSUPPORTED.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct shardopt_device_optimizer_s *shardopt_device_optimizer;
+
+/* Collective over comm: creates this rank's device optimizer. The layout of `params` is copied.
+ * `initial` (host memory, packed, element_count floats) may be NULL for zeros and must be equal
+ * on every rank. cuda_stream: the compute stream (see above), NULL for the legacy default stream.
+ * The optimizer keeps the communicator alive. Errors: INVALID_ARGUMENT (NULL, invalid options,
+ * a communicator without a device such as inprocess or ucx, dtype other than F32, LAMB with
+ * sharded state), UNSUPPORTED (built without CUDA, no usable device), MISMATCH, OUT_OF_MEMORY. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_create(shardopt_comm comm, shardopt_params params,
+                                                              const shardopt_optimizer_options *optimizer,
+                                                              const shardopt_sharding_options *sharding,
+                                                              const void *initial, void *cuda_stream,
+                                                              shardopt_device_optimizer *out);
+/* Not collective; frees the device memory. NULL: no-op. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_destroy(shardopt_device_optimizer opt);
+
+/* Layout queries, learning rate and step count, as shardopt_optimizer_tensor_count ...
+ * shardopt_optimizer_step_count (never collective). */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_tensor_count(shardopt_device_optimizer opt, int *count);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_tensor_info(shardopt_device_optimizer opt, int tensor,
+                                                                   size_t *count, int *bucket);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_bucket_count(shardopt_device_optimizer opt, int *count);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_bucket_info(shardopt_device_optimizer opt, int bucket,
+                                                                   size_t *count);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_element_count(shardopt_device_optimizer opt, size_t *count,
+                                                                     size_t *padded_count);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_set_learning_rate(shardopt_device_optimizer opt, double lr);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_step_count(shardopt_device_optimizer opt, int64_t *steps);
+
+/* Parameters. *params receives DEVICE memory owned by the optimizer. */
+/* The full flat buffer (padded_count floats) on the device. FSDP: INVALID_STATE. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_parameters(shardopt_device_optimizer opt, void **params);
+/* Device parameters of tensor t; FSDP only while its unit is gathered (else INVALID_STATE). */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_tensor_parameters(shardopt_device_optimizer opt, int tensor,
+                                                                         void **params);
+/* Packed copy of all parameters into HOST memory `packed` (count = element_count). Collective
+ * for FSDP and hybrid. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_get_parameters(shardopt_device_optimizer opt, void *packed,
+                                                                      size_t count);
+/* Replaces all parameters from HOST memory `packed` (count = element_count), identical on every
+ * rank. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_set_parameters(shardopt_device_optimizer opt,
+                                                                      const void *packed, size_t count);
+/* FSDP: collective over the group, makes unit b's full parameters available on the device and
+ * returns them in *params (may be NULL); release frees them. Others: the resident pointer. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_gather(shardopt_device_optimizer opt, int bucket,
+                                                              void **params);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_release(shardopt_device_optimizer opt, int bucket);
+
+/* Step protocol, every rank the same sequence, as shardopt_optimizer's:
+ *   zero_grad; for each bucket b: fill bucket_grad(b) or tensor_grad(t) of b's tensors on the
+ *   compute stream, grad_ready(b); step. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_zero_grad(shardopt_device_optimizer opt);
+/* Opens bucket b's gradient (cleared on the compute stream) and returns its DEVICE pointer in
+ * *grad; *count (may be NULL) = its packed element count. Valid until the next step. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_bucket_grad(shardopt_device_optimizer opt, int bucket,
+                                                                   void **grad, size_t *count);
+/* DEVICE pointer to tensor t's gradient inside its (opened) bucket; *count (may be NULL). */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_tensor_grad(shardopt_device_optimizer opt, int tensor,
+                                                                   void **grad, size_t *count);
+/* Bucket b's gradient is complete (on the compute stream): its reduction starts now. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_grad_ready(shardopt_device_optimizer opt, int bucket);
+/* Collective: reduces the remaining buckets and updates (or only accumulates); result may be
+ * NULL. Errors as shardopt_optimizer_step. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_step(shardopt_device_optimizer opt,
+                                                            shardopt_step_result *result);
+
+/* Collective: replicated state made identical (from rank 0; Local SGD: averaged), sharded state
+ * checked (MISMATCH). */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_synchronize_state(shardopt_device_optimizer opt);
+/* Collective: *stop = 1 on every rank when any rank voted non-zero. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_should_early_stop(shardopt_device_optimizer opt, int vote,
+                                                                         int *stop);
+/* Device bytes this rank holds now (not collective); stats->struct_size set by the caller. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_memory_stats(shardopt_device_optimizer opt,
+                                                                    shardopt_memory_stats *stats);
+
+/* Collective: shardopt_optimizer_optimize on the device optimizer. The model callback works on
+ * HOST memory: the packed parameters are copied from the device for each call and its gradient
+ * is copied into the device buckets; result->best_parameters is host memory too. A failing
+ * callback aborts the communicator given to create. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_optimize(shardopt_device_optimizer opt,
+                                                                shardopt_model_fn model, void *user_data,
+                                                                const shardopt_optimize_options *options,
+                                                                shardopt_optimize_result *result);
+
+/* Checkpoints, all collective, as shardopt_optimizer_save/load/serialize/deserialize (same
+ * files and bytes; *data from serialize is host memory released with shardopt_buffer_free).
+ * load and deserialize validate everything on every rank before the device is touched: a bad
+ * checkpoint changes nothing. A device failure while the validated contents are copied in (a CUDA error,
+ * a timeout) leaves the optimizer partly loaded: load again. */
+SHARDOPT_API shardopt_status shardopt_device_optimizer_save(shardopt_device_optimizer opt, const char *dir,
+                                                            shardopt_checkpoint_form form);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_load(shardopt_device_optimizer opt, const char *dir);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_serialize(shardopt_device_optimizer opt, void **data,
+                                                                 size_t *size);
+SHARDOPT_API shardopt_status shardopt_device_optimizer_deserialize(shardopt_device_optimizer opt, const void *data,
+                                                                   size_t size);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

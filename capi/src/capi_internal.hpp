@@ -10,6 +10,7 @@
 
 #include "shardopt.h"
 #include "shardopt/comm.hpp"
+#include "shardopt/cuda_sharded_optimizer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/params.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -17,7 +18,14 @@
 
 // Each handle starts with a tag, so a handle of the wrong kind or one already destroyed (tag
 // cleared) is usually reported instead of misused.
-enum class HandleTag : std::uint32_t { comm = 0x636f6d6d, work = 0x776f726b, params = 0x70617273, optimizer = 0x6f707469, dead = 0 };
+enum class HandleTag : std::uint32_t {
+    comm = 0x636f6d6d,
+    work = 0x776f726b,
+    params = 0x70617273,
+    optimizer = 0x6f707469,
+    device_optimizer = 0x64657669,
+    dead = 0
+};
 
 struct shardopt_comm_s {
     HandleTag tag = HandleTag::comm;
@@ -35,6 +43,13 @@ struct shardopt_params_s {
 struct shardopt_optimizer_s {
     HandleTag tag = HandleTag::optimizer;
     std::unique_ptr<shardopt::ShardedOptimizer> opt;
+};
+struct shardopt_device_optimizer_s {
+    HandleTag tag = HandleTag::device_optimizer;
+    // The communicator it was created over (ShardedDeviceOptimizer does not expose it): optimize
+    // aborts it when the model callback fails.
+    shardopt::CommunicatorPtr comm;
+    std::unique_ptr<shardopt::cuda::ShardedDeviceOptimizer> opt;
 };
 
 namespace shardopt::capi {
@@ -66,6 +81,9 @@ template <typename H> H *check(H *handle, HandleTag tag, const char *what) {
 }
 inline Communicator &comm_of(shardopt_comm c) { return *check(c, HandleTag::comm, "communicator")->comm; }
 inline ShardedOptimizer &opt_of(shardopt_optimizer o) { return *check(o, HandleTag::optimizer, "optimizer")->opt; }
+inline cuda::ShardedDeviceOptimizer &device_opt_of(shardopt_device_optimizer o) {
+    return *check(o, HandleTag::device_optimizer, "device optimizer")->opt;
+}
 inline ParameterSet &params_of(shardopt_params p) { return check(p, HandleTag::params, "parameter set")->set; }
 // destroy(NULL) is a no-op; any other handle is checked, marked dead and deleted.
 template <typename H> void destroy(H *handle, HandleTag tag, const char *what) {
