@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 static pthread_mutex_t harness_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int passed_count, failed_count;
@@ -56,4 +57,25 @@ void run_ranks(int size, rank_fn fn, void *arg) {
     }
     for (r = 0; r < size; ++r) pthread_join(threads[r], NULL);
     for (r = 0; r < size; ++r) shardopt_comm_destroy(comms[r]);
+}
+
+void run_ranks_in_temp_dir(int size, rank_fn fn, const char *prefix) {
+    char dir[256], command[300];
+    snprintf(dir, sizeof dir, "/tmp/%s-XXXXXX", prefix);
+    if (!mkdtemp(dir)) {
+        harness_record(0, __FILE__, __LINE__, "mkdtemp", dir);
+        return;
+    }
+    run_ranks(size, fn, dir);
+    snprintf(command, sizeof command, "rm -rf '%s'", dir);
+    harness_record(system(command) == 0, __FILE__, __LINE__, command, "");
+}
+
+shardopt_params make_params_a6_b3(void) {
+    shardopt_params p = NULL;
+    CHECK_OK(shardopt_params_create(SHARDOPT_F32, 0, &p));
+    CHECK_OK(shardopt_params_add(p, "a", 6, 0, NULL));
+    CHECK_OK(shardopt_params_end_bucket(p));
+    CHECK_OK(shardopt_params_add(p, "b", 3, 0, NULL));
+    return p;
 }

@@ -32,5 +32,12 @@ int harness_report(void);
  * destroys the group afterwards. */
 typedef void (*rank_fn)(shardopt_comm comm, int rank, void *arg);
 void run_ranks(int size, rank_fn fn, void *arg);
+/* run_ranks with arg = the path of a fresh directory under /tmp (named after `prefix`), removed
+ * with everything in it afterwards. */
+void run_ranks_in_temp_dir(int size, rank_fn fn, const char *prefix);
+
+/* The two-bucket layout of the optimizer tests, in f32: tensor "a", 6 elements (bucket 0), and
+ * tensor "b", 3 elements (bucket 1). The caller destroys it. */
+shardopt_params make_params_a6_b3(void);
 
 #endif

@@ -11,15 +11,11 @@
 #define N 9
 
 static shardopt_optimizer make_zero2(shardopt_comm comm) {
-    shardopt_params p = NULL;
+    shardopt_params p = make_params_a6_b3();
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
     shardopt_optimizer opt = NULL;
     const float initial[N] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    CHECK_OK(shardopt_params_create(SHARDOPT_F32, 0, &p));
-    CHECK_OK(shardopt_params_add(p, "a", 6, 0, NULL));
-    CHECK_OK(shardopt_params_end_bucket(p));
-    CHECK_OK(shardopt_params_add(p, "b", 3, 0, NULL));
     CHECK_OK(shardopt_optimizer_options_init(&o));
     o.kind = SHARDOPT_ADAM;
     CHECK_OK(shardopt_sharding_options_init(&s));
@@ -108,14 +104,4 @@ static void checkpoint_rank(shardopt_comm comm, int rank, void *arg) {
     CHECK_OK(shardopt_optimizer_destroy(b));
 }
 
-void test_checkpoint(void) {
-    char dir[] = "/tmp/shardopt-capi-ckpt-XXXXXX";
-    char command[256];
-    if (!mkdtemp(dir)) {
-        CHECK(!"mkdtemp failed");
-        return;
-    }
-    run_ranks(2, checkpoint_rank, dir);
-    snprintf(command, sizeof command, "rm -rf '%s'", dir);
-    CHECK(system(command) == 0);
-}
+void test_checkpoint(void) { run_ranks_in_temp_dir(2, checkpoint_rank, "shardopt-capi-ckpt"); }

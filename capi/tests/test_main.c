@@ -11,5 +11,6 @@ int main(void) {
     test_optimize();
     test_strategies();
     test_checkpoint();
+    test_gpu();
     return harness_report();
 }

@@ -8,19 +8,10 @@
 
 #define N 9 /* tensor "a": 6 elements (bucket 0), tensor "b": 3 elements (bucket 1) */
 
-static shardopt_params make_params(void) {
-    shardopt_params p = NULL;
-    CHECK_OK(shardopt_params_create(SHARDOPT_F32, 0, &p));
-    CHECK_OK(shardopt_params_add(p, "a", 6, 0, NULL));
-    CHECK_OK(shardopt_params_end_bucket(p));
-    CHECK_OK(shardopt_params_add(p, "b", 3, 0, NULL));
-    return p;
-}
-
 static int close_to(float a, float b) { return fabsf(a - b) < 1e-5f; }
 
 static void creation_errors(shardopt_comm comm) {
-    shardopt_params p = make_params(), empty = NULL;
+    shardopt_params p = make_params_a6_b3(), empty = NULL;
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
     shardopt_optimizer opt = NULL;
@@ -94,7 +85,7 @@ static void sgd_step(shardopt_optimizer opt) {
 }
 
 static void zero2_rank(shardopt_comm comm, int rank) {
-    shardopt_params p = make_params();
+    shardopt_params p = make_params_a6_b3();
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
     shardopt_optimizer opt = NULL;
@@ -193,7 +184,7 @@ static void zero2_rank(shardopt_comm comm, int rank) {
 }
 
 static void fsdp_rank(shardopt_comm comm) {
-    shardopt_params p = make_params();
+    shardopt_params p = make_params_a6_b3();
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
     shardopt_optimizer opt = NULL;
@@ -223,7 +214,7 @@ static void fsdp_rank(shardopt_comm comm) {
 }
 
 static void external_rank(shardopt_comm comm) {
-    shardopt_params p = make_params();
+    shardopt_params p = make_params_a6_b3();
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
     shardopt_optimizer opt = NULL;

@@ -8,5 +8,6 @@ void test_optimizer(void);    /* creation, step protocol, FSDP states, parameter
 void test_optimize(void);     /* optimize() with a C callback, failing callbacks */
 void test_strategies(void);   /* hybrid, Local SGD, accumulation, clipping */
 void test_checkpoint(void);   /* save/load, serialize/deserialize, resume, errors */
+void test_gpu(void);          /* GPU backends, CUDA streams, device optimizer errors */
 int header_compiles_as_cxx(void); /* from header_cxx.cpp */
 #endif
