@@ -24,6 +24,7 @@
 #include "algorithms.hpp"
 #include "shardopt/error.hpp"
 #include "shm_arena.hpp"
+#include "test_hook.hpp"
 
 namespace shardopt::ucx {
 namespace {
@@ -57,6 +58,7 @@ void transfer(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t 
         remote += std::uint64_t(got);
         bytes -= std::size_t(got);
     }
+    test_hook::stop_point(test_hook::cma, ex.headers()[ex.rank()].seq);
 }
 
 void read_from(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t remote, void *local,

@@ -8,6 +8,7 @@
 #include "../reduction.hpp"
 #include "algorithms.hpp"
 #include "shm_arena.hpp"
+#include "test_hook.hpp"
 
 namespace shardopt::ucx {
 
@@ -38,6 +39,7 @@ void shm_collective(Exchange &ex) {
     const ShmArena &arena = *ex.arena();
     const int n = ex.size(), r = ex.rank();
     const std::uint64_t seq = ex.headers()[r].seq;
+    test_hook::stop_point(test_hook::shm, seq);
     const std::size_t elem = dtype_size(call.dtype), bytes = call.count * elem;
     if (bytes == 0) return;
     // At most ShmArena::kMaxRanks inputs: a fixed array keeps the hot path free of allocation.

@@ -13,6 +13,7 @@
 #include "algorithms.hpp"
 #include "exchange.hpp"
 #include "shardopt/error.hpp"
+#include "test_hook.hpp"
 
 namespace shardopt::ucx {
 namespace {
@@ -297,6 +298,7 @@ void UcxComm::attach_shm_arena() {
     bcast.count = sizeof offer;
     bcast.dtype = DType::u8;
     run_collective(bcast);
+    test_hook::stop_point(test_hook::attach, first_seq);
     offer.name[sizeof offer.name - 1] = '\0';
     std::int32_t votes[2] = {0, 0}; // arena mapped, rank 0's memory readable
     if (allowed && offer.name[0]) {
