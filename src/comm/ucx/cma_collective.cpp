@@ -9,6 +9,9 @@
 //   allgather       each rank copies every peer's input into its output.
 //   broadcast       every rank copies from the root; reduce: the root reduces every input.
 // A rank may return only when the ranks reading or writing its buffers say they are finished.
+// A rank that fails marks itself abandoned first, and nobody copies to or from the buffers of
+// an abandoned rank (see LeaveSafely): a peer that stalled and resumes after the others gave up
+// on it fails instead of writing into memory they have reused.
 //
 // Why in-place calls are safe: the only rank that reads segment s of anyone's input is s's
 // owner, and it writes segment s of a peer's output only after reading that peer's input for
@@ -32,12 +35,38 @@ namespace {
 // Reduction pieces: one per peer in scratch, small enough to stay in L2 while reduced.
 constexpr std::size_t kReducePieceBytes = 128 << 10;
 
+struct Context {
+    Exchange &ex;
+    ShmArena &arena;
+    const Call &call;
+    int n, r;
+    std::uint64_t seq;
+    std::size_t elem;
+    int given_up_on = -1; // the peer this rank stopped waiting for (it made no progress), if any
+};
+
+// Leaves the collective on an error about `peer`: marks this rank abandoned (it touches nobody's
+// buffers any more, and nobody may touch its own), then reports the root cause when it is known
+// shortly, else Error(code, what).
+[[noreturn]] void give_up(Context &c, int peer, ErrorCode code, const std::string &what) {
+    c.arena.abandon(c.seq);
+    c.ex.fail_from_peer(peer, code, what);
+}
+
+std::string peer_left_text(const Context &c, int peer) {
+    return describe(c.call) + " (collective #" + std::to_string(c.seq) + ") on rank " + std::to_string(c.r) +
+           ": rank " + std::to_string(peer) + " left the collective early (it failed, or gave up waiting for " +
+           "this rank)";
+}
+
 // Copies between this process's `local` and `remote` in peer's address space, in the
-// direction given (write: local to remote).
-void transfer(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t remote, void *local, std::size_t bytes,
+// direction given (write: local to remote). Never touches the buffers of a peer that left the
+// collective (ShmArena::abandon): they may be gone, or reused, by now.
+void transfer(Context &c, int peer, const ShmArena::Buffers &b, std::uint64_t remote, void *local, std::size_t bytes,
               bool write) {
     auto *dst = static_cast<unsigned char *>(local);
     while (bytes > 0) {
+        if (c.arena.abandoned(peer, c.seq)) give_up(c, peer, ErrorCode::invalid_state, peer_left_text(c, peer));
         iovec l{dst, bytes};
         iovec r{reinterpret_cast<void *>(static_cast<std::uintptr_t>(remote)), bytes};
         const ssize_t got = write ? process_vm_writev(pid_t(b.pid), &l, 1, &r, 1, 0)
@@ -47,33 +76,24 @@ void transfer(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t 
             if (err == EINTR) continue;
             // ESRCH: the process is gone; EFAULT: it left the collective (failed, or is exiting)
             // and its buffer went with it. Either way the peer, not this rank, failed.
-            const std::string what = describe(ex.call()) + " on rank " + std::to_string(ex.rank()) +
+            const std::string what = describe(c.call) + " on rank " + std::to_string(c.r) +
                                      (write ? ": writing rank " : ": reading rank ") + std::to_string(peer) +
                                      "'s buffer failed (" +
                                      std::strerror(err) + "): rank " + std::to_string(peer) +
                                      (err == ESRCH ? " was lost" : " left the collective");
-            ex.fail_from_peer(peer, err == ESRCH || err == EFAULT ? ErrorCode::peer_lost : ErrorCode::internal, what);
+            give_up(c, peer, err == ESRCH || err == EFAULT ? ErrorCode::peer_lost : ErrorCode::internal, what);
         }
         dst += got;
         remote += std::uint64_t(got);
         bytes -= std::size_t(got);
     }
-    test_hook::stop_point(test_hook::cma, ex.headers()[ex.rank()].seq);
+    test_hook::stop_point(test_hook::cma, c.seq);
 }
 
-void read_from(Exchange &ex, int peer, const ShmArena::Buffers &b, std::uint64_t remote, void *local,
+void read_from(Context &c, int peer, const ShmArena::Buffers &b, std::uint64_t remote, void *local,
                std::size_t bytes) {
-    transfer(ex, peer, b, remote, local, bytes, false);
+    transfer(c, peer, b, remote, local, bytes, false);
 }
-
-struct Context {
-    Exchange &ex;
-    const ShmArena &arena;
-    const Call &call;
-    int n, r;
-    std::uint64_t seq;
-    std::size_t elem;
-};
 
 // out[0..count) = the ranks' inputs at `offset` (rank p's at p's `input_base`, this rank's at
 // `mine`), reduced in rank order piece by piece; with push_to_peers each reduced piece is also
@@ -92,7 +112,7 @@ void reduce_from_all(Context &c, std::size_t offset, std::size_t count, const un
             }
             unsigned char *slot = scratch + std::size_t(p) * piece * c.elem;
             const auto &b = c.arena.buffers(p, c.seq);
-            read_from(c.ex, p, b, b.*input + (offset + done) * c.elem, slot, m * c.elem);
+            read_from(c, p, b, b.*input + (offset + done) * c.elem, slot, m * c.elem);
             inputs[p] = slot;
         }
         reduce_inputs(inputs, c.n, out + done * c.elem, m, c.call.dtype, c.call.op);
@@ -102,32 +122,48 @@ void reduce_from_all(Context &c, std::size_t offset, std::size_t count, const un
             for (int k = 1; k < c.n; ++k) {
                 const int p = (c.r + k) % c.n;
                 const auto &b = c.arena.buffers(p, c.seq);
-                transfer(c.ex, p, b, b.recv + (offset + done) * c.elem, out + done * c.elem, m * c.elem, true);
+                transfer(c, p, b, b.recv + (offset + done) * c.elem, out + done * c.elem, m * c.elem, true);
             }
     }
 }
 
+// Waits until `peer` is done with this rank's buffers. A peer that left early (abandoned) did
+// not finish its part of the collective: that fails this rank too.
 void wait_finished(Context &c, int peer) {
-    c.ex.wait_for_peer(peer, [&] { return c.arena.finished(peer, c.seq); });
+    try {
+        c.ex.wait_for_peer(peer, [&] { return c.arena.finished(peer, c.seq); });
+    } catch (...) {
+        c.given_up_on = peer; // timed out on it, or an abort notice came while waiting for it
+        throw;
+    }
+    if (c.arena.abandoned(peer, c.seq)) give_up(c, peer, ErrorCode::invalid_state, peer_left_text(c, peer));
 }
 
-// Leaving on an error: say this rank is done with the others' buffers, then wait (bounded) until
-// every live peer is done with this rank's, since they may still be writing into its output;
-// only then may the caller reuse that memory. Peers finish their loops on their own (their
-// waits never depend on this rank after its headers are in) or fail the same way.
+// Leaving on an error: mark this rank abandoned (done with the others' buffers, and its own are
+// off limits: peers check before every copy), then wait (bounded) until every live peer is done
+// with this rank's buffers, since one may be in the middle of a copy into its output; only then
+// may the caller reuse that memory. Live peers see the mark within one copy, or are finished
+// already. The peer this rank gave up waiting for (it made no progress within the timeout: a
+// stopped or hung process) gets only a short grace: waiting longer would not make it safer, as
+// it may stay stopped for ever; when it resumes it finds the mark before its next copy and
+// fails instead (only a process stopped between that check and the copy itself could still
+// write late).
 class LeaveSafely {
   public:
     explicit LeaveSafely(Context &c) : c_(c), exceptions_(std::uncaught_exceptions()) {}
     ~LeaveSafely() {
         if (std::uncaught_exceptions() == exceptions_) return; // normal exit: waited already
-        ShmArena &arena = *c_.ex.arena();
-        arena.set_finished(c_.seq);
+        ShmArena &arena = c_.arena;
+        arena.abandon(c_.seq);
         auto &comm = c_.ex.comm();
-        const auto until = Clock::now() + std::chrono::seconds(10);
+        const auto now = Clock::now();
+        const auto until = now + std::min<Clock::duration>(comm.timeout(), std::chrono::seconds(10));
+        const auto grace = now + std::chrono::milliseconds(50);
         for (int p = 0; p < c_.n; ++p) {
             if (p == c_.r) continue;
             const auto done = [&] { return arena.finished(p, c_.seq) || comm.worker().lost(comm.world_rank_of(p)); };
-            while (!done() && Clock::now() < until) arena.sleep_unless(p, done, std::chrono::milliseconds(1));
+            const auto limit = p == c_.given_up_on ? grace : until;
+            while (!done() && Clock::now() < limit) arena.sleep_unless(p, done, std::chrono::milliseconds(1));
         }
     }
 
@@ -178,14 +214,14 @@ void cma_collective(Exchange &ex) {
                 if (dst != in) std::memmove(dst, in, bytes);
             } else {
                 const auto &b = arena.buffers(p, c.seq);
-                read_from(ex, p, b, b.send, dst, bytes);
+                read_from(c, p, b, b.send, dst, bytes);
             }
         }
         break;
     case CallKind::broadcast:
         if (c.r != call.root) {
             const auto &b = arena.buffers(call.root, c.seq);
-            read_from(ex, call.root, b, b.recv, out, bytes);
+            read_from(c, call.root, b, b.recv, out, bytes);
         }
         break;
     case CallKind::reduce:

@@ -72,6 +72,13 @@ void ShmArena::set_finished(std::uint64_t seq) {
     ring();
 }
 
+void ShmArena::abandon(std::uint64_t seq) {
+    SlotHeader &s = slot(rank_, seq);
+    __atomic_store_n(&s.abandoned, seq + 1, __ATOMIC_RELEASE); // seen by whoever sees finished
+    __atomic_store_n(&s.finished, seq + 1, __ATOMIC_RELEASE);
+    ring();
+}
+
 // The sleeper registers, then reads the bell and re-checks; the ringer bumps the bell, then
 // reads the sleeper count (both sequentially consistent): either the ringer sees the sleeper
 // and wakes it, or the sleeper sees the new bell value and does not sleep.
@@ -100,6 +107,10 @@ bool ShmArena::published(int rank, std::uint64_t seq) const {
 
 bool ShmArena::finished(int rank, std::uint64_t seq) const {
     return __atomic_load_n(&slot(rank, seq).finished, __ATOMIC_ACQUIRE) == seq + 1;
+}
+
+bool ShmArena::abandoned(int rank, std::uint64_t seq) const {
+    return __atomic_load_n(&slot(rank, seq).abandoned, __ATOMIC_ACQUIRE) == seq + 1;
 }
 
 bool shm_arena_allowed() {

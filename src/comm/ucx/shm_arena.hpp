@@ -63,6 +63,11 @@ class ShmArena {
     // with acquire).
     void set_finished(std::uint64_t seq);
     bool finished(int rank, std::uint64_t seq) const;
+    // The mark that this rank left collective `seq` early, on an error: it touches no peer's
+    // buffers any more (so it is finished too), and its own may go away at any moment, so no
+    // peer may copy to or from them (cma_collective.cpp checks before every copy).
+    void abandon(std::uint64_t seq);
+    bool abandoned(int rank, std::uint64_t seq) const;
 
     // Sleeping waits: every publish or finish of a rank rings its bell (a futex word),
     // waking ranks that sleep on it. Sleeps on `rank`'s bell unless ready() holds; returns when
@@ -78,6 +83,7 @@ class ShmArena {
         WireHeader header;
         Buffers buffers;
         alignas(64) std::uint64_t finished; // seq + 1 once done with the peers' buffers (own line: polled)
+        std::uint64_t abandoned;            // seq + 1 once left on an error (set before finished)
         const unsigned char *payload() const { return reinterpret_cast<const unsigned char *>(this + 1); }
         unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
     };
