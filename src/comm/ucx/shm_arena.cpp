@@ -56,6 +56,11 @@ void ShmArena::unlink() {
     linked_ = false;
 }
 
+void ShmArena::remove_name() {
+    shm_unlink(name_.c_str()); // ENOENT: the creator (or another rank) removed it already
+    linked_ = false;
+}
+
 void ShmArena::publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes,
                        const void *send, const void *recv) {
     SlotHeader &s = slot(rank_, seq);

@@ -41,6 +41,9 @@ class ShmArena {
 
     // Removes the name (the mapping stays valid in every process that has it).
     void unlink();
+    // The same from any rank that mapped it, not only the creator (when the creator may never
+    // get to it); a name already gone is fine.
+    void remove_name();
 
     // Where a rank's buffers of one collective are, for peers that copy straight out of them
     // (cma_collective.cpp: process_vm_readv).

@@ -276,7 +276,8 @@ void UcxComm::attach_shm_arena() {
     if (size() == 1) return;
     // Rank 0 makes the segment and broadcasts its name; everyone maps it and they agree (min)
     // on whether all did. Ranks on other hosts cannot open the name, so a job spanning hosts
-    // never uses it. Rank 0 unlinks the name once everyone has voted (mapped or failed).
+    // never uses it. Rank 0 unlinks the name once everyone has voted (mapped or failed); when
+    // the vote fails, every rank that mapped it does.
     const std::uint64_t first_seq = next_seq_;
     ArenaOffer offer{};
     std::unique_ptr<ShmArena> arena;
@@ -324,7 +325,16 @@ void UcxComm::attach_shm_arena() {
     vote.count = 2;
     vote.dtype = DType::i32;
     vote.op = ReduceOp::min;
-    run_collective(vote);
+    try {
+        run_collective(vote);
+    } catch (...) {
+        // A rank failed after the name was offered (rank 0 may have died or stopped, and never
+        // get to unlink it): every rank that mapped the segment removes the name, so no file is
+        // left in /dev/shm. Harmless when it is gone already; a rank still about to map it just
+        // fails to, and the job is failing anyway.
+        if (arena) arena->remove_name();
+        throw;
+    }
     // The two set-up collectives are the library's own: number the caller's collectives from
     // where they were (errors name them). Both finished on every rank, so no message of theirs
     // is left to be matched by a later collective with the same number.
