@@ -17,9 +17,29 @@
 //   peer-exit VICTIM  like peer-kill, but rank VICTIM runs 5 allreduces, then closes its
 //                     communicator cleanly and stays alive 3 s ("LEFT", exit 0); the others
 //                     must fail with peer_lost naming it ("left the job"), not time out.
+//   stall KIND BYTES VICTIM [resume]
+//                     every rank loops KIND (allreduce, reduce_scatter or allgather) collectives of
+//                     BYTES per rank (the arena for small ones, CMA for large ones); rank VICTIM
+//                     runs with SHARDOPT_TEST_STOP_AT (set by the test) and is SIGSTOPped inside
+//                     one of them. Survivors must fail with ErrorCode::timeout naming rank VICTIM,
+//                     the failing call lasting from 0.9 times the communicator timeout to 1 s
+//                     past it: "OK <secs> #<iteration> <message>" (else "BAD ...").
+//                     Then each fills its output with a sentinel, waits (3 s with resume, while
+//                     the test SIGCONTs the victim; else 1 s) and checks that nobody wrote into it
+//                     after it left: "UNTOUCHED" (else "BAD ..."). Exit code 3 (a rank whose
+//                     collective failed; shardopt-run then kills the stopped victim), 0 with
+//                     resume. A resumed victim must fail too, in the collective it was stopped
+//                     in (the test checks the iteration): "RESUMED-FAILED #<iteration> <code>:
+//                     <message>", exit 0.
+//   attach-stall      create the communicator; rank 0 runs with SHARDOPT_TEST_STOP_AT=attach:0[:kill]
+//                     (set by the test) and stops (dies) after offering the arena: the others must
+//                     fail with timeout (peer_lost) naming rank 0 ("NOARENA <secs> <code>:
+//                     <message>", exit 3), having removed the arena's name from /dev/shm (the
+//                     test checks).
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -263,6 +283,86 @@ static int peer_exit_mode(int victim) {
     }
 }
 
+static bool names_rank(const std::string &what, int r) {
+    const std::string s = std::to_string(r);
+    for (const std::string &form : {"rank " + s + " ", "rank " + s + ")", "rank(s) " + s, "never arrived: " + s})
+        if (what.find(form) != std::string::npos) return true;
+    return false;
+}
+
+static int stall_mode(const std::string &kind, std::size_t bytes, int victim, bool resume) {
+    auto comm = create_communicator_from_env("ucx");
+    const int rank = comm->rank(), n = comm->size();
+    const std::size_t count = bytes / sizeof(float);
+    const std::size_t in = kind == "reduce_scatter" ? count * std::size_t(n) : count;
+    const std::size_t out = kind == "allgather" ? count * std::size_t(n) : count;
+    if (kind != "allreduce" && kind != "reduce_scatter" && kind != "allgather") {
+        std::printf("BAD unknown collective %s\n", kind.c_str());
+        return 2;
+    }
+    std::vector<float> send(in, float(rank + 1)), recv(out, 0.0f);
+    const double limit = double(comm->timeout().count()) / 1000.0;
+    for (int i = 0; i < 100; ++i) {
+        const auto t0 = Clock::now();
+        try {
+            if (kind == "allreduce")
+                comm->allreduce(send.data(), recv.data(), count, DType::f32, ReduceOp::sum);
+            else if (kind == "reduce_scatter")
+                comm->reduce_scatter(send.data(), recv.data(), count, DType::f32, ReduceOp::sum);
+            else
+                comm->allgather(send.data(), recv.data(), count, DType::f32);
+        } catch (const Error &e) {
+            const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+            const std::string what = e.what();
+            if (rank == victim) { // only after SIGCONT: the others have given up on it
+                std::printf("RESUMED-FAILED #%d %s: %s\n", i, error_code_name(e.code()), what.c_str());
+                return 0;
+            }
+            const bool ok = e.code() == ErrorCode::timeout && names_rank(what, victim) && secs >= 0.9 * limit &&
+                            secs < limit + 1.0;
+            std::printf("%s %.2f #%d %s: %s\n", ok ? "OK" : "BAD", secs, i, error_code_name(e.code()), what.c_str());
+            std::fflush(stdout);
+            // The buffers stay allocated, as a caller's would be reused: nobody may write into
+            // them any more (a stalled peer that resumes must notice that this rank left).
+            const float sentinel = -12345.5f;
+            std::fill(recv.begin(), recv.end(), sentinel);
+            std::this_thread::sleep_for(std::chrono::milliseconds(resume ? 3000 : 1000));
+            const auto touched = std::count_if(recv.begin(), recv.end(), [&](float v) { return v != sentinel; });
+            if (touched)
+                std::printf("BAD rank %d: %zu values of its output were written after it left the collective\n",
+                            rank, std::size_t(touched));
+            else
+                std::printf("UNTOUCHED rank %d\n", rank);
+            std::fflush(stdout);
+            if (!ok || touched) return 1;
+            if (resume) return 0;
+            // Exit non-zero, as a real rank would after a failed collective: shardopt-run then
+            // kills the rest, the stopped victim included (after the others had time to report).
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            return 3;
+        }
+    }
+    std::printf("BAD rank %d: 100 collectives and no failure\n", rank);
+    return 1;
+}
+
+static int attach_stall_mode() {
+    const auto t0 = Clock::now();
+    try {
+        auto comm = create_communicator_from_env("ucx");
+        std::printf("BAD rank %d joined although rank 0 stopped\n", comm->rank());
+        return 1;
+    } catch (const Error &e) {
+        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        const std::string what = e.what();
+        const bool ok = (e.code() == ErrorCode::timeout || e.code() == ErrorCode::peer_lost) && names_rank(what, 0);
+        std::printf("%s %.2f %s: %s\n", ok ? "NOARENA" : "BAD", secs, error_code_name(e.code()), what.c_str());
+        std::fflush(stdout);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000)); // let the others report too
+        return ok ? 3 : 1;
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && !std::strcmp(argv[1], "train"))
         return train_mode(std::atoi(argv[2]), argc >= 6 ? std::atoi(argv[3]) : -1, argc >= 6 ? std::atoi(argv[4]) : 0,
@@ -271,7 +371,11 @@ int main(int argc, char **argv) {
     if (argc >= 3 && !std::strcmp(argv[1], "verify-checkpoint")) return verify_checkpoint_mode(argv[2]);
     if (argc >= 3 && !std::strcmp(argv[1], "peer-kill")) return peer_kill_mode(std::atoi(argv[2]));
     if (argc >= 3 && !std::strcmp(argv[1], "peer-exit")) return peer_exit_mode(std::atoi(argv[2]));
-    std::fprintf(stderr, "usage: %s join | peer-kill VICTIM | peer-exit VICTIM | train STEPS [VICTIM STEP US] | verify-checkpoint DIR\n",
+    if (argc >= 5 && !std::strcmp(argv[1], "stall"))
+        return stall_mode(argv[2], std::size_t(std::atoll(argv[3])), std::atoi(argv[4]),
+                          argc >= 6 && !std::strcmp(argv[5], "resume"));
+    if (argc >= 2 && !std::strcmp(argv[1], "attach-stall")) return attach_stall_mode();
+    std::fprintf(stderr, "usage: %s join | peer-kill VICTIM | peer-exit VICTIM | train STEPS [VICTIM STEP US] | verify-checkpoint DIR | stall KIND BYTES VICTIM [resume] | attach-stall\n",
                  argv[0]);
     return 2;
 }

@@ -24,8 +24,29 @@ Cases:
                   unknown protocol version and a wrong token: each refused, the job trains fine.
   silent_client   clients connect to the master and say nothing (or half a frame) before the
                   ranks join: the job still assembles at once, not after the silent ones time out.
+  stall_*         a rank is SIGSTOPped (alive, not dead) at a fixed point inside a one-host
+                  collective by the test hook SHARDOPT_TEST_STOP_AT (src/comm/ucx/test_hook.hpp),
+                  set in that rank only; timeout 2 s. The survivors must fail with timeout naming
+                  it, within the timeout plus 1 s, and nothing may write into their buffers after
+                  they left. Then they exit non-zero and shardopt-run must kill the stopped rank.
+    stall_shm               1 KiB allreduces (the arena): rank 2 stops in #3 after publishing its
+                            input; the others finish #3 and time out in #4 ("never arrived: 2").
+    stall_cma_allreduce     64 MiB allreduces (process_vm_readv/writev): rank 1 stops in #2 after
+                            its first copy; the others time out waiting for it to finish ("rank 1
+                            made no progress").
+    stall_cma_reduce_scatter, stall_cma_allgather   the same with 16 MiB per rank.
+    stall_cma_resume        as stall_cma_allreduce, but once the others have failed the test
+                            SIGCONTs rank 1: it must fail (it was given up on) instead of writing
+                            into the others' outputs, which they keep and check.
+    stall_attach            rank 0 stops while creating the communicator, after offering the
+                            shared-memory arena (its name) and before the vote: the others time
+                            out naming rank 0 and remove the name, so no /dev/shm/shardopt-* file
+                            is left although rank 0 never gets to.
+    stall_attach_kill       the same with rank 0 SIGKILLed there: the others fail with peer_lost.
 """
+import queue
 import random
+import re
 import shutil
 import signal
 import struct
@@ -34,6 +55,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 FAULT_MAIN, SHARDOPT_RUN, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -323,6 +345,146 @@ def case_silent_client():
     expect(all(c == 0 and "JOINED" in o for c, o in results), "the job assembled", outs)
     # Reading joins one at a time, each silent connection would hold the others up ~5 s.
     expect(took < 4.0, f"silent connections did not delay the job ({took:.1f} s)", outs)
+
+
+def still_running(pid):
+    """Whether pid is still a fault_main process (not reaped, and not reused by another)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return os.path.basename(FAULT_MAIN).encode() in f.read()
+    except OSError:
+        return False
+
+
+def run_stalled(args, victim, stop_at, n=4, resume=False, timeout_ms=2000, keep_going=False):
+    """Runs FAULT_MAIN ARGS on n ranks, rank `victim` with SHARDOPT_TEST_STOP_AT=stop_at. With
+    resume, SIGCONTs the victim once the n - 1 others reported. Returns (output, returncode,
+    seconds, victim pid); the victim is never left behind."""
+    env = dict(os.environ, SHARDOPT_TIMEOUT_MS=str(timeout_ms))
+    env.pop("SHARDOPT_TEST_STOP_AT", None)
+    only_victim = (f'if [ "$SHARDOPT_RANK" = "{victim}" ]; then export SHARDOPT_TEST_STOP_AT={stop_at}; fi; '
+                   'exec "$0" "$@"')
+    cmd = ([SHARDOPT_RUN, "-n", str(n), "--timeout", "25"] + (["--keep-going"] if keep_going else []) +
+           ["--", "sh", "-c", only_victim, FAULT_MAIN] + args)
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = queue.Queue()
+
+    def read():
+        for line in p.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    out, pid, continued = [], None, False
+    deadline = t0 + 30
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                expect(False, "the job ended (the test's own deadline passed)", "".join(out))
+            if line is None:
+                break
+            out.append(line)
+            m = re.search(r"shardopt test hook: pid (\d+) (stopping|dying)", line)
+            if m:
+                pid = int(m.group(1))
+            if resume and not continued and pid and sum(bool(re.search(r"\] (OK|BAD) ", l)) for l in out) == n - 1:
+                os.kill(pid, signal.SIGCONT)
+                out.append(f"(test: SIGCONT to rank {victim}, pid {pid})\n")
+                continued = True
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:  # the test gave up: shardopt-run ends the ranks (stopped ones too)
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if pid is not None and still_running(pid):
+            os.kill(pid, signal.SIGKILL)
+            out.append(f"(test: rank {victim}, pid {pid}, was still there: killed)\n")
+    took = time.monotonic() - t0
+    text = "".join(out)
+    print(text)
+    print(f"job took {took:.1f} s, exit code {p.returncode}")
+    expect(pid is not None, f"rank {victim} reached the stop point", text)
+    expect("was still there" not in text, f"rank {victim} (stopped) was killed by shardopt-run", text)
+    return text, p.returncode, took, pid
+
+
+def check_survivors(text, n, victim, expected):
+    oks = [l for l in text.splitlines() if "] OK " in l]
+    expect(len(oks) == n - 1, f"{n - 1} survivors fail with timeout naming rank {victim} within the "
+                              f"timeout plus 1 s (got {len(oks)})", text)
+    for l in oks:
+        for e in expected:
+            expect(e in l, f"the error says '{e}'", l)
+    expect(sum("] UNTOUCHED " in l for l in text.splitlines()) == n - 1,
+           "no survivor's output was written after it left", text)
+    for l in oks:
+        secs = float(l.split("] OK ", 1)[1].split()[0])
+        print(f"survivor failed after {secs:.2f} s: {l.strip()[:400]}")
+
+
+def stall_case(kind, nbytes, victim, stop_seq, expected, n=4, resume=False):
+    point = "shm" if nbytes <= 64 << 10 else "cma"
+    args = ["stall", kind, str(nbytes), str(victim)] + (["resume"] if resume else [])
+    text, code, took, pid = run_stalled(args, victim, f"{point}:{stop_seq}", n=n, resume=resume)
+    check_survivors(text, n, victim, expected)
+    if resume:
+        expect(f"[{victim}] RESUMED-FAILED #{stop_seq} " in text,
+               f"the resumed rank {victim} failed in the collective it was stopped in", text)
+        expect(code == 0, "every rank exited 0", text)
+    else:
+        expect(code == 3 and f"exited with code 3; stopping the other ranks" in text,
+               "a survivor's exit made shardopt-run stop the job", text)
+    expect(took < 20, f"the job ended promptly ({took:.1f} s)", text)
+
+
+def case_stall_shm():
+    # The victim published #3, so the others finish it; they time out in #4, where it never
+    # arrives (a survivor may report that through another survivor's abort notice).
+    stall_case("allreduce", 1 << 10, 2, 3, ["(collective #4) timed out after", "ranks never arrived: 2"])
+
+
+NO_PROGRESS_1 = ["(collective #2) timed out after", "every rank arrived, but rank 1 made no progress"]
+
+
+def case_stall_cma_allreduce():
+    stall_case("allreduce", 64 << 20, 1, 2, NO_PROGRESS_1)
+
+
+def case_stall_cma_reduce_scatter():
+    stall_case("reduce_scatter", 16 << 20, 1, 2, NO_PROGRESS_1)
+
+
+def case_stall_cma_allgather():
+    stall_case("allgather", 16 << 20, 1, 2, NO_PROGRESS_1)
+
+
+def case_stall_cma_resume():
+    stall_case("allreduce", 64 << 20, 1, 2, NO_PROGRESS_1, resume=True)
+
+
+def case_stall_attach(stop_at="attach:0", code_name="timeout"):
+    before = set(os.listdir("/dev/shm"))
+    kill = stop_at.endswith(":kill")  # then the others must outlive rank 0
+    text, code, took, pid = run_stalled(["attach-stall"], 0, stop_at, n=4, keep_going=kill)
+    left = sorted(f for f in set(os.listdir("/dev/shm")) - before if f.startswith(f"shardopt-{pid}-"))
+    for f in left:
+        os.unlink(os.path.join("/dev/shm", f))
+    expect(sum(f"] NOARENA " in l and f" {code_name}: " in l for l in text.splitlines()) == 3,
+           f"3 ranks fail to create the communicator with {code_name} naming rank 0", text)
+    expect(took < 20, f"the job ended promptly ({took:.1f} s)", text)
+    expect(code == (137 if kill else 3), "a rank's exit made shardopt-run stop the job", text)
+    expect(not left, f"no arena file left in /dev/shm (found {left})", text)
+
+
+def case_stall_attach_kill():
+    case_stall_attach("attach:0:kill", "peer lost")
 
 
 if __name__ == "__main__":
