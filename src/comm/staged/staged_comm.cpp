@@ -1,5 +1,6 @@
 #include "staged_comm.hpp"
 
+#include "comm/forward_call.hpp"
 #include "optim/cuda/cuda_check.hpp"
 #include "optim/cuda/cuda_device.hpp"
 
@@ -72,47 +73,24 @@ void StagedComm::copy(Lane &lane, void *dst, const void *src, std::size_t bytes,
 void StagedComm::run(const Call &call) {
     sync_timeout();
     const std::size_t bytes = call.count * dtype_size(call.dtype);
-    const std::size_t all = bytes * std::size_t(size());
-    const bool root = call.root == rank();
     Communicator &host = *host_;
     switch (call.kind) {
     case CallKind::barrier: return host.barrier();
-    case CallKind::allreduce: {
-        Lane &l = coll_;
-        void *in = l.in.reserve(bytes), *out = l.out.reserve(bytes);
-        copy(l, in, call.send, bytes, call, "the input to the host");
-        host.allreduce(in, out, call.count, call.dtype, call.op);
-        return copy(l, call.recv, out, bytes, call, "the result to the device");
-    }
-    case CallKind::reduce_scatter: {
-        Lane &l = coll_;
-        void *in = l.in.reserve(all), *out = l.out.reserve(bytes);
-        copy(l, in, call.send, all, call, "the input to the host");
-        host.reduce_scatter(in, out, call.count, call.dtype, call.op);
-        return copy(l, call.recv, out, bytes, call, "the result to the device");
-    }
-    case CallKind::allgather: {
-        Lane &l = coll_;
-        void *in = l.in.reserve(bytes), *out = l.out.reserve(all);
-        copy(l, in, call.send, bytes, call, "the input to the host");
-        host.allgather(in, out, call.count, call.dtype);
-        return copy(l, call.recv, out, all, call, "the result to the device");
-    }
-    case CallKind::broadcast: {
-        Lane &l = coll_;
-        void *buf = l.in.reserve(bytes);
-        if (root) copy(l, buf, call.recv, bytes, call, "the root's data to the host");
-        host.broadcast(buf, call.count, call.dtype, call.root);
-        if (!root) copy(l, call.recv, buf, bytes, call, "the result to the device");
-        return;
-    }
+    case CallKind::allreduce:
+    case CallKind::reduce_scatter:
+    case CallKind::allgather:
+    case CallKind::broadcast:
     case CallKind::reduce: {
+        const MovedBuffers m = moved_buffers(call, rank(), size());
         Lane &l = coll_;
-        void *in = l.in.reserve(bytes), *out = root ? l.out.reserve(bytes) : nullptr;
-        copy(l, in, call.send, bytes, call, "the input to the host");
-        host.reduce(in, out, call.count, call.dtype, call.op, call.root);
-        if (root) copy(l, call.recv, out, bytes, call, "the result to the device");
-        return;
+        void *in = l.in.reserve(m.in_capacity);
+        void *out = m.in_place ? in : l.out.reserve(m.out_capacity);
+        copy(l, in, m.in_source, m.in_bytes, call, "the input to the host");
+        Call on_host = call;
+        on_host.send = in;
+        on_host.recv = out;
+        forward_call(host, on_host);
+        return copy(l, call.recv, out, m.out_bytes, call, "the result to the device");
     }
     case CallKind::send: {
         void *in = send_.in.reserve(bytes);

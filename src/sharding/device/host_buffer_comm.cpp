@@ -86,44 +86,26 @@ void HostBufferComm::run(const Call &call) {
     case CallKind::split: throw Error(ErrorCode::internal, "host buffers: unexpected call " + describe(call));
     default: break;
     }
-    const std::size_t bytes = call.count * dtype_size(call.dtype), all = bytes * std::size_t(size());
-    const bool root = call.root == rank();
-    // What travels in and out: a broadcast's data only from its root and only to the others,
-    // a reduce's result only to its root.
-    std::size_t in_bytes = bytes, out_bytes = bytes;
-    const void *in_host = call.send;
-    if (call.kind == CallKind::reduce_scatter) in_bytes = all;
-    if (call.kind == CallKind::allgather) out_bytes = all;
-    if (call.kind == CallKind::broadcast) {
-        in_host = call.recv;
-        if (!root) in_bytes = 0;
-        if (root) out_bytes = 0;
-    }
-    if (call.kind == CallKind::reduce && !root) out_bytes = 0;
-
-    auto *pinned = static_cast<unsigned char *>(pinned_.reserve(std::max<std::size_t>({in_bytes, out_bytes, 1})));
-    // Device buffers whether or not this rank's data travels (a broadcast's receivers, a
-    // reduce's senders): the collective still reads or writes them.
-    void *din = reserve(in_, call.kind == CallKind::broadcast ? bytes : in_bytes, "host-buffer collective input");
-    void *dout = call.kind == CallKind::broadcast
-                     ? din
-                     : reserve(out_, call.kind == CallKind::allgather ? all : bytes, "host-buffer collective output");
+    const MovedBuffers m = moved_buffers(call, rank(), size());
+    auto *pinned = static_cast<unsigned char *>(pinned_.reserve(std::max<std::size_t>({m.in_bytes, m.out_bytes, 1})));
+    void *din = reserve(in_, m.in_capacity, "host-buffer collective input");
+    void *dout = m.in_place ? din : reserve(out_, m.out_capacity, "host-buffer collective output");
     const cudaStream_t stream = gpu::stream_of(d); // where the collective runs: the copies come first there
-    if (in_bytes > 0) {
-        std::memcpy(pinned, in_host, in_bytes);
-        check(cudaMemcpyAsync(din, pinned, in_bytes, cudaMemcpyHostToDevice, stream),
+    if (m.in_bytes > 0) {
+        std::memcpy(pinned, m.in_source, m.in_bytes);
+        check(cudaMemcpyAsync(din, pinned, m.in_bytes, cudaMemcpyHostToDevice, stream),
               ("host buffers: cudaMemcpyAsync of the input of " + describe(call)).c_str());
     }
     Call on_device = call;
     on_device.send = din;
     on_device.recv = dout;
     forward_call(d, on_device);
-    if (out_bytes > 0)
-        check(cudaMemcpyAsync(pinned, dout, out_bytes, cudaMemcpyDeviceToHost, stream),
+    if (m.out_bytes > 0)
+        check(cudaMemcpyAsync(pinned, dout, m.out_bytes, cudaMemcpyDeviceToHost, stream),
               ("host buffers: cudaMemcpyAsync of the result of " + describe(call)).c_str());
     // Also when nothing comes back: the next call reuses the pinned input.
-    wait(stream, call, out_bytes > 0 ? "copying the result to the host" : "the collective");
-    if (out_bytes > 0) std::memcpy(call.recv, pinned, out_bytes);
+    wait(stream, call, m.out_bytes > 0 ? "copying the result to the host" : "the collective");
+    if (m.out_bytes > 0) std::memcpy(call.recv, pinned, m.out_bytes);
 }
 
 } // namespace shardopt::device
