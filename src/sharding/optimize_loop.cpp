@@ -92,17 +92,9 @@ class HostOptimizeTarget final : public OptimizeTarget {
     int data_size() const override { return data_.size(); }
     void get_parameters(void *packed) override { opt_.get_parameters(packed); }
     void step_with(const unsigned char *packed_grad) override {
-        const ParameterSet &layout = opt_.layout();
-        const std::size_t elem = layout.element_size();
-        opt_.zero_grad();
-        std::size_t packed = 0;
-        for (int b = 0; b < layout.bucket_count(); ++b) {
-            const auto &bl = layout.bucket(b);
-            std::memcpy(opt_.bucket_grad(b), packed_grad + packed * elem, bl.count * elem);
-            packed += bl.count;
-            opt_.grad_ready(b);
-        }
-        opt_.step();
+        step_on_packed_gradient(opt_, packed_grad, [](void *dst, const void *src, std::size_t bytes) {
+            std::memcpy(dst, src, bytes);
+        });
     }
     double average_over_data(double value) override {
         double mean = 0.0;

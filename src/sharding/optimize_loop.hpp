@@ -24,6 +24,22 @@ class OptimizeTarget {
     virtual bool should_early_stop(bool local_vote) = 0;
 };
 
+// One step of `opt` (ShardedOptimizer or the device engine) on a packed host gradient: every
+// bucket's part handed over with copy(bucket_grad, source, bytes), in bucket order, then step().
+template <class Opt, class Copy> void step_on_packed_gradient(Opt &opt, const unsigned char *packed_grad, Copy copy) {
+    const ParameterSet &layout = opt.layout();
+    const std::size_t elem = layout.element_size();
+    opt.zero_grad();
+    std::size_t packed = 0;
+    for (int b = 0; b < layout.bucket_count(); ++b) {
+        const std::size_t count = layout.bucket(b).count;
+        copy(opt.bucket_grad(b), packed_grad + packed * elem, count * elem);
+        packed += count;
+        opt.grad_ready(b);
+    }
+    opt.step();
+}
+
 // Validates the options (Error(invalid_argument)) and runs the loop.
 OptimizeResult run_optimize_loop(OptimizeTarget &target, const ModelFunction &model, const OptimizeOptions &options);
 

@@ -13,18 +13,10 @@ class DeviceOptimizeTarget final : public OptimizeTarget {
     int data_size() const override { return engine_.grid().data->size(); }
     void get_parameters(void *packed) override { engine_.get_parameters(packed); }
     void step_with(const unsigned char *packed_grad) override {
-        const ParameterSet &layout = engine_.layout();
-        const std::size_t elem = layout.element_size();
-        engine_.zero_grad();
-        std::size_t packed = 0;
-        for (int b = 0; b < layout.bucket_count(); ++b) {
-            const auto &bl = layout.bucket(b);
-            // After bucket_grad's clearing, on the same stream.
-            space_.copy_from_host(engine_.bucket_grad(b), packed_grad + packed * elem, bl.count * elem);
-            packed += bl.count;
-            engine_.grad_ready(b);
-        }
-        engine_.step();
+        // Each copy follows bucket_grad's clearing on the compute stream.
+        step_on_packed_gradient(engine_, packed_grad, [&](void *dst, const void *src, std::size_t bytes) {
+            space_.copy_from_host(dst, src, bytes);
+        });
     }
     double average_over_data(double value) override {
         return space_.allreduce_scalar(*engine_.grid().data, value, ReduceOp::avg);
