@@ -18,7 +18,10 @@
 
 namespace shardopt::ucx {
 
-std::size_t ShmArena::bytes_for(int ranks) { return std::size_t(ranks) * (sizeof(Bell) + 2 * kSlotBytes); }
+std::size_t ShmArena::bytes_for(int ranks) {
+    const std::size_t rings = ranks <= kRingMaxRanks ? kRingBytes : 0;
+    return std::size_t(ranks) * (sizeof(Bell) + 2 * kSlotBytes + rings);
+}
 
 std::string ShmArena::create_name() {
     std::random_device rd;
@@ -28,20 +31,28 @@ std::string ShmArena::create_name() {
 }
 
 ShmArena::ShmArena(const std::string &name, int ranks, int rank, bool create)
-    : name_(name), ranks_(ranks), rank_(rank), pid_(std::uint64_t(getpid())), bytes_(bytes_for(ranks)) {
+    : name_(name), ranks_(ranks), rank_(rank), pid_(std::uint64_t(getpid())), bytes_(bytes_for(ranks)),
+      rings_(ranks <= kRingMaxRanks) {
     const int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : shm_open(name.c_str(), O_RDWR, 0);
     if (fd < 0)
         throw Error(ErrorCode::unsupported, "shm arena: cannot open " + name + ": " + std::strerror(errno));
     linked_ = create;
     struct stat st {};
-    const bool sized = create ? ftruncate(fd, off_t(bytes_)) == 0 : fstat(fd, &st) == 0 && std::size_t(st.st_size) == bytes_;
+    // The creator reserves the memory now: a /dev/shm too small for it fails here (and the job
+    // goes without the arena) instead of killing a rank with SIGBUS when it first touches a page.
+    int err = 0;
+    if (create)
+        err = ftruncate(fd, off_t(bytes_)) == 0 ? posix_fallocate(fd, 0, off_t(bytes_)) : errno;
+    else if (fstat(fd, &st) != 0)
+        err = errno;
+    const bool sized = err == 0 && (create || std::size_t(st.st_size) == bytes_);
     void *p = sized ? mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    const int saved = errno;
+    if (sized && p == MAP_FAILED) err = errno;
     close(fd);
     if (p == MAP_FAILED) {
         unlink();
         throw Error(ErrorCode::unsupported, "shm arena: cannot map " + name + ": " +
-                                                (sized ? std::strerror(saved) : "unexpected size"));
+                                                (err ? std::strerror(err) : "unexpected size"));
     }
     base_ = static_cast<unsigned char *>(p);
 }
@@ -104,6 +115,33 @@ void ShmArena::sleep_unless(int rank, const std::function<bool()> &ready, std::c
         syscall(SYS_futex, &b.count, FUTEX_WAIT, seen, &ts, nullptr, 0); // shared: not FUTEX_PRIVATE
     }
     __atomic_sub_fetch(&b.sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
+unsigned char *ShmArena::ring_piece(int rank, std::uint64_t piece) const {
+    return reinterpret_cast<unsigned char *>(&ring_header(rank) + 1) + (piece % kRingSlots) * kRingPieceBytes;
+}
+
+std::uint64_t ShmArena::count_in(std::uint64_t word, std::uint64_t seq) {
+    constexpr std::uint64_t seq_mask = ~std::uint64_t(0) >> kCountBits;
+    return (word >> kCountBits) == ((seq + 1) & seq_mask) ? word & kRingMaxPieces : 0;
+}
+
+void ShmArena::set_produced(std::uint64_t seq, std::uint64_t pieces) {
+    __atomic_store_n(&ring_header(rank_).produced, counter_word(seq, pieces), __ATOMIC_RELEASE);
+    ring();
+}
+
+std::uint64_t ShmArena::produced(int rank, std::uint64_t seq) const {
+    return count_in(__atomic_load_n(&ring_header(rank).produced, __ATOMIC_ACQUIRE), seq);
+}
+
+void ShmArena::set_consumed(std::uint64_t seq, int producer, std::uint64_t pieces) {
+    __atomic_store_n(&ring_header(rank_).consumed[producer], counter_word(seq, pieces), __ATOMIC_RELEASE);
+    ring();
+}
+
+std::uint64_t ShmArena::consumed(int consumer, int producer, std::uint64_t seq) const {
+    return count_in(__atomic_load_n(&ring_header(consumer).consumed[producer], __ATOMIC_ACQUIRE), seq);
 }
 
 bool ShmArena::published(int rank, std::uint64_t seq) const {

@@ -11,6 +11,12 @@
 // only after it has finished (read every slot of) collective seq. Collectives on a communicator
 // run one at a time, in the same order everywhere, so that holds for every seq.
 //
+// After the slots, for groups of up to kRingMaxRanks, every rank has a hand-off ring: kRingSlots
+// pieces into which a large allreduce reduces its segment for the peers to copy out
+// (cma_collective.cpp), with progress counters (pieces produced; pieces consumed from each
+// producer). A counter word carries its collective's seq with the count, so a value left from
+// an earlier collective never reads as progress in this one.
+//
 // Made by the world communicator when every rank of the job can open the same segment (one
 // host); the file is unlinked as soon as everyone has mapped it, so nothing is left behind.
 #pragma once
@@ -72,6 +78,23 @@ class ShmArena {
     void abandon(std::uint64_t seq);
     bool abandoned(int rank, std::uint64_t seq) const;
 
+    // Hand-off rings (see above). Piece i of a collective lives in slot i % kRingSlots.
+    static constexpr int kRingMaxRanks = 8;
+    static constexpr std::size_t kRingSlots = 8;
+    static constexpr std::size_t kRingPieceBytes = 128 << 10;
+    // Counts above this do not fit a counter word (the seq takes the other bits); callers take
+    // another algorithm.
+    static constexpr int kCountBits = 24;
+    static constexpr std::uint64_t kRingMaxPieces = (std::uint64_t(1) << kCountBits) - 1;
+    bool has_rings() const { return rings_; }
+    unsigned char *ring_piece(int rank, std::uint64_t piece) const;
+    // This rank has written pieces [0, pieces) of collective seq into its ring (release).
+    void set_produced(std::uint64_t seq, std::uint64_t pieces);
+    std::uint64_t produced(int rank, std::uint64_t seq) const;
+    // This rank has copied pieces [0, pieces) out of `producer`'s ring (release).
+    void set_consumed(std::uint64_t seq, int producer, std::uint64_t pieces);
+    std::uint64_t consumed(int consumer, int producer, std::uint64_t seq) const;
+
     // Sleeping waits: every publish or finish of a rank rings its bell (a futex word),
     // waking ranks that sleep on it. Sleeps on `rank`'s bell unless ready() holds; returns when
     // it rang or after `max`.
@@ -91,6 +114,21 @@ class ShmArena {
         unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
     };
     static constexpr std::size_t kSlotBytes = sizeof(SlotHeader) + kCapacity;
+    // A ring's counters: each on its own line (produced is polled by every peer; consumed[p] is
+    // written by this rank only, read by producer p).
+    struct alignas(64) RingHeader {
+        std::uint64_t produced;
+        alignas(64) std::uint64_t consumed[kRingMaxRanks];
+    };
+    static constexpr std::size_t kRingBytes = sizeof(RingHeader) + kRingSlots * kRingPieceBytes;
+    RingHeader &ring_header(int rank) const {
+        return *reinterpret_cast<RingHeader *>(rings_base() + std::size_t(rank) * kRingBytes);
+    }
+    unsigned char *rings_base() const { return base_ + std::size_t(ranks_) * (sizeof(Bell) + 2 * kSlotBytes); }
+    static std::uint64_t counter_word(std::uint64_t seq, std::uint64_t count) {
+        return ((seq + 1) << kCountBits) | count;
+    }
+    static std::uint64_t count_in(std::uint64_t word, std::uint64_t seq);
     // One line per rank ahead of the slots: its bell and how many ranks sleep on it.
     struct alignas(64) Bell {
         std::uint32_t count;
@@ -110,6 +148,7 @@ class ShmArena {
     std::size_t bytes_;
     unsigned char *base_ = nullptr;
     bool linked_ = false;
+    bool rings_ = false;
 };
 
 // Whether this job may use a shared-memory arena: SHARDOPT_SHM=0 turns it off, and so does a

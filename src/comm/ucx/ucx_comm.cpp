@@ -47,6 +47,7 @@ const Tuning &Tuning::get() {
         x.small_bytes = env_size("SHARDOPT_UCX_SMALL_BYTES", x.small_bytes);
         x.chunk_bytes = env_size("SHARDOPT_UCX_CHUNK_BYTES", x.chunk_bytes);
         x.recv_slots = env_size("SHARDOPT_UCX_RECV_SLOTS", x.recv_slots);
+        x.handoff_bytes = env_size("SHARDOPT_UCX_HANDOFF_BYTES", x.handoff_bytes);
         x.spin = std::chrono::microseconds(env_size("SHARDOPT_UCX_SPIN_US", std::size_t(x.spin.count())));
         if (const char *v = std::getenv("SHARDOPT_CMA")) x.cma = !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
         return x;

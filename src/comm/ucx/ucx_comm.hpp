@@ -29,6 +29,7 @@ struct Tuning {
     std::size_t recv_slots = 4;              // ring reduce-scatter: chunks received ahead
     std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
     bool cma = true;                         // ranks on one host copy from each other's buffers
+    std::size_t handoff_bytes = 16 << 20;    // one-host allreduce at least this: hand-off rings (0: never)
     static const Tuning &get();
 };
 
