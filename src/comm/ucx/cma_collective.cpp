@@ -185,12 +185,16 @@ void reduce_and_hand_off(Context &c, const Segments &segs, const unsigned char *
     std::uint64_t taken[ShmArena::kRingMaxRanks] = {}; // pieces copied out of each peer's ring
     const std::uint64_t to_make = pieces_of(c.r);
 
-    const auto slowest_consumer = [&] { // the peer holding back this rank's ring, or -1
-        for (int p = 0; p < c.n; ++p)
-            if (p != c.r && arena.consumed(p, c.r, c.seq) + ShmArena::kRingSlots <= made) return p;
+    // The consumer holding back producer x's ring (x's next piece needs a slot that consumer
+    // has not copied out yet), or -1.
+    const auto holding_back = [&](int x) {
+        const std::uint64_t x_made = x == c.r ? made : arena.produced(x, c.seq);
+        if (x_made >= pieces_of(x)) return -1;
+        for (int q = 0; q < c.n; ++q)
+            if (q != x && arena.consumed(q, x, c.seq) + ShmArena::kRingSlots <= x_made) return q;
         return -1;
     };
-    const auto can_make = [&] { return made < to_make && slowest_consumer() < 0; };
+    const auto can_make = [&] { return made < to_make && holding_back(c.r) < 0; };
     const auto can_take = [&](int p) { return taken[p] < pieces_of(p) && arena.produced(p, c.seq) > taken[p]; };
     const auto done = [&] {
         if (made < to_make) return false;
@@ -218,14 +222,20 @@ void reduce_and_hand_off(Context &c, const Segments &segs, const unsigned char *
             progressed = true;
         }
         if (progressed || done()) continue;
-        // Stuck: wait for the consumer holding back the ring, else for a producer still owing
-        // pieces (either one's progress, or anything else that unblocks this rank).
-        int awaited = made < to_make ? slowest_consumer() : -1;
+        // Stuck: wait for the consumer holding back this rank's ring, else for a producer still
+        // owing pieces; and if that rank is itself held back by a consumer, for that one, and so
+        // on: a stopped rank stalls everyone downstream of it, and it is the one to name.
+        int awaited = made < to_make ? holding_back(c.r) : -1;
         for (int k = 1; awaited < 0 && k < c.n; ++k) {
             const int p = (c.r + k) % c.n;
             if (taken[p] < pieces_of(p)) awaited = p;
         }
         if (awaited < 0) continue; // a consumer caught up since can_make() was asked
+        for (int hops = 0; hops < c.n; ++hops) {
+            const int q = holding_back(awaited);
+            if (q < 0 || q == c.r) break;
+            awaited = q;
+        }
         const auto ready = [&] {
             if (can_make() || arena.abandoned(awaited, c.seq)) return true;
             for (int p = 0; p < c.n; ++p)
