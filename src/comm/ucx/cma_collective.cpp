@@ -164,9 +164,7 @@ bool hand_off_applicable(const ShmArena &arena, const Call &call, const Segments
     if (!arena.has_rings() || call.count * elem < min_bytes || ShmArena::kRingPieceBytes % elem)
         return false;
     const std::size_t piece = ShmArena::kRingPieceBytes / elem;
-    for (std::size_t n : segs.count)
-        if ((n + piece - 1) / piece > ShmArena::kRingMaxPieces) return false;
-    return true;
+    return (segs.max_count + piece - 1) / piece <= ShmArena::kRingMaxPieces;
 }
 
 // Allreduce by hand-off (see the top of the file). Each rank runs one loop that copies out
@@ -221,7 +219,7 @@ void reduce_and_hand_off(Context &c, const Segments &segs, const unsigned char *
             arena.set_produced(c.seq, ++made);
             progressed = true;
         }
-        if (progressed || done()) continue;
+        if (progressed) continue;
         // Stuck: wait for the consumer holding back this rank's ring, else for a producer still
         // owing pieces; and if that rank is itself held back by a consumer, for that one, and so
         // on: a stopped rank stalls everyone downstream of it, and it is the one to name.

@@ -31,8 +31,7 @@ std::string ShmArena::create_name() {
 }
 
 ShmArena::ShmArena(const std::string &name, int ranks, int rank, bool create)
-    : name_(name), ranks_(ranks), rank_(rank), pid_(std::uint64_t(getpid())), bytes_(bytes_for(ranks)),
-      rings_(ranks <= kRingMaxRanks) {
+    : name_(name), ranks_(ranks), rank_(rank), pid_(std::uint64_t(getpid())), bytes_(bytes_for(ranks)) {
     const int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : shm_open(name.c_str(), O_RDWR, 0);
     if (fd < 0)
         throw Error(ErrorCode::unsupported, "shm arena: cannot open " + name + ": " + std::strerror(errno));

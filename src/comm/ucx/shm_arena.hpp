@@ -86,7 +86,7 @@ class ShmArena {
     // another algorithm.
     static constexpr int kCountBits = 24;
     static constexpr std::uint64_t kRingMaxPieces = (std::uint64_t(1) << kCountBits) - 1;
-    bool has_rings() const { return rings_; }
+    bool has_rings() const { return ranks_ <= kRingMaxRanks; }
     unsigned char *ring_piece(int rank, std::uint64_t piece) const;
     // This rank has written pieces [0, pieces) of collective seq into its ring (release).
     void set_produced(std::uint64_t seq, std::uint64_t pieces);
@@ -148,7 +148,6 @@ class ShmArena {
     std::size_t bytes_;
     unsigned char *base_ = nullptr;
     bool linked_ = false;
-    bool rings_ = false;
 };
 
 // Whether this job may use a shared-memory arena: SHARDOPT_SHM=0 turns it off, and so does a
