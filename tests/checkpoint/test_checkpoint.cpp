@@ -384,7 +384,7 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
 
     const auto data = examples::make_blobs(s.samples, s.shape.inputs, s.shape.classes);
     std::map<std::string, std::pair<ErrorCode, std::string>> seen; // rank 0's errors
-    std::atomic<int> failures_seen{0};
+    std::atomic<int> failures_seen{0}, failed_loads_moved_the_step{0};
     std::mutex mutex;
     std::vector<double> after_failures;
     run_inprocess(4, [&](Communicator &comm) {
@@ -410,7 +410,7 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
             });
         record("unwritable path", [&] { opt->save(tmp.sub("a-file/ckpt")); });
         record("unwritable path, consolidated", [&] { opt->save(tmp.sub("a-file/ckpt"), CheckpointForm::consolidated); });
-        BOOST_CHECK_EQUAL(opt->step_count(), 5);
+        if (opt->step_count() != 5) ++failed_loads_moved_the_step; // no assertion here: rank threads
         for (int i = 0; i < 5; ++i) train_step<double>(*opt, s, data);
         std::vector<double> p(s.shape.parameter_count());
         opt->get_parameters(p.data());
@@ -434,6 +434,7 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
         }
     }
     BOOST_CHECK_EQUAL(failures_seen.load(), 4 * int(cases.size() + 2)); // every rank failed every case
+    BOOST_CHECK_EQUAL(failed_loads_moved_the_step.load(), 0);
     const auto clean = run_training<double>(s, 4, strategy_options(Strategy::zero2), 10);
     BOOST_CHECK(std::memcmp(after_failures.data(), clean.data(), clean.size() * sizeof(double)) == 0);
     // The good checkpoints still load after all that.

@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdlib.h>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "sharding/device/host_space.hpp"
@@ -20,6 +21,7 @@
 #include "shardopt/sharded_optimizer.hpp"
 
 using namespace shardopt;
+using shardopt::testing::assertion_mutex;
 using shardopt::testing::expect_error;
 using shardopt::testing::with;
 using shardopt::cuda::ShardedDeviceOptimizer;
@@ -136,7 +138,7 @@ struct Twins {
 };
 
 void expect_same_training(const Config &config, int steps = 6) {
-    std::mutex mutex;
+    std::mutex &mutex = assertion_mutex();
     run_inprocess(config.ranks, [&](Communicator &comm) {
         const std::vector<float> init = initial_values(test_elements());
         Twins twins(comm, config, init.data());
@@ -153,7 +155,7 @@ struct TempDir {
     TempDir() {
         char tmpl[] = "/tmp/shardopt-devckpt-XXXXXX";
         const char *made = ::mkdtemp(tmpl);
-        BOOST_REQUIRE(made != nullptr);
+        if (made == nullptr) throw std::runtime_error("mkdtemp failed"); // no assertion: rank threads make these
         path = made;
     }
     ~TempDir() { std::filesystem::remove_all(path); }
@@ -184,7 +186,7 @@ void expect_cross_resume(const Move &m, int steps = 4) {
     TempDir dir;
     const std::string engine_dir = dir.sub("engine"), reference_dir = dir.sub("reference");
     std::vector<unsigned char> engine_bytes, reference_bytes; // rank 0's serialized bytes
-    std::mutex mutex;
+    std::mutex &mutex = assertion_mutex();
     Config before{name + " before", m.from_ranks, m.from, m.optimizer};
     std::vector<float> saved; // rank 0's parameters when saved
     run_inprocess(m.from_ranks, [&](Communicator &comm) {
@@ -297,7 +299,7 @@ BOOST_AUTO_TEST_CASE(hybrid_grids) {
 }
 
 BOOST_AUTO_TEST_CASE(memory_is_sharded) {
-    std::mutex mutex;
+    std::mutex &mutex = assertion_mutex();
     run_inprocess(4, [&](Communicator &comm) {
         for (Strategy s : {Strategy::ddp, Strategy::zero2, Strategy::fsdp}) {
             auto opt = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
@@ -337,7 +339,7 @@ BOOST_AUTO_TEST_CASE(optimize_matches_sharded_optimizer) {
     run.batch_size = 8;
     run.epochs = 4;
     run.patience = 2;
-    std::mutex mutex;
+    std::mutex &mutex = assertion_mutex();
     for (Strategy s : {Strategy::zero2, Strategy::fsdp})
         run_inprocess(3, [&](Communicator &comm) {
             const std::vector<float> init = initial_values(test_elements());
@@ -426,7 +428,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_move_between_the_classes) {
 
 BOOST_AUTO_TEST_CASE(bad_checkpoints_change_nothing) {
     TempDir dir;
-    std::mutex mutex;
+    std::mutex &mutex = assertion_mutex();
     const Config config{"zero2 x2", 2, with(Strategy::zero2)};
     run_inprocess(2, [&](Communicator &comm) {
         const std::vector<float> init = initial_values(test_elements());
@@ -488,7 +490,7 @@ BOOST_AUTO_TEST_CASE(refused_mid_accumulation_and_for_tensor_parallel_grids) {
 }
 
 BOOST_AUTO_TEST_CASE(synchronize_optimizer_state_as_sharded_optimizer) {
-    std::mutex mutex;
+    std::mutex &mutex = assertion_mutex();
     // LocalSGD replicas drift apart between averagings; synchronizing averages parameters and
     // state as ShardedOptimizer does.
     ShardingOptions local = with(Strategy::local_sgd);
@@ -520,8 +522,12 @@ BOOST_AUTO_TEST_CASE(state_disagreement_and_early_stop) {
         auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
                                                         test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
                                                         with(Strategy::zero1));
-        BOOST_TEST(!engine->should_early_stop(false));
-        BOOST_TEST(engine->should_early_stop(comm.rank() == 2));
+        const bool none = engine->should_early_stop(false), one = engine->should_early_stop(comm.rank() == 2);
+        {
+            std::lock_guard<std::mutex> lock(assertion_mutex());
+            BOOST_TEST(!none);
+            BOOST_TEST(one);
+        }
         engine->synchronize_optimizer_state(); // agreeing ranks: fine
         engine->set_learning_rate(comm.rank() == 1 ? 0.01 : 0.001);
         expect_error(ErrorCode::mismatch, "learning rate", [&] { engine->synchronize_optimizer_state(); });
