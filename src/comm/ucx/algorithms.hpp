@@ -12,6 +12,8 @@
 
 namespace shardopt::ucx {
 
+class ShmArena;
+
 // size() == 1: copies only.
 void local_collective(Exchange &ex);
 
@@ -36,8 +38,10 @@ bool shm_fits(const Call &call, int n, std::size_t capacity);
 const void *shm_payload(const Call &call, int rank, int n, std::size_t &bytes);
 
 // Larger collectives among ranks sharing a host: each rank copies straight out of its peers'
-// buffers (process_vm_readv) at the addresses they published in the arena.
-bool cma_applicable(const Call &call);
+// buffers (process_vm_readv) at the addresses they published in the arena. Where the job may
+// not copy between processes (`cma` false: the attach vote), only the large allreduces whose
+// inputs go through the arena's staging rings take this path (they read no process's memory).
+bool cma_applicable(const Call &call, const ShmArena &arena, bool cma);
 void cma_collective(Exchange &ex);
 
 // --- shared by the ring algorithms (ring.cpp) ----------------------------------------------

@@ -11,7 +11,10 @@
 //                     into another process. On this 2-core machine that is 1.2-1.3x the
 //                     bandwidth of pushing at 16-256 MiB: a user-space copy out of a warm slot
 //                     runs at about twice process_vm_writev's speed, and streaming stores skip
-//                     reading the outputs' lines first.
+//                     reading the outputs' lines first. In groups small enough for the arena's
+//                     staging rings the inputs come the same way: every rank copies its input
+//                     for a peer's segment into the staging ring for that peer, which reduces
+//                     from there, so the path makes no system call at all.
 //                     push (otherwise): written into every peer's output with
 //                     process_vm_writev while still in cache (faster while outputs fit in cache).
 //   reduce_scatter  the reducing half of that, without the writes.
@@ -107,6 +110,24 @@ void read_from(Context &c, int peer, const ShmArena::Buffers &b, std::uint64_t r
     transfer(c, peer, b, remote, local, bytes, false);
 }
 
+// out[0..m) = inputs[0..n) reduced in rank order; with stream_to also copied there, a block at
+// a time so the streaming stores overlap the next block's loads.
+void reduce_into(const Context &c, const void *const *inputs, std::size_t m, unsigned char *out,
+                 unsigned char *stream_to) {
+    if (!stream_to) {
+        reduce_inputs(inputs, c.n, out, m, c.call.dtype, c.call.op);
+        return;
+    }
+    const std::size_t block = kStreamBlockBytes / c.elem;
+    const void *at_block[ShmArena::kMaxRanks];
+    for (std::size_t i = 0; i < m; i += block) {
+        const std::size_t k = std::min(block, m - i);
+        for (int p = 0; p < c.n; ++p) at_block[p] = static_cast<const unsigned char *>(inputs[p]) + i * c.elem;
+        reduce_inputs(at_block, c.n, out + i * c.elem, k, c.call.dtype, c.call.op);
+        streaming_copy(stream_to + i * c.elem, out + i * c.elem, k * c.elem);
+    }
+}
+
 // out[0..m) = the ranks' inputs at element `at` (rank p's at p's `input` buffer, this rank's at
 // `mine`) reduced in rank order, reading the peers' through scratch.
 void reduce_piece(Context &c, std::size_t at, std::size_t m, const unsigned char *mine,
@@ -123,19 +144,7 @@ void reduce_piece(Context &c, std::size_t at, std::size_t m, const unsigned char
         read_from(c, p, b, b.*input + at * c.elem, slot, m * c.elem);
         inputs[p] = slot;
     }
-    if (!stream_to) {
-        reduce_inputs(inputs, c.n, out, m, c.call.dtype, c.call.op);
-        return;
-    }
-    // A block at a time, so the streaming stores overlap the next block's loads.
-    const std::size_t block = kStreamBlockBytes / c.elem;
-    const void *at_block[ShmArena::kMaxRanks];
-    for (std::size_t i = 0; i < m; i += block) {
-        const std::size_t k = std::min(block, m - i);
-        for (int p = 0; p < c.n; ++p) at_block[p] = static_cast<const unsigned char *>(inputs[p]) + i * c.elem;
-        reduce_inputs(at_block, c.n, out + i * c.elem, k, c.call.dtype, c.call.op);
-        streaming_copy(stream_to + i * c.elem, out + i * c.elem, k * c.elem);
-    }
+    reduce_into(c, inputs, m, out, stream_to);
 }
 
 // out[0..count) = the ranks' inputs at `offset`, reduced piece by piece; with push_to_peers
@@ -158,98 +167,197 @@ void reduce_from_all(Context &c, std::size_t offset, std::size_t count, const un
     }
 }
 
-bool hand_off_applicable(const ShmArena &arena, const Call &call, const Segments &segs, std::size_t elem) {
+// Whether the hand-off reads the peers' inputs out of the arena's staging rings (small groups)
+// rather than out of their buffers.
+bool stages_inputs(const ShmArena &arena) { return arena.has_stages() && Tuning::get().stage_inputs; }
+
+// `cma`: the ranks may read each other's buffers (without it, only with staged inputs).
+bool hand_off_applicable(const ShmArena &arena, const Call &call, const Segments &segs, std::size_t elem, bool cma) {
     // Streaming stores pay off once the outputs no longer fit in cache (Tuning::handoff_bytes).
     const std::size_t min_bytes = Tuning::get().handoff_bytes;
-    if (!arena.has_rings() || call.count * elem < min_bytes || ShmArena::kRingPieceBytes % elem)
+    if (!arena.has_rings() || call.count * elem < min_bytes || ShmArena::kRingPieceBytes % elem ||
+        (!cma && !stages_inputs(arena)))
         return false;
     const std::size_t piece = ShmArena::kRingPieceBytes / elem;
     return (segs.max_count + piece - 1) / piece <= ShmArena::kRingMaxPieces;
 }
 
 // Allreduce by hand-off (see the top of the file). Each rank runs one loop that copies out
-// whatever its peers have produced and produces its next piece when its ring has room (every
-// peer has copied out the piece that last used the slot); it sleeps only when it can do
-// neither, so no two ranks can wait on each other.
-void reduce_and_hand_off(Context &c, const Segments &segs, const unsigned char *in, unsigned char *out) {
-    ShmArena &arena = c.arena;
-    const std::size_t piece = ShmArena::kRingPieceBytes / c.elem;
-    unsigned char *scratch = c.ex.comm().scratch(0, std::size_t(c.n) * piece * c.elem);
-    const auto pieces_of = [&](int p) { return std::uint64_t((segs.count[std::size_t(p)] + piece - 1) / piece); };
-    const auto elements_of = [&](int p, std::uint64_t i) {
-        return std::min(piece, segs.count[std::size_t(p)] - std::size_t(i) * piece);
-    };
-    std::uint64_t made = 0;                           // pieces of this rank's segment produced
-    std::uint64_t taken[ShmArena::kRingMaxRanks] = {}; // pieces copied out of each peer's ring
-    const std::uint64_t to_make = pieces_of(c.r);
+// whatever its peers have produced, stages its input for the peers whose staging rings have
+// room, and produces its next piece when its inputs are there and its ring has room (every peer
+// has copied out the piece that last used the slot); it sleeps only when it can do none of
+// these, so no two ranks can wait on each other. Every rank's progress is in the arena's
+// counters, so a rank can also tell what a peer is waiting for: a stuck rank follows that chain
+// to the rank that could go on but does not (a stopped rank stalls everyone downstream of it,
+// and it is the one to name).
+class HandOff {
+  public:
+    HandOff(Context &c, const Segments &segs, const unsigned char *in, unsigned char *out)
+        : c_(c), arena_(c.arena), segs_(segs), in_(in), out_(out), piece_(ShmArena::kRingPieceBytes / c.elem),
+          staging_(stages_inputs(arena_)) {
+        if (!staging_) scratch_ = c.ex.comm().scratch(0, std::size_t(c.n) * piece_ * c.elem);
+    }
 
-    // The consumer holding back producer x's ring (x's next piece needs a slot that consumer
-    // has not copied out yet), or -1.
-    const auto holding_back = [&](int x) {
-        const std::uint64_t x_made = x == c.r ? made : arena.produced(x, c.seq);
-        if (x_made >= pieces_of(x)) return -1;
-        for (int q = 0; q < c.n; ++q)
-            if (q != x && arena.consumed(q, x, c.seq) + ShmArena::kRingSlots <= x_made) return q;
+    void run() {
+        while (!done()) {
+            leave_if_a_peer_left();
+            bool progressed = take_ready();
+            if (staging_) progressed |= stage_ready();
+            if (can_make(c_.r)) {
+                make_next();
+                progressed = true;
+            }
+            if (!progressed) wait_for_progress();
+        }
+        streaming_fence(); // the outputs' streaming stores are visible before the caller's next store
+    }
+
+  private:
+    std::uint64_t pieces_of(int p) const {
+        return std::uint64_t((segs_.count[std::size_t(p)] + piece_ - 1) / piece_);
+    }
+    std::size_t elements_of(int p, std::uint64_t i) const {
+        return std::min(piece_, segs_.count[std::size_t(p)] - std::size_t(i) * piece_);
+    }
+    std::size_t offset_of(int p, std::uint64_t i) const {
+        return (segs_.offset[std::size_t(p)] + std::size_t(i) * piece_) * c_.elem;
+    }
+    // Any rank's progress, from the arena (this rank's own counters are published as it goes).
+    std::uint64_t made(int x) const { return arena_.produced(x, c_.seq); }
+    std::uint64_t taken(int x, int p) const { return arena_.consumed(x, p, c_.seq); }
+    std::uint64_t staged(int x, int p) const { return arena_.staged(x, p, c_.seq); }
+
+    bool done() const {
+        if (made(c_.r) < pieces_of(c_.r)) return false;
+        for (int p = 0; p < c_.n; ++p)
+            if (p != c_.r && taken(c_.r, p) < pieces_of(p)) return false;
+        return true; // staging is done too: every peer made every piece, so it had every input
+    }
+
+    // The rank x's next piece waits for (a consumer that has not copied out the piece in the
+    // slot it needs, or a rank that has not staged its input for it), -1 when it waits for
+    // nobody, or x made every piece.
+    int make_blocker(int x) const {
+        const std::uint64_t m = made(x);
+        if (m >= pieces_of(x)) return -1;
+        for (int q = 0; q < c_.n; ++q)
+            if (q != x && taken(q, x) + ShmArena::kRingSlots <= m) return q;
+        if (staging_)
+            for (int q = 0; q < c_.n; ++q)
+                if (q != x && staged(q, x) <= m) return q;
         return -1;
-    };
-    const auto can_make = [&] { return made < to_make && holding_back(c.r) < 0; };
-    const auto can_take = [&](int p) { return taken[p] < pieces_of(p) && arena.produced(p, c.seq) > taken[p]; };
-    const auto done = [&] {
-        if (made < to_make) return false;
-        for (int p = 0; p < c.n; ++p)
-            if (p != c.r && taken[p] < pieces_of(p)) return false;
-        return true;
-    };
+    }
+    bool can_make(int x) const { return made(x) < pieces_of(x) && make_blocker(x) < 0; }
+    bool can_take(int x, int p) const {
+        const std::uint64_t t = taken(x, p);
+        return t < pieces_of(p) && made(p) > t;
+    }
+    bool can_stage(int x, int p) const {
+        const std::uint64_t s = staged(x, p);
+        return staging_ && s < pieces_of(p) && s < made(p) + ShmArena::kStageSlots;
+    }
+    bool could_progress(int x) const {
+        if (can_make(x)) return true;
+        for (int p = 0; p < c_.n; ++p)
+            if (p != x && (can_take(x, p) || can_stage(x, p))) return true;
+        return false;
+    }
+    // Whom x waits for when it can do nothing: the rank holding back its next piece, else a
+    // producer still owing it pieces; -1 when none.
+    int waits_for(int x) const {
+        if (made(x) < pieces_of(x)) return make_blocker(x);
+        for (int k = 1; k < c_.n; ++k) {
+            const int p = (x + k) % c_.n;
+            if (taken(x, p) < pieces_of(p)) return p;
+        }
+        return -1;
+    }
 
-    while (!done()) {
-        bool progressed = false;
-        for (int k = 1; k < c.n; ++k) {
-            const int p = (c.r + k) % c.n;
-            for (; can_take(p); progressed = true) {
-                const std::size_t at = segs.offset[std::size_t(p)] + std::size_t(taken[p]) * piece;
-                streaming_copy(out + at * c.elem, arena.ring_piece(p, taken[p]), elements_of(p, taken[p]) * c.elem);
-                arena.set_consumed(c.seq, p, ++taken[p]);
+    // A peer that left (failed, or gave up on this rank) will never finish its part; and a rank
+    // that was stopped and resumes after the others left must not write into the rings again.
+    void leave_if_a_peer_left() {
+        for (int p = 0; p < c_.n; ++p)
+            if (p != c_.r && arena_.abandoned(p, c_.seq))
+                give_up(c_, p, ErrorCode::invalid_state, peer_left_text(c_, p));
+    }
+
+    // Copies out every piece the peers have ready; true when there was one.
+    bool take_ready() {
+        bool any = false;
+        for (int k = 1; k < c_.n; ++k) {
+            const int p = (c_.r + k) % c_.n;
+            for (std::uint64_t t = taken(c_.r, p); t < pieces_of(p) && made(p) > t; any = true) {
+                streaming_copy(out_ + offset_of(p, t), arena_.ring_piece(p, t), elements_of(p, t) * c_.elem);
+                arena_.set_consumed(c_.seq, p, ++t);
             }
         }
-        if (can_make()) {
-            const std::size_t m = elements_of(c.r, made);
-            const std::size_t at = segs.offset[std::size_t(c.r)] + std::size_t(made) * piece;
-            unsigned char *slot = arena.ring_piece(c.r, made);
-            reduce_piece(c, at, m, in + at * c.elem, &ShmArena::Buffers::send, slot, scratch, piece, out + at * c.elem);
-            arena.set_produced(c.seq, ++made);
-            progressed = true;
+        return any;
+    }
+
+    // Copies this rank's input for each peer's segment into the staging ring for that peer, as
+    // far as the ring has room; true when there was room. Plain stores: the peer reads the piece
+    // soon, from cache.
+    bool stage_ready() {
+        bool any = false;
+        for (int k = 1; k < c_.n; ++k) {
+            const int p = (c_.r + k) % c_.n;
+            for (std::uint64_t s = staged(c_.r, p); can_stage(c_.r, p); any = true) {
+                std::memcpy(arena_.stage_piece(c_.r, p, s), in_ + offset_of(p, s), elements_of(p, s) * c_.elem);
+                arena_.set_staged(c_.seq, p, ++s);
+                test_hook::stop_point(test_hook::cma, c_.seq);
+            }
         }
-        if (progressed) continue;
-        // Stuck: wait for the consumer holding back this rank's ring, else for a producer still
-        // owing pieces; and if that rank is itself held back by a consumer, for that one, and so
-        // on: a stopped rank stalls everyone downstream of it, and it is the one to name.
-        int awaited = made < to_make ? holding_back(c.r) : -1;
-        for (int k = 1; awaited < 0 && k < c.n; ++k) {
-            const int p = (c.r + k) % c.n;
-            if (taken[p] < pieces_of(p)) awaited = p;
+        return any;
+    }
+
+    // Reduces this rank's next piece into its ring (streaming it into its own output as well):
+    // the peers' inputs from their staging rings, or read from their buffers.
+    void make_next() {
+        const std::uint64_t i = made(c_.r);
+        const std::size_t m = elements_of(c_.r, i), at = offset_of(c_.r, i);
+        unsigned char *slot = arena_.ring_piece(c_.r, i);
+        if (staging_) {
+            const void *inputs[ShmArena::kMaxRanks];
+            for (int q = 0; q < c_.n; ++q)
+                inputs[q] = q == c_.r ? static_cast<const void *>(in_ + at) : arena_.stage_piece(q, c_.r, i);
+            reduce_into(c_, inputs, m, slot, out_ + at);
+        } else {
+            reduce_piece(c_, at / c_.elem, m, in_ + at, &ShmArena::Buffers::send, slot, scratch_, piece_, out_ + at);
         }
-        if (awaited < 0) continue; // a consumer caught up since can_make() was asked
-        for (int hops = 0; hops < c.n; ++hops) {
-            const int q = holding_back(awaited);
-            if (q < 0 || q == c.r) break;
-            awaited = q;
+        arena_.set_produced(c_.seq, i + 1);
+        test_hook::stop_point(test_hook::cma, c_.seq);
+    }
+
+    // Sleeps until this rank can go on, on the bell of the rank it waits for: the end of the
+    // chain of ranks each waiting for the next, the first that could go on but does not.
+    void wait_for_progress() {
+        int awaited = waits_for(c_.r);
+        if (awaited < 0) return; // something became possible since it was asked
+        for (int hops = 0; hops < c_.n && !could_progress(awaited); ++hops) {
+            const int next = waits_for(awaited);
+            if (next < 0 || next == c_.r) break;
+            awaited = next;
         }
-        const auto ready = [&] {
-            if (can_make() || arena.abandoned(awaited, c.seq)) return true;
-            for (int p = 0; p < c.n; ++p)
-                if (p != c.r && can_take(p)) return true;
-            return false;
-        };
+        const auto ready = [&] { return could_progress(c_.r) || arena_.abandoned(awaited, c_.seq); };
         try {
-            c.ex.wait_for_peer(awaited, ready);
+            c_.ex.wait_for_peer(awaited, ready);
         } catch (...) {
-            c.given_up_on = awaited;
+            c_.given_up_on = awaited;
             throw;
         }
-        if (arena.abandoned(awaited, c.seq)) give_up(c, awaited, ErrorCode::invalid_state, peer_left_text(c, awaited));
+        if (arena_.abandoned(awaited, c_.seq))
+            give_up(c_, awaited, ErrorCode::invalid_state, peer_left_text(c_, awaited));
     }
-    streaming_fence(); // the outputs' streaming stores are visible before the caller's next store
-}
+
+    Context &c_;
+    ShmArena &arena_;
+    const Segments &segs_;
+    const unsigned char *in_;
+    unsigned char *out_;
+    const std::size_t piece_;
+    const bool staging_;
+    unsigned char *scratch_ = nullptr;
+};
 
 // Waits until `peer` is done with this rank's buffers. A peer that left early (abandoned) did
 // not finish its part of the collective: that fails this rank too.
@@ -298,7 +406,10 @@ class LeaveSafely {
 
 } // namespace
 
-bool cma_applicable(const Call &call) {
+bool cma_applicable(const Call &call, const ShmArena &arena, bool cma) {
+    if (!cma)
+        return call.kind == CallKind::allreduce && call.count > 0 &&
+               hand_off_applicable(arena, call, even_segments(call.count, arena.ranks()), dtype_size(call.dtype), false);
     switch (call.kind) {
     case CallKind::allreduce:
     case CallKind::reduce_scatter:
@@ -321,8 +432,8 @@ void cma_collective(Exchange &ex) {
     switch (call.kind) {
     case CallKind::allreduce: {
         const Segments segs = even_segments(call.count, c.n);
-        if (hand_off_applicable(arena, call, segs, c.elem)) {
-            reduce_and_hand_off(c, segs, in, out);
+        if (hand_off_applicable(arena, call, segs, c.elem, ex.comm().cma())) {
+            HandOff(c, segs, in, out).run();
             break;
         }
         const std::size_t mine = segs.offset[c.r];

@@ -20,7 +20,7 @@ namespace shardopt::ucx {
 
 std::size_t ShmArena::bytes_for(int ranks) {
     const std::size_t rings = ranks <= kRingMaxRanks ? kRingBytes : 0;
-    return std::size_t(ranks) * (sizeof(Bell) + 2 * kSlotBytes + rings);
+    return std::size_t(ranks) * (sizeof(Bell) + 2 * kSlotBytes + rings) + stages_bytes(ranks);
 }
 
 std::string ShmArena::create_name() {
@@ -141,6 +141,21 @@ void ShmArena::set_consumed(std::uint64_t seq, int producer, std::uint64_t piece
 
 std::uint64_t ShmArena::consumed(int consumer, int producer, std::uint64_t seq) const {
     return count_in(__atomic_load_n(&ring_header(consumer).consumed[producer], __ATOMIC_ACQUIRE), seq);
+}
+
+unsigned char *ShmArena::stage_piece(int from, int to, std::uint64_t piece) const {
+    // Rings ordered by (from, to), skipping to == from.
+    const std::size_t ring = std::size_t(from) * std::size_t(ranks_ - 1) + std::size_t(to - (to > from));
+    return rings_base() + std::size_t(ranks_) * kRingBytes + ring * kStageBytes + (piece % kStageSlots) * kRingPieceBytes;
+}
+
+void ShmArena::set_staged(std::uint64_t seq, int to, std::uint64_t pieces) {
+    __atomic_store_n(&ring_header(rank_).staged[to], counter_word(seq, pieces), __ATOMIC_RELEASE);
+    ring();
+}
+
+std::uint64_t ShmArena::staged(int from, int to, std::uint64_t seq) const {
+    return count_in(__atomic_load_n(&ring_header(from).staged[to], __ATOMIC_ACQUIRE), seq);
 }
 
 bool ShmArena::published(int rank, std::uint64_t seq) const {

@@ -14,8 +14,12 @@
 // After the slots, for groups of up to kRingMaxRanks, every rank has a hand-off ring: kRingSlots
 // pieces into which a large allreduce reduces its segment for the peers to copy out
 // (cma_collective.cpp), with progress counters (pieces produced; pieces consumed from each
-// producer). A counter word carries its collective's seq with the count, so a value left from
-// an earlier collective never reads as progress in this one.
+// producer; pieces staged for each peer). A counter word carries its collective's seq with the
+// count, so a value left from an earlier collective never reads as progress in this one.
+//
+// After the rings, for groups of up to kStageMaxRanks, a staging ring for every ordered pair of
+// ranks (from, to): kStageSlots pieces into which `from` copies its input for `to`'s segment,
+// so `to` reduces from shared memory instead of reading `from`'s buffer through the kernel.
 //
 // Made by the world communicator when every rank of the job can open the same segment (one
 // host); the file is unlinked as soon as everyone has mapped it, so nothing is left behind.
@@ -95,6 +99,16 @@ class ShmArena {
     void set_consumed(std::uint64_t seq, int producer, std::uint64_t pieces);
     std::uint64_t consumed(int consumer, int producer, std::uint64_t seq) const;
 
+    // Staging rings (see above). Piece i of a collective lives in slot i % kStageSlots; `from`
+    // may stage piece i once `to` has produced piece i - kStageSlots (it reduced that one).
+    static constexpr int kStageMaxRanks = 4;
+    static constexpr std::size_t kStageSlots = 8;
+    bool has_stages() const { return ranks_ <= kStageMaxRanks; }
+    unsigned char *stage_piece(int from, int to, std::uint64_t piece) const;
+    // This rank has staged pieces [0, pieces) of its input for `to` (release).
+    void set_staged(std::uint64_t seq, int to, std::uint64_t pieces);
+    std::uint64_t staged(int from, int to, std::uint64_t seq) const;
+
     // Sleeping waits: every publish or finish of a rank rings its bell (a futex word),
     // waking ranks that sleep on it. Sleeps on `rank`'s bell unless ready() holds; returns when
     // it rang or after `max`.
@@ -114,17 +128,22 @@ class ShmArena {
         unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
     };
     static constexpr std::size_t kSlotBytes = sizeof(SlotHeader) + kCapacity;
-    // A ring's counters: each on its own line (produced is polled by every peer; consumed[p] is
-    // written by this rank only, read by producer p).
+    // A ring's counters: each on its own line (produced is polled by every peer; consumed[p] and
+    // staged[p] are written by this rank only, read by rank p).
     struct alignas(64) RingHeader {
         std::uint64_t produced;
         alignas(64) std::uint64_t consumed[kRingMaxRanks];
+        alignas(64) std::uint64_t staged[kRingMaxRanks];
     };
     static constexpr std::size_t kRingBytes = sizeof(RingHeader) + kRingSlots * kRingPieceBytes;
     RingHeader &ring_header(int rank) const {
         return *reinterpret_cast<RingHeader *>(rings_base() + std::size_t(rank) * kRingBytes);
     }
     unsigned char *rings_base() const { return base_ + std::size_t(ranks_) * (sizeof(Bell) + 2 * kSlotBytes); }
+    static constexpr std::size_t kStageBytes = kStageSlots * kRingPieceBytes;
+    static std::size_t stages_bytes(int ranks) {
+        return ranks <= kStageMaxRanks ? std::size_t(ranks) * std::size_t(ranks - 1) * kStageBytes : 0;
+    }
     static std::uint64_t counter_word(std::uint64_t seq, std::uint64_t count) {
         return ((seq + 1) << kCountBits) | count;
     }

@@ -9,7 +9,8 @@
 // Points:
 //   shm     shm_collective: this rank published its header and input and saw every peer's,
 //           before reading their inputs
-//   cma     cma_collective: after this rank's first process_vm_readv/writev
+//   cma     cma_collective: after this rank's first process_vm_readv/writev, or its first
+//           piece staged or made on the hand-off path
 //   attach  UcxComm::attach_shm_arena (seq: the communicator's first collective number, 0 for
 //           the world): after the broadcast of the arena's name, before the vote
 // The variable is read once, at load time; an unset hook costs each point one load and one

@@ -50,6 +50,8 @@ const Tuning &Tuning::get() {
         x.handoff_bytes = env_size("SHARDOPT_UCX_HANDOFF_BYTES", x.handoff_bytes);
         x.spin = std::chrono::microseconds(env_size("SHARDOPT_UCX_SPIN_US", std::size_t(x.spin.count())));
         if (const char *v = std::getenv("SHARDOPT_CMA")) x.cma = !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
+        if (const char *v = std::getenv("SHARDOPT_UCX_STAGE"))
+            x.stage_inputs = !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
         return x;
     }();
     return t;
@@ -228,7 +230,7 @@ void UcxComm::run_collective(const Call &call) {
     std::size_t payload_bytes = 0;
     const void *payload = nullptr;
     const bool in_arena = arena_ && shm_fits(call, size(), ShmArena::kCapacity);
-    const bool by_cma = arena_ && cma_ && !in_arena && cma_applicable(call);
+    const bool by_cma = arena_ && !in_arena && cma_applicable(call, *arena_, cma_);
     if (in_arena) payload = shm_payload(call, rank(), size(), payload_bytes);
     Exchange ex(*this, call, seq, 0, payload, payload_bytes);
     if (size() == 1) {

@@ -30,6 +30,7 @@ struct Tuning {
     std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
     bool cma = true;                         // ranks on one host copy from each other's buffers
     std::size_t handoff_bytes = 16 << 20;    // one-host allreduce at least this: hand-off rings (0: never)
+    bool stage_inputs = true;                // hand-off in groups of up to 4: inputs through staging rings
     static const Tuning &get();
 };
 
@@ -48,6 +49,8 @@ class UcxComm final : public Communicator {
     // The shared-memory arena of a communicator whose ranks share a host (the world
     // communicator and the communicators split from it), or null.
     ShmArena *arena() const { return arena_.get(); }
+    // Whether the ranks may copy between each other's memory (agreed when the arena attached).
+    bool cma() const { return cma_; }
     // Sets up the arena when every rank can map it (collective over this communicator: every
     // member must call it, whatever its environment says).
     void attach_shm_arena();
