@@ -15,9 +15,12 @@
 
 #include "chunk_plan.hpp"
 #include "cuda_check.hpp"
+#include "comm/gpu/event_wait.hpp"
 #include "cuda_device.hpp"
+#include "cuda_event.hpp"
 #include "device_buffer.hpp"
 #include "launch.hpp"
+#include "shardopt/comm.hpp"
 #include "shardopt/cuda_optimizer.hpp"
 #include "shardopt/error.hpp"
 
@@ -113,6 +116,7 @@ class CudaOptimizer final : public DeviceOptimizer {
     float *state_of(std::size_t t, int slot) const;
     void bind_grads(const void *const *grads, cudaStream_t stream);
     StepHyper hyper() const;
+    void wait_for(cudaStream_t stream, const char *what);
     void wait_last_stream();
     void copy(void *dst, const void *src, std::size_t bytes, cudaMemcpyKind kind, const char *what);
 
@@ -127,11 +131,13 @@ class CudaOptimizer final : public DeviceOptimizer {
     DeviceBuffer control_, scalars_;
     std::vector<const void *> bound_grads_; // what the device table points at
     cudaStream_t last_stream_ = nullptr;    // where the last work on this optimizer was enqueued
+    Event done_;                            // wait_for's
 };
 
 CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const DeviceOptimizerOptions &options,
                              int device, Stream stream)
     : options_(options), device_(device), params_(params), last_stream_(stream) {
+    done_.create();
     const std::unique_ptr<Optimizer> rule = Optimizer::create(options.optimizer); // slot count, initial values
     slots_ = rule->state_slots();
     flags_ = update_flags(options.optimizer);
@@ -195,7 +201,7 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
     case OptimizerKind::lamb: preload_lamb(options.dtype); break;
     }
     bound_grads_.assign(params.size(), nullptr);
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize after initializing the optimizer");
+    wait_for(stream, "the optimizer's initialization");
 }
 
 CudaOptimizer::~CudaOptimizer() {
@@ -204,6 +210,7 @@ CudaOptimizer::~CudaOptimizer() {
         for (DeviceBuffer *buffer : {&tensors_, &chunks_, &tensor_chunks_, &master_, &state_, &norm_partials_,
                                      &lamb_partials_, &tensor_lr_, &control_, &scalars_})
             *buffer = DeviceBuffer();
+        done_.destroy();
     } catch (...) { // the device is gone (process teardown): the buffers' destructors still run
     }
 }
@@ -315,14 +322,28 @@ void CudaOptimizer::set_lr(double lr) {
     options_.optimizer.lr = lr;
 }
 
-void CudaOptimizer::wait_last_stream() {
-    check(cudaStreamSynchronize(last_stream_), "cudaStreamSynchronize on the optimizer's last stream");
+// Waits for the work enqueued on `stream`, bounded by SHARDOPT_TIMEOUT_MS (else the
+// communicators' default): a polled event, not cudaStreamSynchronize, so a hung device ends in
+// Error(timeout) instead of a hang.
+void CudaOptimizer::wait_for(cudaStream_t stream, const char *what) {
+    check(cudaEventRecord(done_.get(), stream), (std::string("cudaEventRecord before waiting for ") + what).c_str());
+    const Communicator::Duration limit = default_timeout_from_env();
+    gpu::detail::wait_event(done_.get(), gpu::detail::Clock::now() + limit, {}, [&] {
+        return "cuda optimizer (device " + std::to_string(device_) + "): waiting for " + what +
+               " took longer than the timeout of " + std::to_string(limit.count()) + " ms (SHARDOPT_TIMEOUT_MS)";
+    });
 }
 
+void CudaOptimizer::wait_last_stream() { wait_for(last_stream_, "the optimizer's last stream"); }
+
+// Copies between the host (pageable memory) and the device after the stream's earlier work:
+// waiting for that first, bounded, leaves the copy call itself (synchronous for pageable
+// memory) only the copy to wait for.
 void CudaOptimizer::copy(void *dst, const void *src, std::size_t bytes, cudaMemcpyKind kind, const char *what) {
     if (bytes == 0) return;
+    wait_last_stream();
     check(cudaMemcpyAsync(dst, src, bytes, kind, last_stream_), what);
-    check(cudaStreamSynchronize(last_stream_), what);
+    wait_for(last_stream_, what);
 }
 
 StepInfo CudaOptimizer::step_info() {

@@ -20,6 +20,7 @@
 #include "comm/gpu/event_wait.hpp"
 #include "optim/cuda/cuda_check.hpp"
 #include "optim/cuda/cuda_device.hpp"
+#include "optim/cuda/cuda_event.hpp"
 #include "optim/cuda/device_buffer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
@@ -32,27 +33,7 @@ namespace {
 using cuda::detail::check;
 using cuda::detail::DeviceBuffer;
 using cuda::detail::DeviceGuard;
-
-// An event that only orders and signals (no timing: cheaper to record and to wait for).
-// Created and destroyed explicitly, so the space can do both under its DeviceGuard.
-class Event {
-  public:
-    Event() = default;
-    ~Event() { destroy(); }
-    Event(const Event &) = delete;
-    Event &operator=(const Event &) = delete;
-
-    void create() { check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags"); }
-    // A pending event may be destroyed: CUDA releases it once it completes.
-    void destroy() noexcept {
-        if (event_ != nullptr && cudaEventDestroy(event_) != cudaSuccess) (void)cudaGetLastError();
-        event_ = nullptr;
-    }
-    cudaEvent_t get() const noexcept { return event_; }
-
-  private:
-    cudaEvent_t event_ = nullptr;
-};
+using cuda::detail::Event;
 
 // Page-locked host memory for the small device-to-host reads (partials, the allreduced
 // scalar): only pinned memory makes cudaMemcpyAsync truly asynchronous, so the bounded event
@@ -322,8 +303,9 @@ class CudaSpace final : public DeviceSpace {
 
     std::unique_ptr<SpanUpdater> make_updater(const std::vector<Span> &params, DType dtype,
                                               const OptimizerOptions &options) override {
-        // DeviceOptimizer::create waits for the compute stream with cudaStreamSynchronize;
-        // draining it here first (bounded) leaves that wait only the optimizer's own set-up.
+        // DeviceOptimizer::create waits for the compute stream (bounded by SHARDOPT_TIMEOUT_MS);
+        // draining it here first, within the communicator's timeout, leaves that wait only the
+        // optimizer's own set-up.
         DeviceGuard guard(device_);
         wait_for(compute_, "the compute stream's work before creating an optimizer", timeout());
         return std::make_unique<CudaUpdater>(params, dtype, options, device_, compute_);
