@@ -13,6 +13,7 @@
 namespace shardopt::ucx {
 
 class ShmArena;
+class UcxComm;
 
 // size() == 1: copies only.
 void local_collective(Exchange &ex);
@@ -39,9 +40,9 @@ const void *shm_payload(const Call &call, int rank, int n, std::size_t &bytes);
 
 // Larger collectives among ranks sharing a host: each rank copies straight out of its peers'
 // buffers (process_vm_readv) at the addresses they published in the arena. Where the job may
-// not copy between processes (`cma` false: the attach vote), only the large allreduces whose
+// not copy between processes (UcxComm::cma() false: the attach vote), only the large allreduces whose
 // inputs go through the arena's staging rings take this path (they read no process's memory).
-bool cma_applicable(const Call &call, const ShmArena &arena, bool cma);
+bool cma_applicable(const Call &call, const UcxComm &comm);
 void cma_collective(Exchange &ex);
 
 // --- shared by the ring algorithms (ring.cpp) ----------------------------------------------

@@ -168,15 +168,14 @@ void reduce_from_all(Context &c, std::size_t offset, std::size_t count, const un
 }
 
 // Whether the hand-off reads the peers' inputs out of the arena's staging rings (small groups)
-// rather than out of their buffers.
-bool stages_inputs(const ShmArena &arena) { return arena.has_stages() && Tuning::get().stage_inputs; }
+// rather than out of their buffers. Every rank computes the same: the comm's values are agreed.
+bool stages_inputs(const UcxComm &comm) { return comm.arena()->has_stages() && comm.stage_inputs(); }
 
-// `cma`: the ranks may read each other's buffers (without it, only with staged inputs).
-bool hand_off_applicable(const ShmArena &arena, const Call &call, const Segments &segs, std::size_t elem, bool cma) {
+// Without cma (the ranks may not read each other's buffers), only with staged inputs.
+bool hand_off_applicable(const UcxComm &comm, const Call &call, const Segments &segs, std::size_t elem) {
     // Streaming stores pay off once the outputs no longer fit in cache (Tuning::handoff_bytes).
-    const std::size_t min_bytes = Tuning::get().handoff_bytes;
-    if (!arena.has_rings() || call.count * elem < min_bytes || ShmArena::kRingPieceBytes % elem ||
-        (!cma && !stages_inputs(arena)))
+    if (!comm.arena()->has_rings() || call.count * elem < comm.handoff_bytes() || ShmArena::kRingPieceBytes % elem ||
+        (!comm.cma() && !stages_inputs(comm)))
         return false;
     const std::size_t piece = ShmArena::kRingPieceBytes / elem;
     return (segs.max_count + piece - 1) / piece <= ShmArena::kRingMaxPieces;
@@ -194,7 +193,7 @@ class HandOff {
   public:
     HandOff(Context &c, const Segments &segs, const unsigned char *in, unsigned char *out)
         : c_(c), arena_(c.arena), segs_(segs), in_(in), out_(out), piece_(ShmArena::kRingPieceBytes / c.elem),
-          staging_(stages_inputs(arena_)) {
+          staging_(stages_inputs(c.ex.comm())) {
         if (!staging_) scratch_ = c.ex.comm().scratch(0, std::size_t(c.n) * piece_ * c.elem);
     }
 
@@ -406,10 +405,10 @@ class LeaveSafely {
 
 } // namespace
 
-bool cma_applicable(const Call &call, const ShmArena &arena, bool cma) {
-    if (!cma)
+bool cma_applicable(const Call &call, const UcxComm &comm) {
+    if (!comm.cma())
         return call.kind == CallKind::allreduce && call.count > 0 &&
-               hand_off_applicable(arena, call, even_segments(call.count, arena.ranks()), dtype_size(call.dtype), false);
+               hand_off_applicable(comm, call, even_segments(call.count, comm.size()), dtype_size(call.dtype));
     switch (call.kind) {
     case CallKind::allreduce:
     case CallKind::reduce_scatter:
@@ -432,7 +431,7 @@ void cma_collective(Exchange &ex) {
     switch (call.kind) {
     case CallKind::allreduce: {
         const Segments segs = even_segments(call.count, c.n);
-        if (hand_off_applicable(arena, call, segs, c.elem, ex.comm().cma())) {
+        if (hand_off_applicable(ex.comm(), call, segs, c.elem)) {
             HandOff(c, segs, in, out).run();
             break;
         }

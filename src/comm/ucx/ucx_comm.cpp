@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -230,7 +231,7 @@ void UcxComm::run_collective(const Call &call) {
     std::size_t payload_bytes = 0;
     const void *payload = nullptr;
     const bool in_arena = arena_ && shm_fits(call, size(), ShmArena::kCapacity);
-    const bool by_cma = arena_ && !in_arena && cma_applicable(call, *arena_, cma_);
+    const bool by_cma = arena_ && !in_arena && cma_applicable(call, *this);
     if (in_arena) payload = shm_payload(call, rank(), size(), payload_bytes);
     Exchange ex(*this, call, seq, 0, payload, payload_bytes);
     if (size() == 1) {
@@ -304,7 +305,12 @@ void UcxComm::attach_shm_arena() {
     run_collective(bcast);
     test_hook::stop_point(test_hook::attach, first_seq);
     offer.name[sizeof offer.name - 1] = '\0';
-    std::int32_t votes[2] = {0, 0}; // arena mapped, rank 0's memory readable
+    // Arena mapped, rank 0's memory readable, inputs may be staged, minus the hand-off threshold:
+    // agreed (min), so every rank takes the same path for every collective whatever its own
+    // environment says (a rank taking another path would leave the others waiting for it).
+    const Tuning &tuning = Tuning::get();
+    std::int64_t votes[4] = {0, 0, tuning.stage_inputs ? 1 : 0,
+                             -std::int64_t(std::min<std::size_t>(tuning.handoff_bytes, INT64_MAX))};
     if (allowed && offer.name[0]) {
         if (rank() != 0) {
             try {
@@ -320,13 +326,13 @@ void UcxComm::attach_shm_arena() {
             votes[1] = 1;
         }
         votes[0] = arena ? 1 : 0;
-        if (!Tuning::get().cma) votes[1] = 0;
+        if (!tuning.cma) votes[1] = 0;
     }
     Call vote;
     vote.kind = CallKind::allreduce;
     vote.send = vote.recv = votes;
-    vote.count = 2;
-    vote.dtype = DType::i32;
+    vote.count = 4;
+    vote.dtype = DType::i64;
     vote.op = ReduceOp::min;
     try {
         run_collective(vote);
@@ -346,6 +352,8 @@ void UcxComm::attach_shm_arena() {
     if (votes[0] != 1) return;
     arena_ = std::move(arena);
     cma_ = votes[1] == 1;
+    stage_inputs_ = votes[2] == 1;
+    handoff_bytes_ = std::size_t(-votes[3]); // the largest any rank asked for
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
     const long online = sysconf(_SC_NPROCESSORS_ONLN);

@@ -49,8 +49,12 @@ class UcxComm final : public Communicator {
     // The shared-memory arena of a communicator whose ranks share a host (the world
     // communicator and the communicators split from it), or null.
     ShmArena *arena() const { return arena_.get(); }
-    // Whether the ranks may copy between each other's memory (agreed when the arena attached).
+    // Agreed by every rank when the arena attached: whether the ranks may copy between each
+    // other's memory; whether the hand-off may stage inputs (all ranks allow it), and from what
+    // size one-host allreduces hand off (the largest Tuning::handoff_bytes of any rank).
     bool cma() const { return cma_; }
+    bool stage_inputs() const { return stage_inputs_; }
+    std::size_t handoff_bytes() const { return handoff_bytes_; }
     // Sets up the arena when every rank can map it (collective over this communicator: every
     // member must call it, whatever its environment says).
     void attach_shm_arena();
@@ -93,6 +97,8 @@ class UcxComm final : public Communicator {
     std::unique_ptr<ExchangeStorage> exchange_storage_;
     bool shares_cores_ = false;
     bool cma_ = false; // ranks may read and write each other's memory (process_vm_readv/writev; agreed at attach)
+    bool stage_inputs_ = false;
+    std::size_t handoff_bytes_ = SIZE_MAX;
 
     // Abort notices from other ranks: one receive posted for the communicator's lifetime.
     std::mutex notice_mutex_;
