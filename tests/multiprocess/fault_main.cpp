@@ -36,7 +36,11 @@
 //                     fail with timeout (peer_lost) naming rank 0 ("NOARENA <secs> <code>:
 //                     <message>", exit 3), having removed the arena's name from /dev/shm (the
 //                     test checks).
+//   shm-used          create the communicator, barrier, then print "SHMUSED <bytes>": what
+//                     /dev/shm holds while every rank has the arena mapped (its name is
+//                     unlinked by then, its memory still counted); barrier again.
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -363,6 +367,20 @@ static int attach_stall_mode() {
     }
 }
 
+static int shm_used_mode() {
+    auto comm = create_communicator_from_env("ucx");
+    comm->barrier();
+    struct statvfs st {};
+    if (statvfs("/dev/shm", &st) != 0) {
+        std::printf("BAD statvfs /dev/shm failed\n");
+        return 1;
+    }
+    std::printf("SHMUSED %llu\n", static_cast<unsigned long long>((st.f_blocks - st.f_bfree) * st.f_frsize));
+    std::fflush(stdout);
+    comm->barrier(); // nobody unmaps before everyone has looked
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && !std::strcmp(argv[1], "train"))
         return train_mode(std::atoi(argv[2]), argc >= 6 ? std::atoi(argv[3]) : -1, argc >= 6 ? std::atoi(argv[4]) : 0,
@@ -375,7 +393,8 @@ int main(int argc, char **argv) {
         return stall_mode(argv[2], std::size_t(std::atoll(argv[3])), std::atoi(argv[4]),
                           argc >= 6 && !std::strcmp(argv[5], "resume"));
     if (argc >= 2 && !std::strcmp(argv[1], "attach-stall")) return attach_stall_mode();
-    std::fprintf(stderr, "usage: %s join | peer-kill VICTIM | peer-exit VICTIM | train STEPS [VICTIM STEP US] | verify-checkpoint DIR | stall KIND BYTES VICTIM [resume] | attach-stall\n",
+    if (argc >= 2 && !std::strcmp(argv[1], "shm-used")) return shm_used_mode();
+    std::fprintf(stderr, "usage: %s join | peer-kill VICTIM | peer-exit VICTIM | train STEPS [VICTIM STEP US] | verify-checkpoint DIR | stall KIND BYTES VICTIM [resume] | attach-stall | shm-used\n",
                  argv[0]);
     return 2;
 }

@@ -18,9 +18,9 @@
 
 namespace shardopt::ucx {
 
-std::size_t ShmArena::bytes_for(int ranks) {
+std::size_t ShmArena::bytes_for(int ranks, bool stages) {
     const std::size_t rings = ranks <= kRingMaxRanks ? kRingBytes : 0;
-    return std::size_t(ranks) * (sizeof(Bell) + 2 * kSlotBytes + rings) + stages_bytes(ranks);
+    return std::size_t(ranks) * (sizeof(Bell) + 2 * kSlotBytes + rings) + (stages ? stages_bytes(ranks) : 0);
 }
 
 std::string ShmArena::create_name() {
@@ -30,8 +30,9 @@ std::string ShmArena::create_name() {
     return name;
 }
 
-ShmArena::ShmArena(const std::string &name, int ranks, int rank, bool create)
-    : name_(name), ranks_(ranks), rank_(rank), pid_(std::uint64_t(getpid())), bytes_(bytes_for(ranks)) {
+ShmArena::ShmArena(const std::string &name, int ranks, int rank, bool create, bool stages)
+    : name_(name), ranks_(ranks), rank_(rank), stages_(stages && ranks <= kStageMaxRanks), pid_(std::uint64_t(getpid())),
+      bytes_(bytes_for(ranks, stages_)) {
     const int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : shm_open(name.c_str(), O_RDWR, 0);
     if (fd < 0)
         throw Error(ErrorCode::unsupported, "shm arena: cannot open " + name + ": " + std::strerror(errno));

@@ -44,7 +44,9 @@ class ShmArena {
 
     // Creates (rank 0) a fresh, uniquely named segment for `ranks` ranks; throws on failure.
     static std::string create_name();
-    ShmArena(const std::string &name, int ranks, int rank, bool create);
+    // `stages`: with staging rings (used only for groups of up to kStageMaxRanks). The creator
+    // may leave them out where /dev/shm has no room for them; the others must match it.
+    ShmArena(const std::string &name, int ranks, int rank, bool create, bool stages);
     ~ShmArena();
     ShmArena(const ShmArena &) = delete;
     ShmArena &operator=(const ShmArena &) = delete;
@@ -103,7 +105,7 @@ class ShmArena {
     // may stage piece i once `to` has produced piece i - kStageSlots (it reduced that one).
     static constexpr int kStageMaxRanks = 4;
     static constexpr std::size_t kStageSlots = 8;
-    bool has_stages() const { return ranks_ <= kStageMaxRanks; }
+    bool has_stages() const { return stages_; }
     unsigned char *stage_piece(int from, int to, std::uint64_t piece) const;
     // This rank has staged pieces [0, pieces) of its input for `to` (release).
     void set_staged(std::uint64_t seq, int to, std::uint64_t pieces);
@@ -115,7 +117,7 @@ class ShmArena {
     void sleep_unless(int rank, const std::function<bool()> &ready, std::chrono::microseconds max) const;
 
     int ranks() const { return ranks_; }
-    static std::size_t bytes_for(int ranks);
+    static std::size_t bytes_for(int ranks, bool stages);
 
   private:
     struct alignas(64) SlotHeader {
@@ -141,9 +143,7 @@ class ShmArena {
     }
     unsigned char *rings_base() const { return base_ + std::size_t(ranks_) * (sizeof(Bell) + 2 * kSlotBytes); }
     static constexpr std::size_t kStageBytes = kStageSlots * kRingPieceBytes;
-    static std::size_t stages_bytes(int ranks) {
-        return ranks <= kStageMaxRanks ? std::size_t(ranks) * std::size_t(ranks - 1) * kStageBytes : 0;
-    }
+    static std::size_t stages_bytes(int ranks) { return std::size_t(ranks) * std::size_t(ranks - 1) * kStageBytes; }
     static std::uint64_t counter_word(std::uint64_t seq, std::uint64_t count) {
         return ((seq + 1) << kCountBits) | count;
     }
@@ -163,6 +163,7 @@ class ShmArena {
 
     std::string name_;
     int ranks_, rank_;
+    bool stages_;
     std::uint64_t pid_;
     std::size_t bytes_;
     unsigned char *base_ = nullptr;

@@ -267,11 +267,12 @@ void UcxComm::run_collective(const Call &call) {
 }
 
 namespace {
-// What rank 0 tells the others when setting up the arena: the segment's name, and a value in
-// its memory for them to read with process_vm_readv (whether single-copy reads are allowed).
+// What rank 0 tells the others when setting up the arena: the segment's name, whether it has
+// staging rings (its size), and a value in its memory for them to read with process_vm_readv
+// (whether single-copy reads are allowed).
 struct ArenaOffer {
     char name[64];
-    std::uint64_t pid, probe_addr, probe_value;
+    std::uint64_t pid, probe_addr, probe_value, stages;
 };
 const std::uint64_t kCmaProbe = 0x73686172646f7074ull; // "shardopt"
 } // namespace
@@ -286,15 +287,23 @@ void UcxComm::attach_shm_arena() {
     ArenaOffer offer{};
     std::unique_ptr<ShmArena> arena;
     const bool allowed = shm_arena_allowed() && size() <= ShmArena::kMaxRanks;
+    const Tuning &tuning = Tuning::get();
     if (rank() == 0 && allowed) {
-        try {
-            const std::string n = ShmArena::create_name();
-            arena = std::make_unique<ShmArena>(n, size(), 0, true);
-            std::snprintf(offer.name, sizeof offer.name, "%s", n.c_str());
-            offer.pid = std::uint64_t(getpid());
-            offer.probe_addr = std::uint64_t(reinterpret_cast<std::uintptr_t>(&kCmaProbe));
-            offer.probe_value = kCmaProbe;
-        } catch (const Error &) {
+        // Staging rings are the largest part (12 MiB at 4 ranks): where /dev/shm has no room for
+        // them, an arena without them still serves everything else.
+        for (const bool stages : {tuning.stage_inputs && size() <= ShmArena::kStageMaxRanks, false}) {
+            try {
+                const std::string n = ShmArena::create_name();
+                arena = std::make_unique<ShmArena>(n, size(), 0, true, stages);
+                std::snprintf(offer.name, sizeof offer.name, "%s", n.c_str());
+                offer.pid = std::uint64_t(getpid());
+                offer.probe_addr = std::uint64_t(reinterpret_cast<std::uintptr_t>(&kCmaProbe));
+                offer.probe_value = kCmaProbe;
+                offer.stages = stages ? 1 : 0;
+                break;
+            } catch (const Error &) {
+                if (!stages) break;
+            }
         }
     }
     Call bcast;
@@ -308,13 +317,12 @@ void UcxComm::attach_shm_arena() {
     // Arena mapped, rank 0's memory readable, inputs may be staged, minus the hand-off threshold:
     // agreed (min), so every rank takes the same path for every collective whatever its own
     // environment says (a rank taking another path would leave the others waiting for it).
-    const Tuning &tuning = Tuning::get();
-    std::int64_t votes[4] = {0, 0, tuning.stage_inputs ? 1 : 0,
+    std::int64_t votes[4] = {0, 0, tuning.stage_inputs && offer.stages == 1 ? 1 : 0,
                              -std::int64_t(std::min<std::size_t>(tuning.handoff_bytes, INT64_MAX))};
     if (allowed && offer.name[0]) {
         if (rank() != 0) {
             try {
-                arena = std::make_unique<ShmArena>(offer.name, size(), rank(), false);
+                arena = std::make_unique<ShmArena>(offer.name, size(), rank(), false, offer.stages == 1);
             } catch (const Error &) {
             }
             std::uint64_t seen = 0;
