@@ -12,7 +12,6 @@
 
 namespace shardopt::ucx {
 
-class ShmArena;
 class UcxComm;
 
 // size() == 1: copies only.

@@ -167,15 +167,11 @@ void reduce_from_all(Context &c, std::size_t offset, std::size_t count, const un
     }
 }
 
-// Whether the hand-off reads the peers' inputs out of the arena's staging rings (small groups)
-// rather than out of their buffers. Every rank computes the same: the comm's values are agreed.
-bool stages_inputs(const UcxComm &comm) { return comm.arena()->has_stages() && comm.stage_inputs(); }
-
-// Without cma (the ranks may not read each other's buffers), only with staged inputs.
+// Every rank decides the same: the comm's values were agreed when the arena attached. Without cma (the ranks may not read each other's buffers), only with staged inputs.
 bool hand_off_applicable(const UcxComm &comm, const Call &call, const Segments &segs, std::size_t elem) {
     // Streaming stores pay off once the outputs no longer fit in cache (Tuning::handoff_bytes).
     if (!comm.arena()->has_rings() || call.count * elem < comm.handoff_bytes() || ShmArena::kRingPieceBytes % elem ||
-        (!comm.cma() && !stages_inputs(comm)))
+        (!comm.cma() && !comm.stage_inputs()))
         return false;
     const std::size_t piece = ShmArena::kRingPieceBytes / elem;
     return (segs.max_count + piece - 1) / piece <= ShmArena::kRingMaxPieces;
@@ -193,7 +189,7 @@ class HandOff {
   public:
     HandOff(Context &c, const Segments &segs, const unsigned char *in, unsigned char *out)
         : c_(c), arena_(c.arena), segs_(segs), in_(in), out_(out), piece_(ShmArena::kRingPieceBytes / c.elem),
-          staging_(stages_inputs(c.ex.comm())) {
+          staging_(c.ex.comm().stage_inputs()) {
         if (!staging_) scratch_ = c.ex.comm().scratch(0, std::size_t(c.n) * piece_ * c.elem);
     }
 
@@ -285,7 +281,7 @@ class HandOff {
         bool any = false;
         for (int k = 1; k < c_.n; ++k) {
             const int p = (c_.r + k) % c_.n;
-            for (std::uint64_t t = taken(c_.r, p); t < pieces_of(p) && made(p) > t; any = true) {
+            for (std::uint64_t t = taken(c_.r, p); can_take(c_.r, p); any = true) {
                 streaming_copy(out_ + offset_of(p, t), arena_.ring_piece(p, t), elements_of(p, t) * c_.elem);
                 arena_.set_consumed(c_.seq, p, ++t);
             }

@@ -299,7 +299,7 @@ void UcxComm::attach_shm_arena() {
                 offer.pid = std::uint64_t(getpid());
                 offer.probe_addr = std::uint64_t(reinterpret_cast<std::uintptr_t>(&kCmaProbe));
                 offer.probe_value = kCmaProbe;
-                offer.stages = stages ? 1 : 0;
+                offer.stages = arena->has_stages() ? 1 : 0;
                 break;
             } catch (const Error &) {
                 if (!stages) break;

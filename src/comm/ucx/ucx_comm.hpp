@@ -29,7 +29,7 @@ struct Tuning {
     std::size_t recv_slots = 4;              // ring reduce-scatter: chunks received ahead
     std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
     bool cma = true;                         // ranks on one host copy from each other's buffers
-    std::size_t handoff_bytes = 16 << 20;    // one-host allreduce at least this: hand-off rings (0: never)
+    std::size_t handoff_bytes = 16 << 20;    // one-host allreduce at least this: hand-off rings
     bool stage_inputs = true;                // hand-off in groups of up to 4: inputs through staging rings
     static const Tuning &get();
 };
@@ -50,8 +50,9 @@ class UcxComm final : public Communicator {
     // communicator and the communicators split from it), or null.
     ShmArena *arena() const { return arena_.get(); }
     // Agreed by every rank when the arena attached: whether the ranks may copy between each
-    // other's memory; whether the hand-off may stage inputs (all ranks allow it), and from what
-    // size one-host allreduces hand off (the largest Tuning::handoff_bytes of any rank).
+    // other's memory; whether the hand-off stages its inputs (the arena has staging rings and
+    // every rank allows it); and from what size one-host allreduces hand off (the largest
+    // Tuning::handoff_bytes of any rank).
     bool cma() const { return cma_; }
     bool stage_inputs() const { return stage_inputs_; }
     std::size_t handoff_bytes() const { return handoff_bytes_; }
