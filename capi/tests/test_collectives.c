@@ -88,8 +88,8 @@ static void collectives_rank(shardopt_comm comm, int rank, void *arg) {
     CHECK_OK(shardopt_work_wait(w));
     CHECK_OK(shardopt_work_destroy(w));
     token = rank;
+    d = -1; /* before the receive is posted: it may complete (and write d) at any moment after */
     CHECK_OK(shardopt_recv_async(comm, &d, 1, SHARDOPT_F64, (rank + 1) % RANKS, 1, &w2));
-    d = -1;
     {
         double mine = rank;
         CHECK_OK(shardopt_send_async(comm, &mine, 1, SHARDOPT_F64, (rank + RANKS - 1) % RANKS, 1, &w));
