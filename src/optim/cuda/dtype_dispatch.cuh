@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernel_launch.cuh"
 #include "shardopt/error.hpp"
 #include "shardopt/types.hpp"
 
@@ -30,8 +31,8 @@ template <class F> void with_param_type(DType dtype, F &&f) {
     void launch_##name(const ChunkLaunch &launch) {                                                        \
         with_param_type(launch.dtype, [&](auto *tag) {                                                     \
             using P = std::remove_pointer_t<decltype(tag)>;                                                \
-            kernel<P><<<launch.chunk_count, kBlockThreads, 0, launch.stream>>>(launch.tensors, launch.chunks, \
-                                                                               launch.scalars, launch.flags); \
+            SHARDOPT_LAUNCH(kernel<P>, launch.chunk_count, kBlockThreads, 0, launch.stream)(                  \
+                launch.tensors, launch.chunks, launch.scalars, launch.flags);                                      \
         });                                                                                                \
         check_launch(#kernel);                                                                             \
     }                                                                                                      \

@@ -6,6 +6,7 @@
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"
+#include "kernel_launch.cuh"
 
 namespace shardopt::cuda::detail {
 namespace {
@@ -33,7 +34,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 void launch_grad_sumsq(const ChunkLaunch &launch, double *partials) {
     with_param_type(launch.dtype, [&](auto *tag) {
         using P = std::remove_pointer_t<decltype(tag)>;
-        grad_sumsq_kernel<P><<<launch.chunk_count, kBlockThreads, 0, launch.stream>>>(launch.tensors, launch.chunks,
+        SHARDOPT_LAUNCH(grad_sumsq_kernel<P>, launch.chunk_count, kBlockThreads, 0, launch.stream)(launch.tensors, launch.chunks,
                                                                                       partials);
     });
     check_launch("grad_sumsq_kernel");

@@ -11,6 +11,7 @@
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"
+#include "kernel_launch.cuh"
 
 namespace shardopt::cuda::detail {
 namespace {
@@ -128,15 +129,15 @@ __global__ void __launch_bounds__(kBlockThreads)
 void launch_lamb(const ChunkLaunch &launch, const LambBuffers &lamb) {
     with_param_type(launch.dtype, [&](auto *tag) {
         using P = std::remove_pointer_t<decltype(tag)>;
-        lamb_moments_kernel<P><<<launch.chunk_count, kBlockThreads, 0, launch.stream>>>(
+        SHARDOPT_LAUNCH(lamb_moments_kernel<P>, launch.chunk_count, kBlockThreads, 0, launch.stream)(
             launch.tensors, launch.chunks, launch.scalars, launch.flags, lamb.partials);
         check_launch("lamb_moments_kernel");
         const int warps_per_block = kTrustThreads / 32;
         const int blocks = (lamb.tensor_count + warps_per_block - 1) / warps_per_block;
-        lamb_trust_kernel<<<blocks, kTrustThreads, 0, launch.stream>>>(lamb.partials, lamb.tensor_chunks,
+        SHARDOPT_LAUNCH(lamb_trust_kernel, blocks, kTrustThreads, 0, launch.stream)(lamb.partials, lamb.tensor_chunks,
                                                                       lamb.tensor_count, launch.scalars, lamb.tensor_lr);
         check_launch("lamb_trust_kernel");
-        lamb_apply_kernel<P><<<launch.chunk_count, kBlockThreads, 0, launch.stream>>>(
+        SHARDOPT_LAUNCH(lamb_apply_kernel<P>, launch.chunk_count, kBlockThreads, 0, launch.stream)(
             launch.tensors, launch.chunks, launch.scalars, launch.flags, lamb.tensor_lr);
         check_launch("lamb_apply_kernel");
     });

@@ -9,6 +9,7 @@
 #include "cuda_check.hpp"
 #include "launch.hpp"
 #include "shardopt/optim.hpp"
+#include "kernel_launch.cuh"
 
 namespace shardopt::cuda::detail {
 namespace {
@@ -109,7 +110,7 @@ __global__ void __launch_bounds__(kControlThreads)
 
 void launch_step_control(StepControl *control, StepScalars *scalars, const double *partials, int partial_count,
                          const StepHyper &hyper, cudaStream_t stream) {
-    step_control_kernel<<<1, kControlThreads, 0, stream>>>(control, scalars, partials, partial_count, hyper);
+    SHARDOPT_LAUNCH(step_control_kernel, 1, kControlThreads, 0, stream)(control, scalars, partials, partial_count, hyper);
     check_launch("step_control_kernel");
 }
 

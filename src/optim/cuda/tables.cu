@@ -6,6 +6,7 @@
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"
+#include "kernel_launch.cuh"
 
 namespace shardopt::cuda::detail {
 namespace {
@@ -39,7 +40,7 @@ __global__ void fill_kernel(float *data, int64_t count, float value) {
 } // namespace
 
 void launch_set_grads(TensorEntry *tensors, const GradPatch &patch, cudaStream_t stream) {
-    set_grads_kernel<<<1, kThreads, 0, stream>>>(tensors, patch);
+    SHARDOPT_LAUNCH(set_grads_kernel, 1, kThreads, 0, stream)(tensors, patch);
     check_launch("set_grads_kernel");
 }
 
@@ -47,8 +48,7 @@ void launch_master_from_params(float *master, const void *param, int64_t count, 
     if (count == 0) return;
     with_param_type(dtype, [&](auto *tag) {
         using P = std::remove_pointer_t<decltype(tag)>;
-        master_from_params_kernel<P>
-            <<<blocks_for(count), kThreads, 0, stream>>>(master, static_cast<const P *>(param), count);
+        SHARDOPT_LAUNCH(master_from_params_kernel<P>, blocks_for(count), kThreads, 0, stream)(master, static_cast<const P *>(param), count);
     });
     check_launch("master_from_params_kernel");
 }
@@ -57,14 +57,14 @@ void launch_params_from_master(void *param, const float *master, int64_t count, 
     if (count == 0) return;
     with_param_type(dtype, [&](auto *tag) {
         using P = std::remove_pointer_t<decltype(tag)>;
-        params_from_master_kernel<P><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<P *>(param), master, count);
+        SHARDOPT_LAUNCH(params_from_master_kernel<P>, blocks_for(count), kThreads, 0, stream)(static_cast<P *>(param), master, count);
     });
     check_launch("params_from_master_kernel");
 }
 
 void launch_fill(float *data, int64_t count, float value, cudaStream_t stream) {
     if (count == 0) return;
-    fill_kernel<<<blocks_for(count), kThreads, 0, stream>>>(data, count, value);
+    SHARDOPT_LAUNCH(fill_kernel, blocks_for(count), kThreads, 0, stream)(data, count, value);
     check_launch("fill_kernel");
 }
 

@@ -8,6 +8,7 @@
 #include "optim/cuda/cuda_check.hpp"
 #include "shardopt/error.hpp"
 #include "space_kernels.hpp"
+#include "optim/cuda/kernel_launch.cuh"
 
 namespace shardopt::device::detail {
 namespace {
@@ -60,10 +61,10 @@ void launch_add_into(void *dst, const void *src, std::size_t count, DType dtype,
     require_float(dtype);
     if (count == 0) return;
     if (dtype == DType::f32)
-        add_into_kernel<float><<<blocks_for(count), kThreads, 0, stream>>>(
+        SHARDOPT_LAUNCH(add_into_kernel<float>, blocks_for(count), kThreads, 0, stream)(
             static_cast<float *>(dst), static_cast<const float *>(src), int64_t(count));
     else
-        add_into_kernel<double><<<blocks_for(count), kThreads, 0, stream>>>(
+        SHARDOPT_LAUNCH(add_into_kernel<double>, blocks_for(count), kThreads, 0, stream)(
             static_cast<double *>(dst), static_cast<const double *>(src), int64_t(count));
     check_launch("add_into_kernel");
 }
@@ -72,10 +73,10 @@ void launch_scale(void *data, std::size_t count, DType dtype, double factor, cud
     require_float(dtype);
     if (count == 0) return;
     if (dtype == DType::f32)
-        scale_kernel<float><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<float *>(data), int64_t(count),
+        SHARDOPT_LAUNCH(scale_kernel<float>, blocks_for(count), kThreads, 0, stream)(static_cast<float *>(data), int64_t(count),
                                                                         float(factor));
     else
-        scale_kernel<double><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<double *>(data),
+        SHARDOPT_LAUNCH(scale_kernel<double>, blocks_for(count), kThreads, 0, stream)(static_cast<double *>(data),
                                                                          int64_t(count), factor);
     check_launch("scale_kernel");
 }
@@ -84,9 +85,9 @@ void launch_sumsq_partials(const SumsqPatch &patch, double *partials, DType dtyp
     require_float(dtype);
     if (patch.count == 0) return;
     if (dtype == DType::f32)
-        sumsq_partials_kernel<float><<<patch.count, kThreads, 0, stream>>>(patch, partials);
+        SHARDOPT_LAUNCH(sumsq_partials_kernel<float>, patch.count, kThreads, 0, stream)(patch, partials);
     else
-        sumsq_partials_kernel<double><<<patch.count, kThreads, 0, stream>>>(patch, partials);
+        SHARDOPT_LAUNCH(sumsq_partials_kernel<double>, patch.count, kThreads, 0, stream)(patch, partials);
     check_launch("sumsq_partials_kernel");
 }
 
