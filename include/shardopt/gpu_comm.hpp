@@ -16,10 +16,12 @@
 // bit; integer avg truncates toward zero as everywhere else.
 //
 // Streams: each communicator enqueues its collectives on one CUDA stream, its own
-// (non-blocking) unless set_stream() gave it the caller's. Work the caller enqueued on that
-// stream before the call is ordered before it; work on other streams must be synchronized by
-// the caller first. Sends and receives run on streams of their own, ordered after the caller's
-// stream only when set_stream() gave one. A blocking call returns when the operation completed
+// (non-blocking) unless set_stream() gave it the caller's. Every operation is ordered after the
+// work the caller enqueued before the call on the caller's stream: the one set_stream() gave,
+// else the legacy default stream (cudaMemcpy, cudaMemset, kernels launched without a stream),
+// as PyTorch's collectives follow the current stream. Work on other streams must be
+// synchronized by the caller first. Sends and receives run on streams of their own, ordered
+// the same way. A blocking call returns when the operation completed
 // on the device; an async call's Work completes when it did (async calls of one queue run one
 // after another). On nccl a send completes when its receiver has the data (NCCL does not
 // buffer), and messages between two ranks match in issue order (NCCL has no tags). Every wait is bounded by timeout(): on a timeout,

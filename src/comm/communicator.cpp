@@ -3,6 +3,7 @@
 #include "shardopt/comm.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <sstream>
 
@@ -88,6 +89,9 @@ std::uint64_t fingerprint_step(std::uint64_t h, const Call &call) {
     h = fnv_mix(h, has_op ? std::uint64_t(call.op) : 0);
     return fnv_mix(h, has_root ? std::uint64_t(std::int64_t(call.root)) : 0);
 }
+
+// Starts the trail of recent calls a diagnosable error carries ("rank 3 recent calls ...").
+constexpr const char *kTrailMarker = " recent calls (oldest first):";
 
 bool is_diagnosable(ErrorCode code) {
     return code == ErrorCode::timeout || code == ErrorCode::mismatch || code == ErrorCode::peer_lost;
@@ -201,7 +205,7 @@ void Communicator::record_end(std::size_t id, bool ok) {
 std::string Communicator::recent_calls() const {
     std::lock_guard<std::mutex> lock(history_mutex_);
     std::ostringstream out;
-    out << "rank " << rank_ << " recent calls (oldest first):";
+    out << "rank " << rank_ << kTrailMarker;
     if (history_next_ == 0) out << " none";
     static const char *const kStates[] = {"running", "ok", "failed"};
     const std::size_t first = history_next_ > kHistory ? history_next_ - kHistory : 0;
@@ -229,7 +233,9 @@ void Communicator::guarded(const Call &call, const std::function<void()> &body) 
         // A collective that failed half way leaves peers in an unknown state: poison the group.
         // Peers get the reason as it is; this rank's own report also lists where it was.
         abort(e.what(), e.code());
-        if (!is_diagnosable(e.code())) throw;
+        // One trail per error: a communicator wrapping another (staged over UCX, a test
+        // adapter over staged) sees the inner one's error with its trail already attached.
+        if (!is_diagnosable(e.code()) || std::strstr(e.what(), kTrailMarker)) throw;
         throw Error(e.code(), std::string(e.what()) + " [" + recent_calls() + "]");
     } catch (...) {
         record_end(id, false);

@@ -26,6 +26,14 @@ cudaStream_t DeviceComm::user_stream() const {
     return user_;
 }
 
+void DeviceComm::follow_caller(cudaStream_t stream, cudaEvent_t ready) const {
+    const cudaStream_t user = user_stream();
+    const cudaStream_t caller = user ? user : cudaStreamLegacy;
+    if (caller == stream) return; // stream order already
+    cuda::detail::check(cudaEventRecord(ready, caller), "cudaEventRecord on the caller's stream");
+    cuda::detail::check(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent for the caller's stream");
+}
+
 void DeviceComm::set_stream(cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     user_ = stream;

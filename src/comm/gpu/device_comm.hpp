@@ -21,9 +21,17 @@ class DeviceComm {
     void set_stream(cudaStream_t stream);
     // The caller's stream when set_stream() gave one, else null.
     cudaStream_t user_stream() const;
+    // Orders `stream`, where a call's device work is about to be enqueued, after the work the
+    // caller enqueued before the call: on the stream set_stream() gave, else on the legacy
+    // default stream (where cudaMemcpy, cudaMemset and kernels launched without a stream go).
+    // `ready` is an event of the calling lane. Without this, a call on the owned non-blocking
+    // stream overtakes the caller's cudaMemcpy from pageable memory, which returns before its
+    // last bytes reach the device (the first GPU run's in-place and avg failures).
+    void follow_caller(cudaStream_t stream, cudaEvent_t ready) const;
 
   protected:
-    // Creates the owned stream on `device` (non-blocking: never waits on the legacy stream).
+    // Creates the owned stream on `device` (non-blocking: the legacy stream never waits for
+    // it; it waits for the legacy stream only through follow_caller).
     explicit DeviceComm(int device);
   private:
     int device_;

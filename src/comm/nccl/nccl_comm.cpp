@@ -167,14 +167,10 @@ void NcclComm::issue(Handle *handle, Lane &lane, const Call &call, const char *w
         throw_if_aborted(call);
         DeviceGuard guard(device());
         cudaStream_t stream = lane.stream ? lane.stream : this->stream();
-        if (lane.stream) {
-            // Point to point runs on its own stream; it still follows the caller's work on the
-            // stream the caller gave (nothing to follow on the communicator's own stream).
-            if (cudaStream_t user = user_stream()) {
-                cuda::detail::check(cudaEventRecord(lane.ready, user), "cudaEventRecord");
-                cuda::detail::check(cudaStreamWaitEvent(stream, lane.ready, 0), "cudaStreamWaitEvent");
-            }
-        }
+        // Also at world size 1: NCCL's kernel on our own stream would otherwise overtake the
+        // caller's cudaMemcpy into the same buffers (the first H100 run's avg failures from
+        // 4 MiB on; NCCL 2.28.9's own one-rank avg is right, as torch.distributed showed).
+        follow_caller(stream, lane.ready);
         ncclComm_t comm = handle ? handle->comm : nullptr;
         ncclResult_t r = enqueue(comm, stream);
         if (r == ncclInProgress && comm)

@@ -53,11 +53,7 @@ void StagedComm::copy(Lane &lane, void *dst, const void *src, std::size_t bytes,
     {
         DeviceGuard guard(device());
         cudaStream_t stream = lane.stream ? lane.stream : this->stream();
-        if (lane.stream)
-            if (cudaStream_t user = user_stream()) { // follow the caller's work on the stream it gave
-                cuda::detail::check(cudaEventRecord(lane.ready, user), "cudaEventRecord");
-                cuda::detail::check(cudaStreamWaitEvent(stream, lane.ready, 0), "cudaStreamWaitEvent");
-            }
+        follow_caller(stream, lane.ready);
         cuda::detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
                             ("staged: cudaMemcpyAsync " + std::string(what) + " for " + describe(call)).c_str());
         cuda::detail::check(cudaEventRecord(lane.done, stream), "cudaEventRecord");
