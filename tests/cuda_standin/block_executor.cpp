@@ -1,7 +1,8 @@
 #include "block_executor.hpp"
 
 #include <sys/mman.h>
-#include <ucontext.h>
+
+#include <boost/context/fiber.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,8 +15,11 @@ namespace {
 constexpr std::size_t kStackBytes = 64 * 1024;
 constexpr int kWarp = 32;
 
+namespace ctx = boost::context;
+
 struct Fiber {
-    ucontext_t context;
+    ctx::fiber context; // the CUDA thread, suspended (or not yet started)
+    ctx::fiber caller;  // the scheduler, while the thread runs
     uint3 index;
     int warp = 0;
     bool done = false;
@@ -47,14 +51,27 @@ struct GridState {
     Barrier barrier;
     std::vector<Warp> warps;
     Fiber *current = nullptr;
-    ucontext_t scheduler;
-    char *stacks = nullptr;
-    std::size_t stack_count = 0;
+};
+
+// Fiber stacks carved from one mapping per OS thread, reused by every block it runs (a block
+// of 1024 threads would otherwise map 1024 stacks per launch).
+struct PooledStack {
+    char *base;
+    ctx::stack_context allocate() {
+        ctx::stack_context sc;
+        sc.size = kStackBytes;
+        sc.sp = base + kStackBytes; // stacks grow down
+        return sc;
+    }
+    void deallocate(ctx::stack_context &) noexcept {}
 };
 
 thread_local GridState *state = nullptr;
 
-void yield_to_scheduler() { swapcontext(&state->current->context, &state->scheduler); }
+void yield_to_scheduler() {
+    Fiber &f = *state->current;
+    f.caller = std::move(f.caller).resume();
+}
 
 // Waits at `b` until every live thread of its scope arrived.
 void wait_at(Barrier &b) {
@@ -64,20 +81,18 @@ void wait_at(Barrier &b) {
     while (b.generation == generation) yield_to_scheduler();
 }
 
-void fiber_entry() {
-    GridState &s = *state;
+// Runs one CUDA thread to its end, then releases the barriers it no longer takes part in.
+void run_thread(GridState &s, Fiber &f) {
     (*s.body)();
-    Fiber &f = *s.current;
     f.done = true;
     --s.barrier.live;
     s.barrier.release_if_complete();
     Barrier &w = s.warps[std::size_t(f.warp)].barrier;
     --w.live;
     w.release_if_complete();
-    // Returning resumes the scheduler through uc_link.
 }
 
-char *stacks_for(GridState &s, std::size_t threads) {
+char *stacks_for(std::size_t threads) {
     thread_local char *stacks = nullptr;
     thread_local std::size_t count = 0;
     if (count < threads) {
@@ -91,14 +106,14 @@ char *stacks_for(GridState &s, std::size_t threads) {
         stacks = static_cast<char *>(p);
         count = threads;
     }
-    (void)s;
     return stacks;
 }
 
 void run_block(GridState &s) {
     const unsigned threads = s.block.x * s.block.y * s.block.z;
-    char *stacks = stacks_for(s, threads);
-    s.fibers.assign(threads, Fiber{});
+    char *stacks = stacks_for(threads);
+    s.fibers.clear();
+    s.fibers.resize(threads);
     s.barrier = Barrier{};
     s.barrier.live = int(threads);
     s.warps.assign((threads + kWarp - 1) / kWarp, Warp{});
@@ -107,11 +122,13 @@ void run_block(GridState &s) {
         f.index = uint3{t % s.block.x, t / s.block.x % s.block.y, t / (s.block.x * s.block.y)};
         f.warp = int(t / kWarp);
         s.warps[std::size_t(f.warp)].barrier.live++;
-        getcontext(&f.context);
-        f.context.uc_stack.ss_sp = stacks + std::size_t(t) * kStackBytes;
-        f.context.uc_stack.ss_size = kStackBytes;
-        f.context.uc_link = &s.scheduler;
-        makecontext(&f.context, fiber_entry, 0);
+        GridState *grid = &s;
+        f.context = ctx::fiber(std::allocator_arg, PooledStack{stacks + std::size_t(t) * kStackBytes},
+                               [grid, &f](ctx::fiber &&caller) {
+                                   f.caller = std::move(caller);
+                                   run_thread(*grid, f);
+                                   return std::move(f.caller);
+                               });
     }
     // Round robin until every thread returned; a thread gives up its turn only at a barrier.
     for (bool running = true; running;) {
@@ -119,7 +136,7 @@ void run_block(GridState &s) {
         for (Fiber &f : s.fibers) {
             if (f.done) continue;
             s.current = &f;
-            swapcontext(&s.scheduler, &f.context);
+            f.context = std::move(f.context).resume();
             running = running || !f.done;
         }
     }

@@ -1,5 +1,5 @@
 // Runs a kernel's grid on the host: block after block, each block's threads as fibers
-// (ucontext) on the calling thread, switching only where CUDA threads wait for each other
+// (Boost.Context) on the calling thread, switching only where CUDA threads wait for each other
 // (__syncthreads, warp shuffles). Threads see their own threadIdx/blockIdx, a block shares its
 // __shared__ variables (thread_local statics: one block runs per OS thread at a time), and a
 // barrier releases once every thread of the block (or warp) still running has arrived, as on a
