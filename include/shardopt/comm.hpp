@@ -139,6 +139,15 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
     // Called once by abort(): lets the backend wake peers blocked in this communicator.
     virtual void on_abort(const std::string &reason, ErrorCode code);
+
+    // Called on the issuing thread as a call is issued, before it waits in its queue; what it
+    // returns is the call's issue_capture() while run() runs it. GPU communicators record the
+    // caller's stream position here, so a call (async ones above all) is ordered after the work
+    // the caller enqueued before it, not after whatever the caller enqueues while it waits.
+    // Default: nothing (null).
+    virtual std::shared_ptr<void> capture_at_issue(const Call &call);
+    // Inside run(): what capture_at_issue returned for the call being run (else null).
+    static const std::shared_ptr<void> &issue_capture() noexcept;
     // Stops the call queues: operations still in flight are aborted (so they return promptly)
     // and their threads joined. Every backend's destructor calls this first, while the state
     // those operations use is still alive. Idempotent.

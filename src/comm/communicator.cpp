@@ -244,16 +244,47 @@ void Communicator::guarded(const Call &call, const std::function<void()> &body) 
     record_end(id, true);
 }
 
+namespace {
+// The issue capture of the call this thread is running (a queue thread runs one at a time).
+thread_local const std::shared_ptr<void> *current_capture = nullptr;
+
+// Nested: a wrapping communicator's run() issues its inner communicator's call on the same
+// thread (run_in_order may run it inline), and its own capture must be back after that.
+struct CaptureScope {
+    const std::shared_ptr<void> *outer;
+    explicit CaptureScope(const std::shared_ptr<void> &capture) : outer(current_capture) { current_capture = &capture; }
+    ~CaptureScope() { current_capture = outer; }
+};
+} // namespace
+
+std::shared_ptr<void> Communicator::capture_at_issue(const Call &) { return nullptr; }
+
+const std::shared_ptr<void> &Communicator::issue_capture() noexcept {
+    static const std::shared_ptr<void> none;
+    return current_capture ? *current_capture : none;
+}
+
 void Communicator::run_blocking(const Call &call) {
     validate(call);
-    // Captured by reference: fits std::function's inline storage (no allocation), and the
-    // caller waits for the job whichever thread runs it.
-    queue_for(call.kind).run_in_order([this, &call] { guarded(call, [this, &call] { run(call); }); });
+    struct Issued {
+        Communicator *self;
+        const Call *call;
+        std::shared_ptr<void> capture;
+    } issued{this, &call, capture_at_issue(call)};
+    // One pointer: fits std::function's inline storage (no allocation), and the caller waits
+    // for the job whichever thread runs it.
+    queue_for(call.kind).run_in_order([&issued] {
+        CaptureScope scope(issued.capture);
+        issued.self->guarded(*issued.call, [&issued] { issued.self->run(*issued.call); });
+    });
 }
 
 WorkPtr Communicator::run_async(const Call &call) {
     validate(call);
-    return queue_for(call.kind).enqueue([this, call] { guarded(call, [&] { run(call); }); });
+    return queue_for(call.kind).enqueue([this, call, capture = capture_at_issue(call)] {
+        CaptureScope scope(capture);
+        guarded(call, [&] { run(call); });
+    });
 }
 
 Communicator::Queue &Communicator::queue_for(CallKind kind) {

@@ -26,9 +26,28 @@ cudaStream_t DeviceComm::user_stream() const {
     return user_;
 }
 
-void DeviceComm::follow_caller(cudaStream_t stream, cudaEvent_t ready) const {
+cudaStream_t DeviceComm::caller_stream() const {
     const cudaStream_t user = user_stream();
-    const cudaStream_t caller = user ? user : cudaStreamLegacy;
+    return user ? user : cudaStreamLegacy;
+}
+
+std::shared_ptr<void> DeviceComm::capture_caller_position() const {
+    cuda::detail::DeviceGuard guard(device_); // the issuing thread may be on another device
+    cudaEvent_t event = nullptr;
+    cuda::detail::check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate at issue");
+    // Destroyed with the last reference; a stream wait already enqueued on it still holds.
+    std::shared_ptr<void> capture(event, [](void *e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+    cuda::detail::check(cudaEventRecord(event, caller_stream()), "cudaEventRecord on the caller's stream at issue");
+    return capture;
+}
+
+void DeviceComm::follow_caller(cudaStream_t stream, cudaEvent_t ready, const std::shared_ptr<void> &capture) const {
+    if (capture) {
+        cuda::detail::check(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(capture.get()), 0),
+                            "cudaStreamWaitEvent for the caller's stream");
+        return;
+    }
+    const cudaStream_t caller = caller_stream();
     if (caller == stream) return; // stream order already
     cuda::detail::check(cudaEventRecord(ready, caller), "cudaEventRecord on the caller's stream");
     cuda::detail::check(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent for the caller's stream");

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <mutex>
 
 #include "shardopt/gpu_comm.hpp"
@@ -21,13 +22,20 @@ class DeviceComm {
     void set_stream(cudaStream_t stream);
     // The caller's stream when set_stream() gave one, else null.
     cudaStream_t user_stream() const;
+    // The caller's stream: the one set_stream() gave, else the legacy default stream (where
+    // cudaMemcpy, cudaMemset and kernels launched without a stream go).
+    cudaStream_t caller_stream() const;
+    // On the issuing thread (Communicator::capture_at_issue): an event recorded on the caller's
+    // stream now, marking the work the caller enqueued before the call.
+    std::shared_ptr<void> capture_caller_position() const;
     // Orders `stream`, where a call's device work is about to be enqueued, after the work the
-    // caller enqueued before the call: on the stream set_stream() gave, else on the legacy
-    // default stream (where cudaMemcpy, cudaMemset and kernels launched without a stream go).
-    // `ready` is an event of the calling lane. Without this, a call on the owned non-blocking
-    // stream overtakes the caller's cudaMemcpy from pageable memory, which returns before its
-    // last bytes reach the device (the first GPU run's in-place and avg failures).
-    void follow_caller(cudaStream_t stream, cudaEvent_t ready) const;
+    // caller enqueued before the call: after `capture` (capture_caller_position's event) when
+    // there is one, else after an event recorded on the caller's stream now, with `ready`.
+    // Without this, a call on the owned non-blocking stream overtakes the caller's cudaMemcpy
+    // from pageable memory, which returns before its last bytes reach the device (the first GPU
+    // run's in-place and avg failures); and without the capture an async call would wait for
+    // work the caller enqueued after it (no overlap).
+    void follow_caller(cudaStream_t stream, cudaEvent_t ready, const std::shared_ptr<void> &capture) const;
 
   protected:
     // Creates the owned stream on `device` (non-blocking: the legacy stream never waits for

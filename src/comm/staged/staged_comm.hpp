@@ -33,6 +33,7 @@ class StagedComm final : public Communicator, public gpu::detail::DeviceComm {
     void run(const Call &call) override;
     CommunicatorPtr run_split(int color, int key) override;
     void on_abort(const std::string &reason, ErrorCode code) override;
+    std::shared_ptr<void> capture_at_issue(const Call &call) override;
 
   private:
     struct Lane : gpu::detail::StreamLane {
