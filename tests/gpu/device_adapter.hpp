@@ -2,6 +2,9 @@
 // A Communicator decorator for tests only: each call copies the case's host inputs into fresh
 // device memory, runs the same call on the device communicator, and copies the outputs back.
 // In-place calls stay in place on the device (one device block mirrors the enclosing host range).
+// The copies are plain cudaMemcpy on the legacy default stream, as a user's would be: from
+// pageable memory it returns before the bytes reach the device, so the cases also check that
+// the GPU communicators order their work after the caller's legacy-stream work.
 #pragma once
 
 #include <mutex>
