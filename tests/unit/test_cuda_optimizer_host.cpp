@@ -106,6 +106,7 @@ BOOST_AUTO_TEST_CASE(chunk_plan_covers_every_element_once_with_aligned_fp32_arra
                     previous_end = offset + int64_t(counts[t]);
                 }
                 BOOST_TEST(plan.fp32_elements >= previous_end);
+                BOOST_TEST(plan.fp32_elements % 4 == 0); // every state slot starts 16-byte aligned
                 BOOST_TEST(plan.chunks.size() == 1 + 1 + 62 + 1 + 1); // 1000003 = 61 full chunks + 1
             }
         }

@@ -40,7 +40,10 @@ ChunkPlan plan_chunks(const std::vector<std::size_t> &counts, const std::vector<
         }
         plan.tensor_chunks[t].count = int32_t(plan.chunks.size()) - plan.tensor_chunks[t].first;
     }
-    plan.fp32_elements = cursor;
+    // A whole number of 16-byte words: the state slots lie back to back at this stride, so
+    // each one starts aligned as the first does and the kernels' vector path stays open for
+    // every slot (an odd total put slot 1 off by a float and every chunk on the scalar path).
+    plan.fp32_elements = (cursor + 3) / 4 * 4;
     return plan;
 }
 
