@@ -321,6 +321,12 @@ void expect_error(ErrorCode code, const std::vector<std::string> &needles, const
         for (const auto &needle : needles)
             if (std::string(e.what()).find(needle) == std::string::npos)
                 fail(what + ": message lacks '" + needle + "': " + e.what());
+        // A communicator wrapping another (a GPU one over UCX, a test adapter over that) must
+        // not append its trail of recent calls to one the inner communicator already attached.
+        const std::string text = e.what(), trail = "recent calls (oldest first)";
+        const std::size_t first = text.find(trail);
+        if (first != std::string::npos && text.find(trail, first + 1) != std::string::npos)
+            fail(what + ": the trail of recent calls appears more than once: " + text);
         return;
     }
     fail(what + ": no error raised");
