@@ -1,7 +1,7 @@
 #include "device_comm.hpp"
 
-#include "optim/cuda/cuda_check.hpp"
-#include "optim/cuda/cuda_device.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/cuda_device.hpp"
 
 namespace shardopt::gpu::detail {
 

@@ -1,6 +1,6 @@
 #include "stream_lane.hpp"
 
-#include "optim/cuda/cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 
 namespace shardopt::gpu::detail {
 

@@ -7,8 +7,8 @@
 #include "nccl_library.hpp"
 #include "nccl_ready.hpp"
 #include "nccl_types.hpp"
-#include "optim/cuda/cuda_check.hpp"
-#include "optim/cuda/cuda_device.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/cuda_device.hpp"
 
 namespace shardopt::nccl {
 
@@ -185,7 +185,7 @@ void NcclComm::issue(Handle *handle, Lane &lane, const Call &call, const char *w
         check(r, comm, "nccl: " + describe(call) + ": " + what);
         cuda::detail::check(cudaEventRecord(lane.done, stream), "cudaEventRecord");
     }
-    gpu::detail::wait_event(
+    cuda::detail::wait_event(
         lane.done, deadline,
         [&] {
             if (handle)

@@ -25,7 +25,7 @@
 
 #include "comm/gpu/device_comm.hpp"
 #include "comm/gpu/stream_lane.hpp"
-#include "optim/cuda/device_buffer.hpp"
+#include "cuda/device_buffer.hpp"
 #include "peer_watch.hpp"
 #include "self_mailbox.hpp"
 #include "shardopt/comm.hpp"
@@ -84,7 +84,7 @@ class NcclComm final : public Communicator, public gpu::detail::DeviceComm {
 
 // Splits `parent` (color < 0: no group, returns null), bounded by `deadline`; `check` runs
 // between polls. The child is non-blocking like its parent.
-ncclComm_t split_comm(ncclComm_t parent, int color, int key, gpu::detail::Clock::time_point deadline,
+ncclComm_t split_comm(ncclComm_t parent, int color, int key, cuda::detail::Clock::time_point deadline,
                       const std::function<void()> &check);
 
 } // namespace shardopt::nccl

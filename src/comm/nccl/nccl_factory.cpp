@@ -8,7 +8,7 @@
 #include "nccl_comm.hpp"
 #include "nccl_library.hpp"
 #include "nccl_ready.hpp"
-#include "optim/cuda/cuda_device.hpp"
+#include "cuda/cuda_device.hpp"
 
 namespace shardopt::gpu {
 

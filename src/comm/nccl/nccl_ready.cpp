@@ -5,7 +5,7 @@
 namespace shardopt::nccl {
 
 ncclResult_t wait_ready(ncclComm_t comm, Clock::time_point deadline, const std::function<void()> &check) {
-    gpu::detail::Backoff backoff;
+    cuda::detail::Backoff backoff;
     for (;;) {
         ncclResult_t state = ncclInProgress;
         const ncclResult_t r = api().ncclCommGetAsyncError(comm, &state);

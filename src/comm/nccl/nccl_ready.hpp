@@ -7,11 +7,11 @@
 
 #include <functional>
 
-#include "comm/gpu/event_wait.hpp"
+#include "cuda/event_wait.hpp"
 
 namespace shardopt::nccl {
 
-using gpu::detail::Clock;
+using cuda::detail::Clock;
 
 // The result of comm's pending call: ncclSuccess, its error, or ncclInProgress when `deadline`
 // passed first. `check` runs between polls and may throw (a lost peer) to stop waiting.

@@ -12,7 +12,7 @@ void SelfMailbox::post(int tag, cuda::detail::DeviceBuffer message) {
     cv_.notify_all();
 }
 
-cuda::detail::DeviceBuffer SelfMailbox::take(int tag, gpu::detail::Clock::time_point deadline,
+cuda::detail::DeviceBuffer SelfMailbox::take(int tag, cuda::detail::Clock::time_point deadline,
                                              const std::function<void()> &check,
                                              const std::function<std::string()> &timeout_text) {
     for (;;) {
@@ -28,7 +28,7 @@ cuda::detail::DeviceBuffer SelfMailbox::take(int tag, gpu::detail::Clock::time_p
             cv_.wait_for(lock, std::chrono::milliseconds(5));
         }
         if (check) check();
-        if (gpu::detail::Clock::now() >= deadline) throw Error(ErrorCode::timeout, timeout_text());
+        if (cuda::detail::Clock::now() >= deadline) throw Error(ErrorCode::timeout, timeout_text());
     }
 }
 

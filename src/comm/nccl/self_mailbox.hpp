@@ -11,8 +11,8 @@
 #include <mutex>
 #include <string>
 
-#include "comm/gpu/event_wait.hpp"
-#include "optim/cuda/device_buffer.hpp"
+#include "cuda/event_wait.hpp"
+#include "cuda/device_buffer.hpp"
 
 namespace shardopt::nccl {
 
@@ -21,7 +21,7 @@ class SelfMailbox {
     void post(int tag, cuda::detail::DeviceBuffer message);
     // The oldest message with `tag`. Between waits runs `check` (which may throw); throws
     // Error(timeout, timeout_text()) when `deadline` passes first.
-    cuda::detail::DeviceBuffer take(int tag, gpu::detail::Clock::time_point deadline, const std::function<void()> &check,
+    cuda::detail::DeviceBuffer take(int tag, cuda::detail::Clock::time_point deadline, const std::function<void()> &check,
                                     const std::function<std::string()> &timeout_text);
     // Wakes a waiting take() so that it runs its check now (on abort).
     void wake();

@@ -1,8 +1,8 @@
 #include "staged_comm.hpp"
 
 #include "comm/forward_call.hpp"
-#include "optim/cuda/cuda_check.hpp"
-#include "optim/cuda/cuda_device.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/cuda_device.hpp"
 
 namespace shardopt::staged {
 
@@ -54,7 +54,7 @@ void StagedComm::sync_timeout() {
 
 void StagedComm::copy(Lane &lane, void *dst, const void *src, std::size_t bytes, const Call &call, const char *what) {
     if (bytes == 0) return;
-    const auto deadline = gpu::detail::Clock::now() + timeout();
+    const auto deadline = cuda::detail::Clock::now() + timeout();
     throw_if_aborted(call);
     {
         DeviceGuard guard(device());
@@ -64,7 +64,7 @@ void StagedComm::copy(Lane &lane, void *dst, const void *src, std::size_t bytes,
                             ("staged: cudaMemcpyAsync " + std::string(what) + " for " + describe(call)).c_str());
         cuda::detail::check(cudaEventRecord(lane.done, stream), "cudaEventRecord");
     }
-    gpu::detail::wait_event(lane.done, deadline, [&] { throw_if_aborted(call); },
+    cuda::detail::wait_event(lane.done, deadline, [&] { throw_if_aborted(call); },
                             [&] {
                                 return "staged: " + describe(call) + ": copying " + what + " (" + std::to_string(bytes) +
                                        " bytes) did not finish within " + std::to_string(timeout().count()) +

@@ -15,9 +15,9 @@
 #include <string>
 
 #include "comm/gpu/device_comm.hpp"
-#include "comm/gpu/event_wait.hpp"
+#include "cuda/event_wait.hpp"
 #include "comm/gpu/stream_lane.hpp"
-#include "pinned_buffer.hpp"
+#include "cuda/pinned_buffer.hpp"
 #include "shardopt/comm.hpp"
 
 namespace shardopt::staged {
@@ -37,7 +37,7 @@ class StagedComm final : public Communicator, public gpu::detail::DeviceComm {
 
   private:
     struct Lane : gpu::detail::StreamLane {
-        PinnedBuffer in, out;
+        cuda::detail::PinnedBuffer in, out;
     };
     // Copies bytes (any direction; cudaMemcpyDefault) on the lane's stream and waits for it.
     void copy(Lane &lane, void *dst, const void *src, std::size_t bytes, const Call &call, const char *what);

@@ -1,7 +1,7 @@
 // Adagrad (lr_decay, initial accumulator, L2 weight decay) over every tensor in one launch;
 // the element arithmetic is src/optim/adagrad.cpp's, operation for operation. State: slot 0
 // the running sum of g^2 (initialized to initial_accumulator_value at creation).
-#include "cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"

@@ -2,7 +2,7 @@
 // src/optim/adam.cpp's, operation for operation. State: slot 0 m, slot 1 v, slot 2 (AMSGrad)
 // the running maximum of v. Reads p, g, m, v and writes p, m, v: 28 bytes per f32 parameter
 // (bf16/f16: g 2 + master 4 + m 4 + v 4 read, master, m, v and the 2-byte parameter written).
-#include "cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "chunk_plan.hpp"
-#include "cuda_check.hpp"
-#include "comm/gpu/event_wait.hpp"
-#include "cuda_device.hpp"
-#include "cuda_event.hpp"
-#include "device_buffer.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/event_wait.hpp"
+#include "cuda/cuda_device.hpp"
+#include "cuda/cuda_event.hpp"
+#include "cuda/device_buffer.hpp"
 #include "launch.hpp"
 #include "shardopt/comm.hpp"
 #include "shardopt/cuda_optimizer.hpp"
@@ -328,7 +328,7 @@ void CudaOptimizer::set_lr(double lr) {
 void CudaOptimizer::wait_for(cudaStream_t stream, const char *what) {
     check(cudaEventRecord(done_.get(), stream), (std::string("cudaEventRecord before waiting for ") + what).c_str());
     const Communicator::Duration limit = default_timeout_from_env();
-    gpu::detail::wait_event(done_.get(), gpu::detail::Clock::now() + limit, {}, [&] {
+    cuda::detail::wait_event(done_.get(), cuda::detail::Clock::now() + limit, {}, [&] {
         return "cuda optimizer (device " + std::to_string(device_) + "): waiting for " + what +
                " took longer than the timeout of " + std::to_string(limit.count()) + " ms (SHARDOPT_TIMEOUT_MS)";
     });

@@ -2,7 +2,7 @@
 // is the finite check (a NaN or Inf gradient makes it non-finite; finite float gradients
 // squared and summed in double never overflow) and, once reduced, the global norm.
 #include "block_reduce.cuh"
-#include "cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"

@@ -7,7 +7,7 @@
 //      move p by the tensor's lr.
 // State: slot 0 m, slot 1 v.
 #include "block_reduce.cuh"
-#include "cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"

@@ -1,7 +1,7 @@
 // RMSprop (centered, momentum, L2 weight decay) over every tensor in one launch; the element
 // arithmetic is src/optim/rmsprop.cpp's, operation for operation. State: slot 0 the average of
 // g^2, then the momentum buffer (momentum > 0), then the average of g (centered).
-#include "cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"

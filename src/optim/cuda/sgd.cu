@@ -1,7 +1,7 @@
 // SGD with momentum, dampening, Nesterov and L2 weight decay over every tensor in one launch;
 // the element arithmetic is src/optim/sgd.cpp's, operation for operation. State: slot 0 the
 // momentum buffer (momentum > 0 only).
-#include "cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"

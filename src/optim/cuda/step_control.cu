@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "block_reduce.cuh"
-#include "cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "launch.hpp"
 #include "shardopt/optim.hpp"
 #include "kernel_launch.cuh"

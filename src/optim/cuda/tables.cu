@@ -2,7 +2,7 @@
 // the conversions and fills that initialize or restore master weights and state.
 #include <algorithm>
 
-#include "cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
 #include "multi_tensor.cuh"

@@ -17,14 +17,14 @@
 #include <utility>
 #include <vector>
 
-#include "comm/gpu/event_wait.hpp"
-#include "optim/cuda/cuda_check.hpp"
-#include "optim/cuda/cuda_device.hpp"
-#include "optim/cuda/cuda_event.hpp"
-#include "optim/cuda/device_buffer.hpp"
+#include "cuda/event_wait.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/cuda_device.hpp"
+#include "cuda/cuda_event.hpp"
+#include "cuda/device_buffer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
-#include "host_buffer_comm.hpp"
+#include "comm/gpu/host_buffer_comm.hpp"
 #include "space_kernels.hpp"
 
 namespace shardopt::device {
@@ -318,7 +318,7 @@ class CudaSpace final : public DeviceSpace {
 
     CommunicatorPtr host_access(CommunicatorPtr comm) override {
         require(comm != nullptr, ErrorCode::invalid_argument, "host_access: communicator is null");
-        return std::make_shared<HostBufferComm>(std::move(comm));
+        return std::make_shared<gpu::detail::HostBufferComm>(std::move(comm));
     }
 
   private:
@@ -346,7 +346,7 @@ class CudaSpace final : public DeviceSpace {
     // the DeviceGuard: the event is recorded on a stream of the space's device.
     void wait_for(cudaStream_t stream, const char *what, Communicator::Duration limit) {
         check(cudaEventRecord(done_.get(), stream), (std::string("cudaEventRecord before waiting for ") + what).c_str());
-        gpu::detail::wait_event(done_.get(), gpu::detail::Clock::now() + limit, {}, [&] {
+        cuda::detail::wait_event(done_.get(), cuda::detail::Clock::now() + limit, {}, [&] {
             return "cuda space (device " + std::to_string(device_) + "): waiting for " + what +
                    " took longer than the timeout of " + std::to_string(limit.count()) + " ms";
         });

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "optim/cuda/block_reduce.cuh"
-#include "optim/cuda/cuda_check.hpp"
+#include "cuda/cuda_check.hpp"
 #include "shardopt/error.hpp"
 #include "space_kernels.hpp"
 #include "optim/cuda/kernel_launch.cuh"

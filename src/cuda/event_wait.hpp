@@ -1,6 +1,7 @@
-// wait_event: the one way a GPU communicator waits for the device. Polls a CUDA event (never
-// cudaEventSynchronize, which cannot be bounded) and runs the caller's checks between polls, so
-// a timeout, an NCCL async error, a lost peer or an abort ends the wait instead of a hang.
+// wait_event: the one way the library waits for the device (GPU communicators, the CUDA
+// optimizer, the device engine's CUDA space). Polls a CUDA event (never cudaEventSynchronize,
+// which cannot be bounded) and runs the caller's checks between polls, so a timeout, an NCCL
+// async error, a lost peer or an abort ends the wait instead of a hang.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,7 +10,7 @@
 #include <functional>
 #include <string>
 
-namespace shardopt::gpu::detail {
+namespace shardopt::cuda::detail {
 
 using Clock = std::chrono::steady_clock;
 
@@ -28,4 +29,4 @@ class Backoff {
     int round_ = 0;
 };
 
-} // namespace shardopt::gpu::detail
+} // namespace shardopt::cuda::detail

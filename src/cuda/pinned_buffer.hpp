@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-namespace shardopt::staged {
+namespace shardopt::cuda::detail {
 
 class PinnedBuffer {
   public:
@@ -24,4 +24,4 @@ class PinnedBuffer {
     std::size_t bytes_ = 0;
 };
 
-} // namespace shardopt::staged
+} // namespace shardopt::cuda::detail

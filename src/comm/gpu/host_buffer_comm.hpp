@@ -15,12 +15,12 @@
 
 #include <string>
 
-#include "comm/gpu/stream_lane.hpp"
-#include "comm/staged/pinned_buffer.hpp"
-#include "optim/cuda/device_buffer.hpp"
+#include "stream_lane.hpp"
+#include "cuda/pinned_buffer.hpp"
+#include "cuda/device_buffer.hpp"
 #include "shardopt/comm.hpp"
 
-namespace shardopt::device {
+namespace shardopt::gpu::detail {
 
 class HostBufferComm final : public Communicator {
   public:
@@ -41,9 +41,9 @@ class HostBufferComm final : public Communicator {
 
     CommunicatorPtr device_;
     int gpu_;
-    gpu::detail::StreamLane lane_; // its done event (the stream is the GPU communicator's)
-    staged::PinnedBuffer pinned_;  // host side of the input, then of the output
+    StreamLane lane_; // its done event (the stream is the GPU communicator's)
+    cuda::detail::PinnedBuffer pinned_;  // host side of the input, then of the output
     cuda::detail::DeviceBuffer in_, out_;
 };
 
-} // namespace shardopt::device
+} // namespace shardopt::gpu::detail

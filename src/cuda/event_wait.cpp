@@ -4,10 +4,10 @@
 
 #include <thread>
 
-#include "optim/cuda/cuda_check.hpp"
+#include "cuda_check.hpp"
 #include "shardopt/error.hpp"
 
-namespace shardopt::gpu::detail {
+namespace shardopt::cuda::detail {
 
 void Backoff::pause() {
     if (round_ < 32) {
@@ -32,4 +32,4 @@ void wait_event(cudaEvent_t event, Clock::time_point deadline, const std::functi
     }
 }
 
-} // namespace shardopt::gpu::detail
+} // namespace shardopt::cuda::detail

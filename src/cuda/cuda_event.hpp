@@ -1,5 +1,5 @@
 // Event: a CUDA event that only orders and signals (no timing: cheaper to record and to wait
-// for), the handle of every bounded wait on a stream (gpu::detail::wait_event polls it, since
+// for), the handle of every bounded wait on a stream (cuda::detail::wait_event polls it, since
 // cudaStreamSynchronize and cudaEventSynchronize cannot be bounded). Created and destroyed
 // explicitly, so the owner can do both under its DeviceGuard.
 #pragma once

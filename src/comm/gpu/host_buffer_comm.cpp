@@ -6,13 +6,13 @@
 #include <cstring>
 
 #include "comm/forward_call.hpp"
-#include "comm/gpu/event_wait.hpp"
-#include "optim/cuda/cuda_check.hpp"
-#include "optim/cuda/cuda_device.hpp"
+#include "cuda/event_wait.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/cuda_device.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
 
-namespace shardopt::device {
+namespace shardopt::gpu::detail {
 
 using cuda::detail::check;
 using cuda::detail::DeviceBuffer;
@@ -59,8 +59,8 @@ void *HostBufferComm::reserve(DeviceBuffer &buffer, std::size_t bytes, const cha
 void HostBufferComm::wait(cudaStream_t stream, const Call &call, const char *what) {
     const Communicator::Duration limit = device_->timeout();
     check(cudaEventRecord(lane_.done, stream), "cudaEventRecord");
-    gpu::detail::wait_event(
-        lane_.done, gpu::detail::Clock::now() + limit,
+    cuda::detail::wait_event(
+        lane_.done, cuda::detail::Clock::now() + limit,
         [&] {
             const std::string reason = device_->abort_reason();
             if (!reason.empty())
@@ -108,4 +108,4 @@ void HostBufferComm::run(const Call &call) {
     if (m.out_bytes > 0) std::memcpy(call.recv, pinned, m.out_bytes);
 }
 
-} // namespace shardopt::device
+} // namespace shardopt::gpu::detail

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "optim/cuda/cuda_check.hpp"
+#include "cuda_check.hpp"
 
-namespace shardopt::staged {
+namespace shardopt::cuda::detail {
 
 PinnedBuffer::~PinnedBuffer() {
     if (ptr_) (void)cudaFreeHost(ptr_);
@@ -21,10 +21,10 @@ void *PinnedBuffer::reserve(std::size_t bytes) {
     ptr_ = nullptr;
     bytes_ = 0;
     // Portable: usable from every device's context, whichever one the caller has current.
-    cuda::detail::check(cudaHostAlloc(&ptr_, want, cudaHostAllocPortable),
+    check(cudaHostAlloc(&ptr_, want, cudaHostAllocPortable),
                         ("cudaHostAlloc of " + std::to_string(want) + " pinned bytes for staging").c_str());
     bytes_ = want;
     return ptr_;
 }
 
-} // namespace shardopt::staged
+} // namespace shardopt::cuda::detail
