@@ -2,13 +2,10 @@
 
 #include <atomic>
 #include <cerrno>
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
 
 #include "shardopt/error.hpp"
@@ -50,14 +47,6 @@ std::string parent_of(const std::string &path) {
 }
 
 } // namespace
-
-void test_delay_point() {
-    static const long delay_ms = [] {
-        const char *v = std::getenv("SHARDOPT_CHECKPOINT_TEST_DELAY_MS");
-        return v ? std::atol(v) : 0L;
-    }();
-    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-}
 
 std::string join_path(const std::string &dir, const std::string &name) {
     if (dir.empty()) return name;

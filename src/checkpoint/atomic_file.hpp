@@ -2,8 +2,9 @@
 // directory, flushed (fsync), renamed over the target, and the directory is fsynced, so after a
 // crash the target holds either the old or the new content, never a mix.
 //
-// Test hook: SHARDOPT_CHECKPOINT_TEST_DELAY_MS=n sleeps n ms after the data is written and
-// before the rename, so a test can kill a save while files are half written.
+// Test hook (test build of the core only, src/test_hooks): SHARDOPT_CHECKPOINT_TEST_DELAY_MS=n
+// sleeps n ms after the data is written and before the rename, so a test can kill a save while
+// files are half written.
 #pragma once
 
 #include <functional>
@@ -23,7 +24,8 @@ std::vector<std::string> list_directory(const std::string &dir); // names, no ".
 void remove_file_quietly(const std::string &path) noexcept;
 bool is_directory(const std::string &path) noexcept;
 std::string join_path(const std::string &dir, const std::string &name);
-// The injected delay (SHARDOPT_CHECKPOINT_TEST_DELAY_MS), 0 when unset.
+// The injected delay (SHARDOPT_CHECKPOINT_TEST_DELAY_MS) in the test build; nothing in the
+// shipped library.
 void test_delay_point();
 
 } // namespace shardopt::checkpoint

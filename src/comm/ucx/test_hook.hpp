@@ -1,5 +1,7 @@
 // TEST ONLY: a deterministic stop inside a one-host collective, for the fault tests
-// (tests/multiprocess/fault_test.py, the stall_* cases). Never set in production.
+// (tests/multiprocess/fault_test.py, the stall_* cases). Armed only in the test build of the
+// core (src/test_hooks/stop_at.cpp); the shipped library defines it disarmed for good
+// (src/test_hooks/disabled.cpp) and never reads the variable.
 //
 //   SHARDOPT_TEST_STOP_AT=<point>:<seq>[:kill]
 //
@@ -13,7 +15,7 @@
 //           piece staged or made on the hand-off path
 //   attach  UcxComm::attach_shm_arena (seq: the communicator's first collective number, 0 for
 //           the world): after the broadcast of the arena's name, before the vote
-// The variable is read once, at load time; an unset hook costs each point one load and one
+// The variable is read once, at load time; a disarmed hook costs each point one load and one
 // predicted-not-taken branch.
 #pragma once
 

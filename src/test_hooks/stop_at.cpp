@@ -1,5 +1,6 @@
-// TEST ONLY: see test_hook.hpp.
-#include "test_hook.hpp"
+// TEST ONLY, linked into the test build of the core (shardopt_core_testing), never into the
+// shipped library: SHARDOPT_TEST_STOP_AT (comm/ucx/test_hook.hpp).
+#include "comm/ucx/test_hook.hpp"
 
 #include <signal.h>
 #include <unistd.h>
