@@ -12,6 +12,7 @@ DeviceComm::DeviceComm(int device) : device_(device) {
 
 // Pending work on the stream still completes: CUDA defers the release until it has.
 DeviceComm::~DeviceComm() {
+    for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
     if (own_) (void)cudaStreamDestroy(own_);
     (void)cudaGetLastError();
 }
@@ -34,9 +35,21 @@ cudaStream_t DeviceComm::caller_stream() const {
 std::shared_ptr<void> DeviceComm::capture_caller_position() const {
     cuda::detail::DeviceGuard guard(device_); // the issuing thread may be on another device
     cudaEvent_t event = nullptr;
-    cuda::detail::check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate at issue");
-    // Destroyed with the last reference; a stream wait already enqueued on it still holds.
-    std::shared_ptr<void> capture(event, [](void *e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+    {
+        std::lock_guard<std::mutex> lock(events_mutex_);
+        if (!free_events_.empty()) {
+            event = free_events_.back();
+            free_events_.pop_back();
+        }
+    }
+    if (!event)
+        cuda::detail::check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate at issue");
+    // Back to the pool with the last reference (the call has run by then: the communicator's
+    // destructor drains its queues before this object goes).
+    std::shared_ptr<void> capture(event, [this](void *e) {
+        std::lock_guard<std::mutex> lock(events_mutex_);
+        free_events_.push_back(static_cast<cudaEvent_t>(e));
+    });
     cuda::detail::check(cudaEventRecord(event, caller_stream()), "cudaEventRecord on the caller's stream at issue");
     return capture;
 }

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "shardopt/gpu_comm.hpp"
 
@@ -46,6 +47,11 @@ class DeviceComm {
     cudaStream_t own_ = nullptr;
     mutable std::mutex mutex_;
     cudaStream_t user_ = nullptr; // under mutex_
+    // Events of finished captures, reused: creating one per call would cost every small
+    // collective a few microseconds. A stream wait enqueued on an event is not affected by the
+    // event's later records, so an event is free again once its capture is released.
+    mutable std::mutex events_mutex_;
+    mutable std::vector<cudaEvent_t> free_events_; // under events_mutex_
 };
 
 // The ordinal for `requested` (see GpuCommOptions::device), or an Error naming the backend
