@@ -32,7 +32,8 @@ cudaStream_t DeviceComm::caller_stream() const {
     return user ? user : cudaStreamLegacy;
 }
 
-std::shared_ptr<void> DeviceComm::capture_caller_position() const {
+std::shared_ptr<void> DeviceComm::capture_caller_position(const Call &call) const {
+    if (call.kind == CallKind::barrier || call.kind == CallKind::split || call.count == 0) return nullptr;
     cuda::detail::DeviceGuard guard(device_); // the issuing thread may be on another device
     cudaEvent_t event = nullptr;
     {
@@ -54,16 +55,10 @@ std::shared_ptr<void> DeviceComm::capture_caller_position() const {
     return capture;
 }
 
-void DeviceComm::follow_caller(cudaStream_t stream, cudaEvent_t ready, const std::shared_ptr<void> &capture) const {
-    if (capture) {
-        cuda::detail::check(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(capture.get()), 0),
-                            "cudaStreamWaitEvent for the caller's stream");
-        return;
-    }
-    const cudaStream_t caller = caller_stream();
-    if (caller == stream) return; // stream order already
-    cuda::detail::check(cudaEventRecord(ready, caller), "cudaEventRecord on the caller's stream");
-    cuda::detail::check(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent for the caller's stream");
+void DeviceComm::follow_caller(cudaStream_t stream, const std::shared_ptr<void> &capture) const {
+    if (!capture) return;
+    cuda::detail::check(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(capture.get()), 0),
+                        "cudaStreamWaitEvent for the caller's stream");
 }
 
 void DeviceComm::set_stream(cudaStream_t stream) {

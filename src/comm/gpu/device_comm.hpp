@@ -26,17 +26,19 @@ class DeviceComm {
     // The caller's stream: the one set_stream() gave, else the legacy default stream (where
     // cudaMemcpy, cudaMemset and kernels launched without a stream go).
     cudaStream_t caller_stream() const;
-    // On the issuing thread (Communicator::capture_at_issue): an event recorded on the caller's
-    // stream now, marking the work the caller enqueued before the call.
-    std::shared_ptr<void> capture_caller_position() const;
-    // Orders `stream`, where a call's device work is about to be enqueued, after the work the
-    // caller enqueued before the call: after `capture` (capture_caller_position's event) when
-    // there is one, else after an event recorded on the caller's stream now, with `ready`.
-    // Without this, a call on the owned non-blocking stream overtakes the caller's cudaMemcpy
-    // from pageable memory, which returns before its last bytes reach the device (the first GPU
-    // run's in-place and avg failures); and without the capture an async call would wait for
-    // work the caller enqueued after it (no overlap).
-    void follow_caller(cudaStream_t stream, cudaEvent_t ready, const std::shared_ptr<void> &capture) const;
+    // What both GPU communicators' Communicator::capture_at_issue return, on the issuing thread:
+    // for a call that touches the caller's device buffers, an event recorded on the caller's
+    // stream now, marking the work the caller enqueued before the call; null for the others
+    // (barrier, split, no elements), which follow nothing of the caller's.
+    std::shared_ptr<void> capture_caller_position(const Call &call) const;
+    // Orders `stream`, where a call's device work is about to be enqueued, after `capture`
+    // (Communicator::issue_capture(): capture_caller_position's event, or null: nothing to
+    // follow). Without this, a call on the owned non-blocking stream overtakes the caller's
+    // cudaMemcpy from pageable memory, which returns before its last bytes reach the device (the
+    // first GPU run's in-place and avg failures); and with a position taken when the call runs
+    // instead of when it was issued, an async call would wait for work the caller enqueued after
+    // it (no overlap).
+    void follow_caller(cudaStream_t stream, const std::shared_ptr<void> &capture) const;
 
   protected:
     // Creates the owned stream on `device` (non-blocking: the legacy stream never waits for

@@ -5,14 +5,12 @@
 namespace shardopt::gpu::detail {
 
 void StreamLane::create(bool own_stream) {
-    cuda::detail::check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
     cuda::detail::check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
     if (own_stream)
         cuda::detail::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 }
 
 StreamLane::~StreamLane() {
-    if (ready) (void)cudaEventDestroy(ready);
     if (done) (void)cudaEventDestroy(done);
     if (stream) (void)cudaStreamDestroy(stream);
 }

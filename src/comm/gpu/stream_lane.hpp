@@ -1,6 +1,6 @@
 // StreamLane: where a GPU communicator runs one kind of call (collectives, sends, receives):
-// optionally a stream of its own (else the communicator's stream()), an event ordering it after
-// the caller's stream (ready) and one marking completion (done). Owns them: create() makes them
+// optionally a stream of its own (else the communicator's stream()) and an event marking
+// completion (done). Owns them: create() makes them
 // on the current device (throwing Error naming what failed; whatever it made is released by the
 // destructor, as always).
 #pragma once
@@ -20,7 +20,6 @@ class StreamLane {
     void create(bool own_stream);
 
     cudaStream_t stream = nullptr; // null: the communicator's stream()
-    cudaEvent_t ready = nullptr;
     cudaEvent_t done = nullptr;
 };
 

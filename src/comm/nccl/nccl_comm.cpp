@@ -129,11 +129,7 @@ void NcclComm::on_abort(const std::string &reason, ErrorCode code) {
     }
 }
 
-std::shared_ptr<void> NcclComm::capture_at_issue(const Call &call) {
-    // A barrier's word is the communicator's own: nothing of the caller's to follow.
-    if (call.kind == CallKind::barrier || call.kind == CallKind::split || call.count == 0) return nullptr;
-    return capture_caller_position();
-}
+std::shared_ptr<void> NcclComm::capture_at_issue(const Call &call) { return capture_caller_position(call); }
 
 void NcclComm::throw_if_aborted(const Call &call) {
     if (!aborted_.load(std::memory_order_acquire)) return;
@@ -176,7 +172,7 @@ void NcclComm::issue(Handle *handle, Lane &lane, const Call &call, const char *w
         // Also at world size 1: NCCL's kernel on our own stream would otherwise overtake the
         // caller's cudaMemcpy into the same buffers (the first H100 run's avg failures from
         // 4 MiB on; NCCL 2.28.9's own one-rank avg is right, as torch.distributed showed).
-        follow_caller(stream, lane.ready, issue_capture());
+        follow_caller(stream, issue_capture());
         ncclComm_t comm = handle ? handle->comm : nullptr;
         ncclResult_t r = enqueue(comm, stream);
         if (r == ncclInProgress && comm)

@@ -34,11 +34,7 @@ void StagedComm::on_abort(const std::string &reason, ErrorCode code) {
     host_->abort(reason, code);
 }
 
-std::shared_ptr<void> StagedComm::capture_at_issue(const Call &call) {
-    // Only calls that copy device memory follow the caller's stream (a barrier stays on the host).
-    if (call.kind == CallKind::barrier || call.kind == CallKind::split || call.count == 0) return nullptr;
-    return capture_caller_position();
-}
+std::shared_ptr<void> StagedComm::capture_at_issue(const Call &call) { return capture_caller_position(call); }
 
 void StagedComm::throw_if_aborted(const Call &call) {
     if (!aborted_.load(std::memory_order_acquire)) return;
@@ -59,7 +55,7 @@ void StagedComm::copy(Lane &lane, void *dst, const void *src, std::size_t bytes,
     {
         DeviceGuard guard(device());
         cudaStream_t stream = lane.stream ? lane.stream : this->stream();
-        follow_caller(stream, lane.ready, issue_capture());
+        follow_caller(stream, issue_capture());
         cuda::detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
                             ("staged: cudaMemcpyAsync " + std::string(what) + " for " + describe(call)).c_str());
         cuda::detail::check(cudaEventRecord(lane.done, stream), "cudaEventRecord");
