@@ -51,19 +51,16 @@ Stream *lookup(cudaStream_t handle) {
     return stream_of(handle);
 }
 
-struct EventHandle {
-    std::shared_ptr<Event> event;
-};
 std::mutex events_mutex;
-std::vector<EventHandle *> &events() {
-    static auto *live = new std::vector<EventHandle *>();
+std::vector<Event *> &events() {
+    static auto *live = new std::vector<Event *>();
     return *live;
 }
 
-EventHandle *lookup(cudaEvent_t handle) {
+Event *lookup(cudaEvent_t handle) {
     std::lock_guard<std::mutex> lock(events_mutex);
     auto &live = events();
-    auto *h = reinterpret_cast<EventHandle *>(handle);
+    auto *h = reinterpret_cast<Event *>(handle);
     return std::find(live.begin(), live.end(), h) == live.end() ? nullptr : h;
 }
 
@@ -361,8 +358,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t handle, cudaHostFn_t fn, void *user_
 // --- events ----------------------------------------------------------------------------------
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags) {
     if (!out) return fail(cudaErrorInvalidValue);
-    auto *h = new EventHandle{std::make_shared<Event>()};
-    h->event->timing = (flags & cudaEventDisableTiming) == 0;
+    auto *h = new Event();
+    h->timing = (flags & cudaEventDisableTiming) == 0;
     {
         std::lock_guard<std::mutex> lock(events_mutex);
         events().push_back(h);
@@ -374,22 +371,21 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags) {
 cudaError_t cudaEventCreate(cudaEvent_t *out) { return cudaEventCreateWithFlags(out, cudaEventDefault); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t handle) {
-    EventHandle *h = lookup(handle);
+    Event *h = lookup(handle);
     if (!h) return fail(cudaErrorInvalidResourceHandle);
     {
         std::lock_guard<std::mutex> lock(events_mutex);
         auto &live = events();
         live.erase(std::remove(live.begin(), live.end(), h), live.end());
     }
-    delete h; // a pending record keeps the Event itself alive
+    delete h; // a pending record holds only its stamp; waits hold their stream point
     return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream_handle) {
-    EventHandle *h = lookup(handle);
+    Event *event = lookup(handle);
     Stream *stream = lookup(stream_handle);
-    if (!h || !stream) return fail(cudaErrorInvalidResourceHandle);
-    std::shared_ptr<Event> event = h->event;
+    if (!event || !stream) return fail(cudaErrorInvalidResourceHandle);
     // The record is an operation of the stream: it completes after all earlier work there.
     auto stamp = std::make_shared<Clock::time_point>();
     const uint64_t seq = stream->enqueue([stamp] { *stamp = Clock::now(); });
@@ -401,45 +397,45 @@ cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream_handle) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t handle) {
-    EventHandle *h = lookup(handle);
+    Event *h = lookup(handle);
     if (!h) return fail(cudaErrorInvalidResourceHandle);
     std::lock_guard<std::mutex> lock(engine_mutex());
-    return !h->event->recorded || dependency_met(h->event->point) ? cudaSuccess : cudaErrorNotReady;
+    return !h->recorded || dependency_met(h->point) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t handle) {
-    EventHandle *h = lookup(handle);
+    Event *h = lookup(handle);
     if (!h) return fail(cudaErrorInvalidResourceHandle);
     Dependency point;
     {
         std::lock_guard<std::mutex> lock(engine_mutex());
-        if (!h->event->recorded) return cudaSuccess;
-        point = h->event->point;
+        if (!h->recorded) return cudaSuccess;
+        point = h->point;
     }
     point.stream->wait_for(point.seq);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-    EventHandle *a = lookup(start), *b = lookup(end);
+    Event *a = lookup(start), *b = lookup(end);
     if (!ms) return fail(cudaErrorInvalidValue);
-    if (!a || !b || !a->event->timing || !b->event->timing) return fail(cudaErrorInvalidResourceHandle);
+    if (!a || !b || !a->timing || !b->timing) return fail(cudaErrorInvalidResourceHandle);
     std::lock_guard<std::mutex> lock(engine_mutex());
-    if (!a->event->recorded || !b->event->recorded) return fail(cudaErrorInvalidResourceHandle);
-    if (!dependency_met(a->event->point) || !dependency_met(b->event->point)) return fail(cudaErrorNotReady);
-    *ms = std::chrono::duration<float, std::milli>(*b->event->stamp - *a->event->stamp).count();
+    if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle);
+    if (!dependency_met(a->point) || !dependency_met(b->point)) return fail(cudaErrorNotReady);
+    *ms = std::chrono::duration<float, std::milli>(*b->stamp - *a->stamp).count();
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream_handle, cudaEvent_t handle, unsigned int) {
-    EventHandle *h = lookup(handle);
+    Event *h = lookup(handle);
     Stream *stream = lookup(stream_handle);
     if (!h || !stream) return fail(cudaErrorInvalidResourceHandle);
     Dependency point;
     {
         std::lock_guard<std::mutex> lock(engine_mutex());
-        if (!h->event->recorded) return cudaSuccess; // an event never recorded is complete
-        point = h->event->point;
+        if (!h->recorded) return cudaSuccess; // an event never recorded is complete
+        point = h->point;
     }
     stream->enqueue([] {}, {point});
     return cudaSuccess;

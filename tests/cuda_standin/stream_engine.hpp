@@ -26,8 +26,6 @@ namespace cuda_standin {
 using Clock = std::chrono::steady_clock;
 
 class Stream;
-struct Dependency;
-bool dependency_met(const Dependency &dep); // under the engine mutex
 
 // "Wait until `stream` has completed `seq` operations."
 struct Dependency {
