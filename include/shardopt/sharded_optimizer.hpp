@@ -11,6 +11,12 @@
 //   hybrid     a data x tensor x pipeline grid; any of the above inside the data group
 //   local_sgd  full             local only            full (local)      params averaged every H steps
 //
+// Memory: ShardingOptions::memory picks where parameters, gradients, optimizer state and
+// staging buffers live: host memory (any communicator), or CUDA device memory (a GPU
+// communicator: nccl or staged). The strategies, step protocol, results and checkpoints are the
+// same in both; only the pointers the optimizer hands out differ (device memory for cuda). See
+// docs/gpu.md for the streams a CUDA optimizer uses.
+//
 // Step protocol (per rank, every rank the same sequence):
 //   zero_grad();
 //   for each bucket b, in any order:  fill grad(t) for b's tensors (or bucket_grad(b)); grad_ready(b);
@@ -30,11 +36,17 @@
 #include "shardopt/optim.hpp"
 #include "shardopt/params.hpp"
 
+struct CUstream_st; // cudaStream_t is CUstream_st *
+
 namespace shardopt {
 
 // Values are part of the C ABI (shardopt_strategy) and of checkpoints: never renumber.
 enum class Strategy : int32_t { ddp = 0, zero1 = 1, zero2 = 2, fsdp = 3, hybrid = 4, local_sgd = 5 };
 const char *strategy_name(Strategy strategy) noexcept;
+
+// Where an optimizer keeps its memory. Values are part of the C ABI (shardopt_memory_space).
+enum class MemorySpace : int32_t { host = 0, cuda = 1 };
+const char *memory_space_name(MemorySpace space) noexcept;
 
 struct ShardingOptions {
     Strategy strategy = Strategy::ddp;
@@ -57,7 +69,7 @@ struct ShardingOptions {
     int pipeline_parallel_size = 1;
     int tensor_parallel_size = 1;
     int data_parallel_size = -1;
-    Strategy hybrid_data_strategy = Strategy::zero2;
+    Strategy hybrid_data_strategy = Strategy::ddp;
     int hsdp_replicas = 1;
     // LocalSGD: average parameters every period steps.
     int local_sgd_period = 4;
@@ -71,6 +83,15 @@ struct ShardingOptions {
     // get_parameters() or the next step() is called; a pointer kept from before must not be
     // read until then. Off by default: with it off, step() returns with parameters complete.
     bool overlap_param_gather = false;
+    // Where the optimizer's memory lives. cuda: parameters, gradients, state and buffers in the
+    // device memory of the communicator's GPU (an nccl or staged communicator); the optimizer
+    // enqueues its passes on cuda_stream (null: the legacy default stream), where the caller
+    // computes gradients. Pointers it returns are then device memory; initial,
+    // get_parameters/set_parameters, optimize's callback and checkpoints take host memory.
+    // f32 parameter sets only on cuda, and LAMB only where no tensor's update is split across
+    // ranks (ddp, local_sgd): Error(unsupported) otherwise.
+    MemorySpace memory = MemorySpace::host;
+    CUstream_st *cuda_stream = nullptr;
 };
 
 // Checkpoint forms (see save()).
@@ -122,28 +143,36 @@ struct OptimizeResult {
     bool stopped_early = false;
 };
 
+namespace engine {
+class StepEngine;
+}
+
 class ShardedOptimizer {
   public:
     // Collective over comm. The layout is planned for the strategy's group; `initial` (packed,
-    // may be null for zeros) must be the same on every rank. `external_params` (DDP, ZeRO-1/2
-    // only) makes the caller's buffer of layout.padded_count() elements the parameter storage.
+    // host memory, may be null for zeros) must be the same on every rank. `external_params`
+    // (DDP, ZeRO-1/2, LocalSGD) makes the caller's buffer of layout.padded_count() elements
+    // (in options.memory) the parameter storage. Throws Error(unsupported) for cuda memory when
+    // built without CUDA or without a usable device, Error(invalid_argument) for cuda memory over
+    // a communicator that is not a GPU one.
     static std::unique_ptr<ShardedOptimizer> create(CommunicatorPtr comm, ParameterSet layout,
                                                     const OptimizerOptions &optimizer,
                                                     const ShardingOptions &options, const void *initial = nullptr,
                                                     void *external_params = nullptr);
-    virtual ~ShardedOptimizer();
+    ~ShardedOptimizer();
     ShardedOptimizer(const ShardedOptimizer &) = delete;
     ShardedOptimizer &operator=(const ShardedOptimizer &) = delete;
 
     int rank() const noexcept;
     int world_size() const noexcept;
-    Strategy strategy() const noexcept { return options_.strategy; }
-    const ShardingOptions &options() const noexcept { return options_; }
-    const ParameterSet &layout() const noexcept { return layout_; }
-    const Optimizer &optimizer() const noexcept { return *optimizer_; }
-    void set_learning_rate(double lr) { optimizer_->set_lr(lr); }
-    std::int64_t step_count() const noexcept { return step_count_; }
-    Communicator &communicator() noexcept { return *comm_; }
+    Strategy strategy() const noexcept { return options().strategy; }
+    const ShardingOptions &options() const noexcept;
+    const ParameterSet &layout() const noexcept;
+    // The base optimizer's options; lr is the current learning rate.
+    const OptimizerOptions &optimizer_options() const noexcept;
+    void set_learning_rate(double lr);
+    std::int64_t step_count() const noexcept;
+    Communicator &communicator() noexcept;
 
     // Hybrid process grid (for non-hybrid strategies: pp = tp = 1, dp = world). The model uses
     // tensor_group() for its tensor-parallel collectives and pipeline_group() to pass
@@ -157,14 +186,14 @@ class ShardedOptimizer {
     CommunicatorPtr tensor_group() const noexcept;   // null unless hybrid
     CommunicatorPtr pipeline_group() const noexcept; // null unless hybrid
 
-    // --- parameters ---
+    // --- parameters (memory of options().memory) ---
     // Full padded flat buffer (not for FSDP, whose parameters are sharded at rest).
     void *parameters();
     // Parameters of tensor t: always for DDP/ZeRO; for FSDP only while its unit is gathered.
     void *tensor_parameters(int t);
-    // Packed copy of all parameters (collective for FSDP and hybrid).
+    // Packed host copy of all parameters (collective for FSDP and hybrid).
     void get_parameters(void *packed);
-    // Replace all parameters from a packed buffer, identical on every rank (not collective).
+    // Replace all parameters from a packed host buffer, identical on every rank (not collective).
     void set_parameters(const void *packed);
     // FSDP units (= buckets): gather makes the unit's full parameters available (collective over
     // the group), release frees them. Other strategies: gather returns the resident pointer.
@@ -179,20 +208,24 @@ class ShardedOptimizer {
     StepResult step();
 
     // --- state ---
-    // Replicated state made identical on every rank (from rank 0), sharded state checked for
-    // consistency (step count, layout, options); throws Error(mismatch) on disagreement.
+    // Replicated state made identical on every rank (from rank 0; LocalSGD: averaged), sharded
+    // state checked for consistency (step count, layout, optimizer); throws Error(mismatch) on
+    // disagreement.
     void synchronize_optimizer_state();
     // True on every rank when any rank votes to stop.
     bool should_early_stop(bool local_vote);
     MemoryStats memory_stats() const;
 
+    // The model callback works on host memory (for cuda memory the packed parameters are copied
+    // from the device each iteration, and its gradient into the device buckets).
     OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
 
     // --- checkpoints (all collective over the world; see src/checkpoint/) ---
     // Contents: parameters, optimizer state, step count, learning rate, optimizer and sharding
     // options, and the parameter layout (names, counts, dtype). Refused with
     // Error(invalid_state) in the middle of gradient accumulation. Hybrid grids with tensor or
-    // pipeline parallelism are not supported (Error(unsupported)).
+    // pipeline parallelism are not supported (Error(unsupported)). The files do not depend on
+    // the memory space: a checkpoint saved from either loads into the other.
     //
     // save(dir): sharded form = every rank writes its own shard file in parallel, then rank 0
     // writes the manifest `dir/checkpoint.shardopt` (the checkpoint exists only once it is in
@@ -203,7 +236,8 @@ class ShardedOptimizer {
     // Loads a checkpoint of either form saved by any world size and strategy (resharding).
     // Validates everything before changing anything: on any error (Error(corrupt), io,
     // invalid_argument for a layout or optimizer mismatch) every rank throws and the
-    // optimizer is unchanged.
+    // optimizer is unchanged. (cuda memory: a device failure while the validated contents are
+    // copied in leaves it partly loaded: load again.)
     void load(const std::string &dir);
     // The consolidated form in memory; every rank gets the same bytes.
     std::vector<unsigned char> serialize();
@@ -211,20 +245,12 @@ class ShardedOptimizer {
     void deserialize(const void *data, std::size_t size);
     void deserialize(const std::vector<unsigned char> &bytes) { deserialize(bytes.data(), bytes.size()); }
 
-    class Impl;
+    // The engine behind this front (src/sharding/engine/): for the library's own layers.
+    engine::StepEngine &engine() noexcept { return *engine_; }
+    explicit ShardedOptimizer(std::unique_ptr<engine::StepEngine> engine);
 
-  protected:
-    ShardedOptimizer(CommunicatorPtr comm, ParameterSet layout, const OptimizerOptions &optimizer,
-                     const ShardingOptions &options);
-    // load() and deserialize(): from the directory/manifest `dir`, or from `bytes` when not null.
-    void load_checkpoint(const std::string &dir, const void *bytes, std::size_t size);
-
-    CommunicatorPtr comm_;
-    ParameterSet layout_;
-    std::unique_ptr<Optimizer> optimizer_;
-    ShardingOptions options_;
-    std::int64_t step_count_ = 0;
-    std::unique_ptr<Impl> impl_;
+  private:
+    std::unique_ptr<engine::StepEngine> engine_;
 };
 
 } // namespace shardopt

@@ -1,11 +1,11 @@
-// The checkpoint operations (save, serialize, load) over any engine: ShardedOptimizer's, whose
-// buffers are host memory, and the device engine's (src/sharding/device/), which shows them
-// through host mirrors. One implementation (sharded_optimizer_checkpoint.cpp) writes and reads
-// the one file format, so a checkpoint saved by either class loads into the other, at any
-// world size and strategy.
+// The checkpoint operations (save, serialize, load) over what they need of the engine: its
+// layout, plan and options, and its storage shown as host bytes (src/sharding/engine/
+// engine_checkpoint.cpp copies device memory through host mirrors). They write and read one file
+// format (checkpoint_io.cpp), whatever the memory space, world size and strategy, so a
+// checkpoint loads into any of them.
 //
-// Parts: part k < 0 is the parameters, k >= 0 optimizer state slot k. Each is laid out as
-// ShardedOptimizer::Impl lays it out: the full padded flat buffer, or this rank's shard buffer
+// Parts: part k < 0 is the parameters, k >= 0 optimizer state slot k. Each is laid out as the
+// engine lays out its storage: the full padded flat buffer, or this rank's shard buffer
 // when the plan shards it (params_sharded, state_sharded), elements of the layout's dtype at the
 // positions the owned segments give (OwnedSegment::flat, or ::local in a shard buffer).
 #pragma once
@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "hybrid_grid.hpp"
-#include "sharded_optimizer_impl.hpp"
+#include "owned_segments.hpp"
+#include "strategies/strategy_plan.hpp"
 
 namespace shardopt::checkpoint {
 

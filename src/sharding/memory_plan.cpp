@@ -7,7 +7,7 @@
 #include <string>
 
 #include "shardopt/error.hpp"
-#include "sharded_optimizer_impl.hpp"
+#include "strategies/strategy_plan.hpp"
 
 namespace shardopt {
 
@@ -16,12 +16,12 @@ MemoryPlan MemoryPlan::of(const StrategyPlan &plan, const ParameterSet &layout, 
     const std::size_t elem = layout.element_size(), full = layout.padded_count() * elem,
                       shard = layout.shard_count() * elem, bucket = layout.max_bucket_padded() * elem;
     MemoryPlan m;
-    m.params = external_params ? 0 : (plan.params_sharded ? shard : full);
-    m.grads = plan.grads_sharded ? shard : full;
-    m.state = std::size_t(state_slots) * (plan.state_sharded ? shard : full);
+    m.params = external_params ? 0 : (plan.params_sharded() ? shard : full);
+    m.grads = plan.grads_sharded() ? shard : full;
+    m.state = std::size_t(state_slots) * (plan.state_sharded() ? shard : full);
     if (options.gradient_accumulation_steps > 1) m.buffers += full;
-    if (plan.grads_sharded) m.buffers += std::size_t(options.staging_buffers) * bucket;
-    if (plan.params_sharded) m.buffers += (options.fsdp_prefetch ? 2 : 1) * bucket;
+    if (plan.grads_sharded()) m.buffers += std::size_t(options.staging_buffers) * bucket;
+    if (plan.params_sharded()) m.buffers += (options.fsdp_prefetch ? 2 : 1) * bucket;
     return m;
 }
 

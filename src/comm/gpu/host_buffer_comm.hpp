@@ -10,7 +10,7 @@
 // them; every wait is a polled event bounded by the GPU communicator's timeout. Every
 // collective of Communicator works, with every dtype and op; point to point does not
 // (Error(unsupported)). A failed call aborts the GPU communicator too, as any backend's
-// failure does. Built only with CUDA (DeviceSpace::host_access of the CUDA space).
+// failure does. Built only with CUDA (Space::host_access of the CUDA space).
 #pragma once
 
 #include <string>

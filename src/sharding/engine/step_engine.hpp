@@ -1,8 +1,11 @@
-// DeviceEngine: the ShardedOptimizer engine for memory of a DeviceSpace (GPU memory in
-// practice). Same strategies, layout, step protocol and arithmetic as ShardedOptimizer::Impl;
-// what differs is that every buffer and pass belongs to the space, collectives are ordered
-// after the compute stream by the space, and the update runs bucket by bucket (one SpanUpdater
-// per bucket) so a bucket's post-update allgather overlaps the next bucket's update.
+// StepEngine: the one engine behind ShardedOptimizer, for every strategy and memory space.
+//
+// It runs the step protocol of sharded_optimizer.hpp over a StrategyPlan (../strategies/):
+// which buffers exist (full or shard), which collective reduces each bucket, what is gathered
+// when. Every buffer and element-wise pass belongs to a Space (host memory or a GPU), which
+// also orders collectives after its compute stream. The update runs bucket by bucket (one
+// SpanUpdater per bucket), so a bucket's post-update allgather overlaps the next bucket's
+// update.
 #pragma once
 
 #include <memory>
@@ -11,22 +14,28 @@
 #include <vector>
 
 #include "../hybrid_grid.hpp"
-#include "../sharded_optimizer_impl.hpp"
-#include "device_space.hpp"
+#include "../owned_segments.hpp"
+#include "../strategies/strategy_plan.hpp"
+#include "space.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 
-namespace shardopt::device {
+namespace shardopt::engine {
 
-class DeviceEngine {
+class StepEngine {
   public:
     // Collective over comm (builds the hybrid grid). `initial`: host, packed, null for zeros.
-    DeviceEngine(std::unique_ptr<DeviceSpace> space, CommunicatorPtr comm, ParameterSet layout,
-                 const OptimizerOptions &optimizer, const ShardingOptions &options, const void *initial);
-    ~DeviceEngine();
-    DeviceEngine(const DeviceEngine &) = delete;
-    DeviceEngine &operator=(const DeviceEngine &) = delete;
+    // `external_params`: the caller's parameter buffer (memory of the space, padded_count
+    // elements), or null for the engine's own.
+    StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, ParameterSet layout,
+               const OptimizerOptions &optimizer, const ShardingOptions &options, const void *initial,
+               void *external_params = nullptr);
+    ~StepEngine();
+    StepEngine(const StepEngine &) = delete;
+    StepEngine &operator=(const StepEngine &) = delete;
 
     Communicator &world() const noexcept { return *comm_; }
+    const OptimizerOptions &optimizer_options() const noexcept { return optimizer_; }
+    const Space &space() const noexcept { return *space_; }
     const ParameterSet &layout() const noexcept { return layout_; }
     const ShardingOptions &options() const noexcept { return options_; }
     const HybridGrid &grid() const noexcept { return grid_; }
@@ -48,14 +57,14 @@ class DeviceEngine {
 
     MemoryStats memory_stats() const;
 
-    // --- checkpoints and state (device_checkpoint.cpp): ShardedOptimizer's, same files ---
+    // --- checkpoints and state (engine_checkpoint.cpp) ---
     void save(const std::string &dir, CheckpointForm form);
     void load(const std::string &dir);
     std::vector<unsigned char> serialize();
     void deserialize(const void *data, std::size_t size);
     void synchronize_state();
     bool should_early_stop(bool local_vote);
-    // ShardedOptimizer::optimize's loop (../optimize_loop.hpp): host gradients copied in.
+    // The training loop (engine_optimize.cpp): host gradients copied in.
     OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
 
   private:
@@ -90,6 +99,8 @@ class DeviceEngine {
     unsigned char *param_at(const OwnedSegment &s) const;
     double global_sum_of_squares();
     void update_and_gather(double clip);
+    // One step of the training loop on a packed host gradient.
+    void step_on_packed_gradient(const unsigned char *packed_grad);
     void wait_param_gather(int b);
     void wait_param_gathers();
     void average_params();
@@ -99,7 +110,7 @@ class DeviceEngine {
     std::size_t buffer_bytes() const;
     void note_buffers();
     void finish_in_flight() noexcept;
-    // State slot k as ShardedOptimizer lays it out on the host (full padded buffer, or the shard
+    // State slot k as the checkpoint parts lay it out on the host (full padded buffer, or the shard
     // buffer when state is sharded), read span by span from the updaters (unowned elements and
     // padding 0); and written back the same way.
     std::vector<unsigned char> state_to_host(int k);
@@ -107,7 +118,7 @@ class DeviceEngine {
     // `comm` (one of the grid's) as a communicator taking host buffers; made once per communicator.
     Communicator &host_comm(Communicator &comm);
 
-    std::unique_ptr<DeviceSpace> space_;
+    std::unique_ptr<Space> space_;
     CommunicatorPtr comm_;
     ParameterSet layout_;
     OptimizerOptions optimizer_;
@@ -136,4 +147,4 @@ class DeviceEngine {
     std::vector<std::pair<Communicator *, CommunicatorPtr>> host_comms_; // host_comm's, by communicator
 };
 
-} // namespace shardopt::device
+} // namespace shardopt::engine

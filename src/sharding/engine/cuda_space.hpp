@@ -1,18 +1,18 @@
-// The CUDA DeviceSpace: device memory (cudaMalloc) on the GPU of a GPU communicator, passes
+// The CUDA Space: device memory (cudaMalloc) on the GPU of a GPU communicator, passes
 // enqueued on the caller's compute stream, collectives ordered after it by an event the
 // communicator's stream waits for.
 #pragma once
 
 #include <memory>
 
-#include "device_space.hpp"
+#include "space.hpp"
 #include "shardopt/cuda_optimizer.hpp"
 
-namespace shardopt::device {
+namespace shardopt::engine {
 
 // `comm` must be an nccl or staged communicator (or one split from one): the space uses its
 // device, and its timeout bounds every host wait. Throws Error(unsupported) when built without
 // CUDA, Error(invalid_argument) for any other communicator.
-std::unique_ptr<DeviceSpace> make_cuda_space(const Communicator &comm, cuda::Stream compute_stream);
+std::unique_ptr<Space> make_cuda_space(const Communicator &comm, cuda::Stream compute_stream);
 
-} // namespace shardopt::device
+} // namespace shardopt::engine

@@ -1,4 +1,4 @@
-#include "device_engine.hpp"
+#include "step_engine.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,69 +6,90 @@
 #include <cstring>
 #include <string>
 
+#include "../memory_plan.hpp"
 #include "shardopt/error.hpp"
 
-namespace shardopt::device {
+namespace shardopt::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-void validate(const ParameterSet &layout, const OptimizerOptions &optimizer, const StrategyPlan &plan,
-              int group_size) {
-    optimizer.validate();
-    require(layout.dtype() == DType::f32, ErrorCode::invalid_argument,
-            std::string("the device sharded optimizer keeps f32 parameters; the layout's dtype is ") +
-                dtype_name(layout.dtype()));
-    // LAMB's per-tensor norms would need a reduction across ranks between its passes.
-    require(!(optimizer.kind == OptimizerKind::lamb && plan.state_sharded && group_size > 1),
-            ErrorCode::unsupported,
-            "LAMB on the device needs whole tensors on each rank: use ddp or local_sgd (or the host "
-            "ShardedOptimizer, which reduces LAMB's per-tensor norms across shards)");
-}
+// The caller's parameter buffer, kept for the engine's life and never freed by it.
+class BorrowedBuffer final : public SpaceBuffer {
+  public:
+    BorrowedBuffer(void *data, std::size_t bytes) : data_(static_cast<unsigned char *>(data)), bytes_(bytes) {}
+    unsigned char *data() const noexcept override { return data_; }
+    std::size_t bytes() const noexcept override { return bytes_; }
+
+  private:
+    unsigned char *data_;
+    std::size_t bytes_;
+};
 
 } // namespace
 
-DeviceEngine::DeviceEngine(std::unique_ptr<DeviceSpace> space, CommunicatorPtr comm, ParameterSet layout,
-                           const OptimizerOptions &optimizer, const ShardingOptions &options, const void *initial)
+StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, ParameterSet layout,
+                       const OptimizerOptions &optimizer, const ShardingOptions &options, const void *initial,
+                       void *external_params)
     : space_(std::move(space)), comm_(std::move(comm)), layout_(std::move(layout)), optimizer_(optimizer),
       options_(options) {
-    require(space_ != nullptr, ErrorCode::invalid_argument, "device space is null");
+    require(space_ != nullptr, ErrorCode::invalid_argument, "memory space is null");
     require(comm_ != nullptr, ErrorCode::invalid_argument, "communicator is null");
     validate_sharding_options(options_);
+    optimizer_.validate();
     grid_ = HybridGrid::for_options(comm_, options_);
-    plan_ = StrategyPlan::of(data_strategy_of(options_), options_);
+    plan_ = plan_of(options_);
     group_rank_ = grid_.shard->rank();
     group_size_ = grid_.shard->size();
-    validate(layout_, optimizer_, plan_, group_size_);
+    space_->check_supported(layout_.dtype(), optimizer_, plan_.state_sharded() && group_size_ > 1);
     layout_.plan(group_size_);
     elem_ = layout_.element_size();
+    state_slots_ = Optimizer::create(optimizer_)->state_slots();
+    if (space_->host_accessible()) // refuse up front, with an estimate, what cannot fit
+        require_fits(MemoryPlan::of(plan_, layout_, state_slots_, options_, external_params != nullptr),
+                     ranks_sharing_memory(*comm_), data_strategy_of(options_), layout_.element_count(),
+                     optimizer_kind_name(optimizer_.kind));
 
     const std::size_t full = layout_.padded_count(), shard = layout_.shard_count();
-    params_ = space_->allocate((plan_.params_sharded ? shard : full) * elem_, "parameters");
-    grads_ = space_->allocate((plan_.grads_sharded ? shard : full) * elem_, "gradients");
+    if (external_params) {
+        require(!plan_.params_sharded(), ErrorCode::invalid_argument,
+                "FSDP keeps parameters sharded at rest: caller-owned full parameter buffers are not supported");
+        params_ = std::make_unique<BorrowedBuffer>(external_params, full * elem_);
+    } else {
+        params_ = space_->allocate((plan_.params_sharded() ? shard : full) * elem_, "parameters");
+    }
+    grads_ = space_->allocate((plan_.grads_sharded() ? shard : full) * elem_, "gradients");
     if (options_.gradient_accumulation_steps > 1)
         accumulation_ = space_->allocate(full * elem_, "gradient accumulation buffer");
-    if (plan_.grads_sharded) staging_.resize(std::size_t(std::max(1, options_.staging_buffers)));
+    if (plan_.grads_sharded()) staging_.resize(std::size_t(std::max(1, options_.staging_buffers)));
     buckets_.resize(std::size_t(layout_.bucket_count()));
-    if (plan_.params_sharded) units_.resize(std::size_t(layout_.bucket_count()));
+    if (plan_.params_sharded()) units_.resize(std::size_t(layout_.bucket_count()));
 
     chunk_segments_ = owned_chunks(layout_, group_rank_);
-    const std::vector<OwnedSegment> owned = plan_.state_sharded ? chunk_segments_ : whole_tensors(layout_);
+    const std::vector<OwnedSegment> owned = plan_.state_sharded() ? chunk_segments_ : whole_tensors(layout_);
     updates_.resize(std::size_t(layout_.bucket_count()));
     for (const auto &s : owned) updates_[std::size_t(layout_.tensor(s.tensor).bucket)].segments.push_back(s);
     for (auto &u : updates_) {
         std::vector<Span> spans;
-        for (const auto &s : u.segments) spans.push_back({param_at(s), s.count});
+        for (const auto &s : u.segments) spans.push_back({param_at(s), s.count, s.tensor});
         u.updater = space_->make_updater(spans, layout_.dtype(), optimizer_);
     }
-    state_slots_ = Optimizer::create(optimizer_)->state_slots();
     note_buffers();
     if (initial) set_parameters(initial);
 }
 
-DeviceEngine::~DeviceEngine() {
+void finish_quietly(WorkPtr &work) noexcept {
+    if (!work) return;
+    try {
+        work->wait();
+    } catch (...) { // the operation failed; all that matters here is that it is over
+    }
+    work.reset();
+}
+
+StepEngine::~StepEngine() {
     finish_in_flight();
     try {
         space_->synchronize(); // passes still reading buffers about to be freed
@@ -76,13 +97,13 @@ DeviceEngine::~DeviceEngine() {
     }
 }
 
-void DeviceEngine::finish_in_flight() noexcept {
+void StepEngine::finish_in_flight() noexcept {
     for (auto &progress : buckets_) finish_quietly(progress.work);
     for (auto &work : param_gathers_) finish_quietly(work);
     for (auto &unit : units_) finish_quietly(unit.work);
 }
 
-void DeviceEngine::set_lr(double lr) {
+void StepEngine::set_lr(double lr) {
     OptimizerOptions changed = optimizer_;
     changed.lr = lr;
     changed.validate();
@@ -91,16 +112,16 @@ void DeviceEngine::set_lr(double lr) {
 }
 
 // --- parameters -------------------------------------------------------------------------------
-void *DeviceEngine::parameters() {
-    require(!plan_.params_sharded, ErrorCode::invalid_state,
+void *StepEngine::parameters() {
+    require(!plan_.params_sharded(), ErrorCode::invalid_state,
             "FSDP keeps parameters sharded: use gather(unit) or get_parameters()");
     wait_param_gathers();
     return params_->data();
 }
 
-void *DeviceEngine::tensor_parameters(int t) {
+void *StepEngine::tensor_parameters(int t) {
     const auto &tl = layout_.tensor(t);
-    if (!plan_.params_sharded) {
+    if (!plan_.params_sharded()) {
         wait_param_gather(tl.bucket);
         return params_->data() + tl.offset * elem_;
     }
@@ -110,7 +131,7 @@ void *DeviceEngine::tensor_parameters(int t) {
     return unit.buffer->data() + (tl.offset - layout_.bucket(tl.bucket).offset) * elem_;
 }
 
-SpaceBufferPtr DeviceEngine::take_unit_buffer() {
+SpaceBufferPtr StepEngine::take_unit_buffer() {
     if (!free_unit_buffers_.empty()) {
         SpaceBufferPtr buffer = std::move(free_unit_buffers_.back());
         free_unit_buffers_.pop_back();
@@ -119,7 +140,7 @@ SpaceBufferPtr DeviceEngine::take_unit_buffer() {
     return space_->allocate(layout_.max_bucket_padded() * elem_, "gathered FSDP unit");
 }
 
-void DeviceEngine::start_gather(int b) {
+void StepEngine::start_gather(int b) {
     const auto &bl = layout_.bucket(b);
     Unit &unit = units_[std::size_t(b)];
     unit.buffer = take_unit_buffer();
@@ -132,9 +153,9 @@ void DeviceEngine::start_gather(int b) {
     note_buffers();
 }
 
-void *DeviceEngine::gather(int b) {
+void *StepEngine::gather(int b) {
     const auto &bl = layout_.bucket(b);
-    if (!plan_.params_sharded) {
+    if (!plan_.params_sharded()) {
         wait_param_gather(b);
         return params_->data() + bl.offset * elem_;
     }
@@ -152,9 +173,9 @@ void *DeviceEngine::gather(int b) {
     return unit.buffer->data();
 }
 
-void DeviceEngine::release(int b) {
+void StepEngine::release(int b) {
     layout_.bucket(b); // range check
-    if (!plan_.params_sharded) return;
+    if (!plan_.params_sharded()) return;
     Unit &unit = units_[std::size_t(b)];
     if (!unit.gathered) return;
     if (unit.work) {
@@ -169,23 +190,23 @@ void DeviceEngine::release(int b) {
     else unit.buffer.reset();
 }
 
-void DeviceEngine::release_all_units() {
+void StepEngine::release_all_units() {
     for (int b = 0; b < int(units_.size()); ++b) release(b);
     last_gathered_ = -1;
 }
 
-void DeviceEngine::get_parameters(void *packed_host) {
+void StepEngine::get_parameters(void *packed_host) {
     require(packed_host != nullptr, ErrorCode::invalid_argument, "get_parameters: null buffer");
     wait_param_gathers();
     auto *packed = static_cast<unsigned char *>(packed_host);
     std::vector<unsigned char> bucket(layout_.max_bucket_padded() * elem_);
     SpaceBufferPtr gathered;
-    if (plan_.params_sharded) gathered = space_->allocate(layout_.max_bucket_padded() * elem_, "parameter gather");
+    if (plan_.params_sharded()) gathered = space_->allocate(layout_.max_bucket_padded() * elem_, "parameter gather");
     std::size_t out = 0;
     for (int b = 0; b < layout_.bucket_count(); ++b) {
         const auto &bl = layout_.bucket(b);
         const unsigned char *full = params_->data() + bl.offset * elem_;
-        if (plan_.params_sharded) {
+        if (plan_.params_sharded()) {
             space_->before_collective(*grid_.shard);
             grid_.shard->allgather(params_->data() + bl.shard_offset * elem_, gathered->data(), bl.shard,
                                    layout_.dtype());
@@ -196,7 +217,7 @@ void DeviceEngine::get_parameters(void *packed_host) {
     }
 }
 
-void DeviceEngine::set_parameters(const void *packed_host) {
+void StepEngine::set_parameters(const void *packed_host) {
     require(packed_host != nullptr, ErrorCode::invalid_argument, "set_parameters: null buffer");
     wait_param_gathers();
     const auto *packed = static_cast<const unsigned char *>(packed_host);
@@ -205,7 +226,7 @@ void DeviceEngine::set_parameters(const void *packed_host) {
     std::vector<unsigned char> host(params_->bytes(), 0);
     std::size_t in = 0;
     for (const auto &bl : layout_.buckets()) {
-        if (plan_.params_sharded) {
+        if (plan_.params_sharded()) {
             const std::size_t begin = std::size_t(group_rank_) * bl.shard;
             const std::size_t end = std::min(bl.count, begin + bl.shard);
             if (begin < end)
@@ -219,9 +240,9 @@ void DeviceEngine::set_parameters(const void *packed_host) {
 }
 
 // --- step protocol ------------------------------------------------------------------------------
-bool DeviceEngine::final_micro_step() const { return micro_step_ + 1 >= options_.gradient_accumulation_steps; }
+bool StepEngine::final_micro_step() const { return micro_step_ + 1 >= options_.gradient_accumulation_steps; }
 
-void DeviceEngine::zero_grad() {
+void StepEngine::zero_grad() {
     // Reductions in flight read the buffers about to be reused: finish them first.
     for (int b : reduce_order_) {
         auto &progress = buckets_[std::size_t(b)];
@@ -235,7 +256,7 @@ void DeviceEngine::zero_grad() {
     for (auto &s : staging_) s.bucket = -1;
 }
 
-std::size_t DeviceEngine::buffer_bytes() const {
+std::size_t StepEngine::buffer_bytes() const {
     std::size_t total = accumulation_ ? accumulation_->bytes() : 0;
     for (const auto &s : staging_) total += s.buffer ? s.buffer->bytes() : 0;
     for (const auto &u : units_) total += u.buffer ? u.buffer->bytes() : 0;
@@ -243,9 +264,9 @@ std::size_t DeviceEngine::buffer_bytes() const {
     return total;
 }
 
-void DeviceEngine::note_buffers() { peak_buffer_bytes_ = std::max(peak_buffer_bytes_, buffer_bytes()); }
+void StepEngine::note_buffers() { peak_buffer_bytes_ = std::max(peak_buffer_bytes_, buffer_bytes()); }
 
-int DeviceEngine::take_staging(int b) {
+int StepEngine::take_staging(int b) {
     for (int i = 0; i < int(staging_.size()); ++i)
         if (staging_[std::size_t(i)].bucket < 0) return i;
     for (int issued : reduce_order_) { // recycle the buffer whose reduction was issued first
@@ -268,14 +289,14 @@ int DeviceEngine::take_staging(int b) {
                     "); call grad_ready on one first, or raise staging_buffers");
 }
 
-unsigned char *DeviceEngine::open_bucket(int b) {
+unsigned char *StepEngine::open_bucket(int b) {
     const auto &bl = layout_.bucket(b);
     auto &progress = buckets_[std::size_t(b)];
     if (progress.phase == BucketPhase::reducing || progress.phase == BucketPhase::done)
         throw Error(ErrorCode::invalid_state,
                     "bucket " + std::to_string(b) +
                         " was already marked ready in this micro-step; call zero_grad() to start the next one");
-    if (!plan_.grads_sharded) {
+    if (!plan_.grads_sharded()) {
         unsigned char *region = grads_->data() + bl.offset * elem_;
         if (progress.phase == BucketPhase::idle) space_->zero(region, bl.padded * elem_);
         progress.phase = BucketPhase::open;
@@ -294,17 +315,17 @@ unsigned char *DeviceEngine::open_bucket(int b) {
     return staging_[std::size_t(progress.staging_index)].buffer->data();
 }
 
-void *DeviceEngine::bucket_grad(int b) {
+void *StepEngine::bucket_grad(int b) {
     layout_.bucket(b);
     return open_bucket(b);
 }
 
-void *DeviceEngine::grad(int t) {
+void *StepEngine::grad(int t) {
     const auto &tl = layout_.tensor(t);
     return open_bucket(tl.bucket) + (tl.offset - layout_.bucket(tl.bucket).offset) * elem_;
 }
 
-void DeviceEngine::grad_ready(int b) {
+void StepEngine::grad_ready(int b) {
     const auto &bl = layout_.bucket(b);
     auto &progress = buckets_[std::size_t(b)];
     if (progress.phase == BucketPhase::reducing || progress.phase == BucketPhase::done)
@@ -337,16 +358,16 @@ void DeviceEngine::grad_ready(int b) {
     launch_reduction(b, buffer);
 }
 
-void DeviceEngine::launch_reduction(int b, unsigned char *buffer) {
+void StepEngine::launch_reduction(int b, unsigned char *buffer) {
     const auto &bl = layout_.bucket(b);
     auto &progress = buckets_[std::size_t(b)];
-    if (!plan_.reduce_grads) {
+    if (!plan_.reduce_grads()) {
         progress.phase = BucketPhase::done;
         return;
     }
     Communicator &group = *grid_.shard;
     space_->before_collective(group); // after the caller's kernels that wrote the gradients
-    if (plan_.grads_sharded)
+    if (plan_.grads_sharded())
         progress.work = group.reduce_scatter_async(buffer, grads_->data() + bl.shard_offset * elem_, bl.shard,
                                                    layout_.dtype(), ReduceOp::avg);
     else
@@ -355,7 +376,7 @@ void DeviceEngine::launch_reduction(int b, unsigned char *buffer) {
     reduce_order_.push_back(b);
 }
 
-void DeviceEngine::wait_reductions() {
+void StepEngine::wait_reductions() {
     for (int b : reduce_order_) {
         auto &progress = buckets_[std::size_t(b)];
         if (progress.phase == BucketPhase::reducing) {
@@ -370,24 +391,24 @@ void DeviceEngine::wait_reductions() {
         }
     }
     reduce_order_.clear();
-    if (grid_.replica && plan_.reduce_grads) { // HSDP: shards averaged across the replica groups
+    if (grid_.replica && plan_.reduce_grads()) { // HSDP: shards averaged across the replica groups
         space_->before_collective(*grid_.replica);
         grid_.replica->allreduce(grads_->data(), grads_->data(), grads_->bytes() / elem_, layout_.dtype(),
                                  ReduceOp::avg);
     }
 }
 
-unsigned char *DeviceEngine::grad_at(const OwnedSegment &s) const {
-    return grads_->data() + (plan_.grads_sharded ? s.local : s.flat) * elem_;
+unsigned char *StepEngine::grad_at(const OwnedSegment &s) const {
+    return grads_->data() + (plan_.grads_sharded() ? s.local : s.flat) * elem_;
 }
 
-unsigned char *DeviceEngine::param_at(const OwnedSegment &s) const {
-    return params_->data() + (plan_.params_sharded ? s.local : s.flat) * elem_;
+unsigned char *StepEngine::param_at(const OwnedSegment &s) const {
+    return params_->data() + (plan_.params_sharded() ? s.local : s.flat) * elem_;
 }
 
-double DeviceEngine::global_sum_of_squares() {
+double StepEngine::global_sum_of_squares() {
     std::vector<Span> spans;
-    if (!plan_.reduce_grads) { // LocalSGD: each rank steps on its own gradient
+    if (!plan_.reduce_grads()) { // LocalSGD: each rank steps on its own gradient
         for (const auto &u : updates_)
             for (const auto &s : u.segments) spans.push_back({grad_at(s), s.count});
         return space_->sum_of_squares(spans, layout_.dtype());
@@ -403,19 +424,28 @@ double DeviceEngine::global_sum_of_squares() {
     return space_->allreduce_scalar(*grid_.world, local, ReduceOp::sum);
 }
 
-void DeviceEngine::update_and_gather(double clip) {
-    const bool gather = plan_.gather_after_step;
+void StepEngine::update_and_gather(double clip) {
+    const bool gather = plan_.gather_after_step();
     if (gather) param_gathers_.resize(std::size_t(layout_.bucket_count()));
-    for (int b = 0; b < layout_.bucket_count(); ++b) {
-        BucketUpdate &u = updates_[std::size_t(b)];
+    // Phase 1, every bucket: clip, and start the update (LAMB: its per-tensor statistics).
+    const int per_tensor = updates_.empty() ? 0 : updates_.front().updater->tensor_stats();
+    std::vector<double> stats(std::size_t(per_tensor) * std::size_t(layout_.tensor_count()), 0.0);
+    for (BucketUpdate &u : updates_) {
         std::vector<const void *> grads;
         for (const auto &s : u.segments) {
             if (clip != 1.0) space_->scale(grad_at(s), s.count, layout_.dtype(), clip);
             grads.push_back(grad_at(s));
         }
-        u.updater->step(grads);
+        u.updater->begin_step(grads, per_tensor > 0 ? stats.data() : nullptr);
+    }
+    // A tensor split across the group: its statistics are the sum of every rank's part.
+    if (per_tensor > 0 && plan_.state_sharded() && group_size_ > 1)
+        host_comm(*grid_.shard).allreduce(stats.data(), stats.data(), stats.size(), DType::f64, ReduceOp::sum);
+    // Phase 2, bucket by bucket: bucket b's allgather (communicator's stream) runs while bucket
+    // b+1 is updated.
+    for (int b = 0; b < layout_.bucket_count(); ++b) {
+        updates_[std::size_t(b)].updater->apply(per_tensor > 0 ? stats.data() : nullptr);
         if (!gather) continue;
-        // Bucket b's allgather (communicator's stream) runs while bucket b+1 is updated.
         const auto &bl = layout_.bucket(b);
         unsigned char *bucket = params_->data() + bl.offset * elem_;
         space_->before_collective(*grid_.shard);
@@ -424,23 +454,23 @@ void DeviceEngine::update_and_gather(double clip) {
     }
 }
 
-void DeviceEngine::wait_param_gather(int b) {
+void StepEngine::wait_param_gather(int b) {
     if (b < int(param_gathers_.size()) && param_gathers_[std::size_t(b)]) {
         WorkPtr work = std::move(param_gathers_[std::size_t(b)]);
         work->wait();
     }
 }
 
-void DeviceEngine::wait_param_gathers() {
+void StepEngine::wait_param_gathers() {
     for (int b = 0; b < int(param_gathers_.size()); ++b) wait_param_gather(b);
 }
 
-void DeviceEngine::average_params() {
+void StepEngine::average_params() {
     space_->before_collective(*grid_.shard);
     grid_.shard->allreduce(params_->data(), params_->data(), layout_.padded_count(), layout_.dtype(), ReduceOp::avg);
 }
 
-StepResult DeviceEngine::step() {
+StepResult StepEngine::step() {
     StepResult result;
     wait_param_gathers(); // the update rewrites shards a previous allgather may still be reading
     for (int b = 0; b < int(buckets_.size()); ++b) {
@@ -462,7 +492,7 @@ StepResult DeviceEngine::step() {
     const double sumsq = global_sum_of_squares();
     result.grad_norm = std::sqrt(sumsq);
     bool finite = std::isfinite(sumsq);
-    if (!plan_.reduce_grads) // LocalSGD: one rank's NaN must stop every rank's step
+    if (!plan_.reduce_grads()) // LocalSGD: one rank's NaN must stop every rank's step
         finite = space_->allreduce_scalar(*grid_.world, finite ? 0.0 : 1.0, ReduceOp::max) == 0.0;
     if (!finite && options_.skip_nonfinite) {
         result.skipped_nonfinite = true;
@@ -476,13 +506,13 @@ StepResult DeviceEngine::step() {
     ++step_count_;
     result.applied = true;
     t0 = Clock::now();
-    if (plan_.gather_after_step && !options_.overlap_param_gather) wait_param_gathers();
-    if (plan_.average_params_every > 0 && step_count_ % plan_.average_params_every == 0) average_params();
+    if (plan_.gather_after_step() && !options_.overlap_param_gather) wait_param_gathers();
+    if (plan_.after_update == AfterUpdate::average_params && step_count_ % plan_.average_every == 0) average_params();
     result.post_update_seconds = seconds_since(t0);
     return result;
 }
 
-MemoryStats DeviceEngine::memory_stats() const {
+MemoryStats StepEngine::memory_stats() const {
     MemoryStats m;
     m.params_bytes = params_->bytes();
     m.grads_bytes = grads_->bytes();
@@ -492,4 +522,4 @@ MemoryStats DeviceEngine::memory_stats() const {
     return m;
 }
 
-} // namespace shardopt::device
+} // namespace shardopt::engine

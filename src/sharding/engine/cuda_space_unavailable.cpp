@@ -3,12 +3,12 @@
 #include "cuda_space.hpp"
 #include "shardopt/error.hpp"
 
-namespace shardopt::device {
+namespace shardopt::engine {
 
-std::unique_ptr<DeviceSpace> make_cuda_space(const Communicator &, cuda::Stream) {
+std::unique_ptr<Space> make_cuda_space(const Communicator &, cuda::Stream) {
     throw Error(ErrorCode::unsupported,
                 "shardopt was built without CUDA (SHARDOPT_WITH_CUDA=OFF or no CUDA toolkit was found at configure "
                 "time): the CUDA device space is not available");
 }
 
-} // namespace shardopt::device
+} // namespace shardopt::engine

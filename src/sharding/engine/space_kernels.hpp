@@ -11,7 +11,7 @@
 
 #include "shardopt/types.hpp"
 
-namespace shardopt::device::detail {
+namespace shardopt::engine::detail {
 
 // Error(invalid_argument) unless dtype is f32 or f64 (the CPU passes' message).
 void require_float(DType dtype);
@@ -44,4 +44,4 @@ void launch_sumsq_partials(const SumsqPatch &patch, double *partials, DType dtyp
 // collective in flight on another stream.
 void preload_space_kernels();
 
-} // namespace shardopt::device::detail
+} // namespace shardopt::engine::detail

@@ -10,7 +10,7 @@
 #include "space_kernels.hpp"
 #include "optim/cuda/kernel_launch.cuh"
 
-namespace shardopt::device::detail {
+namespace shardopt::engine::detail {
 namespace {
 
 using cuda::detail::check;
@@ -101,4 +101,4 @@ void preload_space_kernels() {
     check(cudaFuncGetAttributes(&attributes, sumsq_partials_kernel<double>), "loading sumsq_partials_kernel<double>");
 }
 
-} // namespace shardopt::device::detail
+} // namespace shardopt::engine::detail

@@ -1,49 +1,92 @@
-// The device engine's checkpoints and state synchronization. The checkpoint operations are
-// ShardedOptimizer's (../checkpoint_target.hpp), run over a view of the engine in host
-// mirrors: the parameters copied from the space, each state slot read span by span from the
-// updaters into a buffer laid out as ShardedOptimizer's state is. A load stages into such
-// mirrors and commits them (parameters, state, the updaters' step counts) only once every rank
-// has validated everything. The operations' own collectives run on host buffers, through
-// DeviceSpace::host_access.
+// The engine's checkpoints and state synchronization. The checkpoint operations
+// (../checkpoint_target.hpp) run over a view of the engine as host bytes: the parameters where
+// they are (host memory) or copied from the space, each state slot read span by span from the
+// updaters into one buffer laid out as the parameters are. A load stages into such buffers and
+// commits them (parameters, state, the updaters' step counts) only once every rank has
+// validated everything. The operations' own collectives run on host buffers, through
+// Space::host_access.
+#include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "../checkpoint_target.hpp"
-#include "device_engine.hpp"
+#include "step_engine.hpp"
 #include "shardopt/error.hpp"
 
-namespace shardopt::device {
+namespace shardopt::engine {
+namespace {
 
-std::vector<unsigned char> DeviceEngine::state_to_host(int k) {
-    const std::size_t count = plan_.state_sharded ? layout_.shard_count() : layout_.padded_count();
+// Throws Error(mismatch) on every rank of `group` when they disagree on the step count, layout,
+// optimizer kind or learning rate.
+void check_state_agreement(Communicator &group, std::int64_t step_count, const ParameterSet &layout,
+                           const OptimizerOptions &opts) {
+    const std::int64_t facts[4] = {step_count, std::int64_t(layout.fingerprint() >> 1), std::int64_t(opts.kind),
+                                   std::int64_t(std::llround(opts.lr * 1e12))};
+    std::int64_t lo[4], hi[4];
+    group.allreduce(facts, lo, 4, DType::i64, ReduceOp::min);
+    group.allreduce(facts, hi, 4, DType::i64, ReduceOp::max);
+    static const char *names[4] = {"step count", "parameter layout", "optimizer kind", "learning rate"};
+    for (int i = 0; i < 4; ++i)
+        if (lo[i] != hi[i])
+            throw Error(ErrorCode::mismatch, std::string("synchronize_optimizer_state: ranks disagree on the ") +
+                                                 names[i] + " (rank " + std::to_string(group.rank()) + " has " +
+                                                 std::to_string(facts[i]) + ", range across ranks " +
+                                                 std::to_string(lo[i]) + ".." + std::to_string(hi[i]) + ")");
+}
+
+// What makes replicated data identical: for each part (k < 0 the parameters, k >= 0 state slot
+// k) held replicated, in order, the communicator to make it identical over and how (LocalSGD
+// averages, its replicas drift by design; the others take rank 0's copy).
+enum class SyncOp { average, broadcast_from_0 };
+void for_each_replicated_part(const StrategyPlan &plan, const HybridGrid &grid, int state_slots,
+                              const std::function<void(int part, Communicator &comm, SyncOp op)> &fn) {
+    Communicator &group = *grid.shard;
+    if (!plan.reduce_grads()) {
+        for (int k = -1; k < state_slots; ++k) fn(k, group, SyncOp::average);
+        return;
+    }
+    if (!plan.params_sharded()) fn(-1, group, SyncOp::broadcast_from_0);
+    if (!plan.state_sharded())
+        for (int k = 0; k < state_slots; ++k) fn(k, group, SyncOp::broadcast_from_0);
+    if (grid.replica) { // HSDP: shards are replicated across groups
+        if (plan.params_sharded()) fn(-1, *grid.replica, SyncOp::broadcast_from_0);
+        for (int k = 0; k < state_slots; ++k) fn(k, *grid.replica, SyncOp::broadcast_from_0);
+    }
+}
+
+} // namespace
+
+std::vector<unsigned char> StepEngine::state_to_host(int k) {
+    const std::size_t count = plan_.state_sharded() ? layout_.shard_count() : layout_.padded_count();
     std::vector<unsigned char> host(count * elem_, 0);
     for (const BucketUpdate &u : updates_)
         for (std::size_t i = 0; i < u.segments.size(); ++i) {
             const OwnedSegment &s = u.segments[i];
-            unsigned char *at = host.data() + (plan_.state_sharded ? s.local : s.flat) * elem_;
-            u.updater->read_state(int(i), k, reinterpret_cast<float *>(at));
+            unsigned char *at = host.data() + (plan_.state_sharded() ? s.local : s.flat) * elem_;
+            u.updater->read_state(int(i), k, at);
         }
     return host;
 }
 
-void DeviceEngine::state_from_host(int k, const unsigned char *host) {
+void StepEngine::state_from_host(int k, const unsigned char *host) {
     for (const BucketUpdate &u : updates_)
         for (std::size_t i = 0; i < u.segments.size(); ++i) {
             const OwnedSegment &s = u.segments[i];
-            const unsigned char *at = host + (plan_.state_sharded ? s.local : s.flat) * elem_;
-            u.updater->write_state(int(i), k, reinterpret_cast<const float *>(at));
+            const unsigned char *at = host + (plan_.state_sharded() ? s.local : s.flat) * elem_;
+            u.updater->write_state(int(i), k, at);
         }
 }
 
-Communicator &DeviceEngine::host_comm(Communicator &comm) {
+Communicator &StepEngine::host_comm(Communicator &comm) {
     for (const auto &[device_comm, host] : host_comms_)
         if (device_comm == &comm) return *host;
     host_comms_.emplace_back(&comm, space_->host_access(comm.shared_from_this()));
     return *host_comms_.back().second;
 }
 
-class DeviceEngine::CheckpointView final : public checkpoint::CheckpointTarget {
+class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
   public:
-    explicit CheckpointView(DeviceEngine &engine) : e_(engine), state_(std::size_t(engine.state_slots_)) {
+    explicit CheckpointView(StepEngine &engine) : e_(engine), state_(std::size_t(engine.state_slots_)) {
         e_.wait_param_gathers(); // the parameters they write are the ones saved or replaced
     }
 
@@ -60,6 +103,7 @@ class DeviceEngine::CheckpointView final : public checkpoint::CheckpointTarget {
 
     const unsigned char *host_part(int k) override {
         if (k < 0) {
+            if (e_.space_->host_accessible()) return e_.params_->data();
             if (params_.empty()) {
                 params_.resize(e_.params_->bytes());
                 e_.space_->copy_to_host(params_.data(), e_.params_->data(), params_.size());
@@ -73,7 +117,7 @@ class DeviceEngine::CheckpointView final : public checkpoint::CheckpointTarget {
 
     void gather_packed(int k, void *packed) override {
         if (k < 0) return e_.get_parameters(packed); // through the space's memory
-        shardopt::gather_packed(e_.layout_, e_.plan_.state_sharded ? &e_.host_comm(*e_.grid_.shard) : nullptr,
+        shardopt::gather_packed(e_.layout_, e_.plan_.state_sharded() ? &e_.host_comm(*e_.grid_.shard) : nullptr,
                                 host_part(k), packed);
     }
 
@@ -91,32 +135,32 @@ class DeviceEngine::CheckpointView final : public checkpoint::CheckpointTarget {
     }
 
   private:
-    DeviceEngine &e_;
+    StepEngine &e_;
     std::vector<unsigned char> params_;              // host_part(-1), once asked for
     std::vector<std::vector<unsigned char>> state_; // host_part(k), once asked for
 };
 
-void DeviceEngine::save(const std::string &dir, CheckpointForm form) {
+void StepEngine::save(const std::string &dir, CheckpointForm form) {
     CheckpointView view(*this);
     checkpoint::save(view, dir, form);
 }
 
-void DeviceEngine::load(const std::string &dir) {
+void StepEngine::load(const std::string &dir) {
     CheckpointView view(*this);
     checkpoint::load(view, dir, nullptr, 0);
 }
 
-std::vector<unsigned char> DeviceEngine::serialize() {
+std::vector<unsigned char> StepEngine::serialize() {
     CheckpointView view(*this);
     return checkpoint::serialize(view);
 }
 
-void DeviceEngine::deserialize(const void *data, std::size_t size) {
+void StepEngine::deserialize(const void *data, std::size_t size) {
     CheckpointView view(*this);
     checkpoint::deserialize(view, data, size);
 }
 
-void DeviceEngine::synchronize_state() {
+void StepEngine::synchronize_state() {
     wait_param_gathers();
     check_state_agreement(host_comm(*grid_.shard), step_count_, layout_, optimizer_);
     const DType dtype = layout_.dtype();
@@ -138,8 +182,8 @@ void DeviceEngine::synchronize_state() {
     });
 }
 
-bool DeviceEngine::should_early_stop(bool local_vote) {
+bool StepEngine::should_early_stop(bool local_vote) {
     return space_->allreduce_scalar(*grid_.world, local_vote ? 1.0 : 0.0, ReduceOp::max) != 0.0;
 }
 
-} // namespace shardopt::device
+} // namespace shardopt::engine

@@ -1,4 +1,4 @@
-// The CUDA DeviceSpace (cuda_space.hpp): cudaMalloc'd memory on the communicator's GPU, every
+// The CUDA Space (cuda_space.hpp): cudaMalloc'd memory on the communicator's GPU, every
 // pass enqueued on the caller's compute stream, collectives ordered after it by an event.
 //
 // Every host wait is a polled event bounded by the communicator's timeout (gpu::detail::
@@ -27,7 +27,7 @@
 #include "comm/gpu/host_buffer_comm.hpp"
 #include "space_kernels.hpp"
 
-namespace shardopt::device {
+namespace shardopt::engine {
 namespace {
 
 using cuda::detail::check;
@@ -120,15 +120,21 @@ class CudaUpdater final : public SpanUpdater {
         grads_.reserve(tensors.size());
     }
 
-    void step(const std::vector<const void *> &grads) override {
+    // The kernels compute LAMB's per-tensor norms themselves: the space only runs it on whole
+    // tensors (check_supported), so there is nothing to sum across ranks.
+    int tensor_stats() const noexcept override { return 0; }
+
+    void begin_step(const std::vector<const void *> &grads, double *) override {
         require(grads.size() == counts_.size(), ErrorCode::invalid_argument,
                 "step got " + std::to_string(grads.size()) + " gradients for " + std::to_string(counts_.size()) +
                     " spans");
-        if (!optimizer_) return;
         grads_.clear();
         for (std::size_t i = 0; i < grads.size(); ++i)
             if (tensor_of_[i] >= 0) grads_.push_back(grads[i]);
-        optimizer_->step(grads_.data(), grads_.size(), stream_);
+    }
+
+    void apply(const double *) override {
+        if (optimizer_) optimizer_->step(grads_.data(), grads_.size(), stream_);
     }
 
     void set_lr(double lr) override {
@@ -139,14 +145,14 @@ class CudaUpdater final : public SpanUpdater {
     std::size_t state_bytes() const noexcept override { return state_bytes_; }
     int state_slots() const noexcept override { return slots_; }
 
-    void read_state(int span, int slot, float *host) override {
+    void read_state(int span, int slot, void *host) override {
         const int tensor = tensor_of(span, slot);
-        if (tensor >= 0) optimizer_->read_state(tensor, slot, host);
+        if (tensor >= 0) optimizer_->read_state(tensor, slot, static_cast<float *>(host));
     }
 
-    void write_state(int span, int slot, const float *host) override {
+    void write_state(int span, int slot, const void *host) override {
         const int tensor = tensor_of(span, slot);
-        if (tensor >= 0) optimizer_->write_state(tensor, slot, host);
+        if (tensor >= 0) optimizer_->write_state(tensor, slot, static_cast<const float *>(host));
     }
 
     void set_step_count(std::int64_t steps) override {
@@ -173,7 +179,7 @@ class CudaUpdater final : public SpanUpdater {
     std::size_t state_bytes_ = 0;
 };
 
-class CudaSpace final : public DeviceSpace {
+class CudaSpace final : public Space {
   public:
     CudaSpace(const Communicator &comm, cudaStream_t compute)
         : device_(gpu::device_of(comm)), compute_(compute), comm_(comm.weak_from_this()), timeout_(comm.timeout()) {
@@ -197,6 +203,17 @@ class CudaSpace final : public DeviceSpace {
     }
 
     const char *name() const noexcept override { return "cuda"; }
+    bool host_accessible() const noexcept override { return false; }
+
+    void check_supported(DType dtype, const OptimizerOptions &optimizer, bool tensors_split) const override {
+        require(dtype == DType::f32, ErrorCode::unsupported,
+                std::string("cuda memory keeps f32 parameters (the space's kernels have no ") + dtype_name(dtype) +
+                    " passes); the layout's dtype is " + dtype_name(dtype) + ": use host memory for it");
+        // LAMB's per-tensor norms would need a reduction across ranks between its kernels.
+        require(!(optimizer.kind == OptimizerKind::lamb && tensors_split), ErrorCode::unsupported,
+                "LAMB in cuda memory needs whole tensors on each rank: use ddp or local_sgd (or host memory, which "
+                "reduces LAMB's per-tensor norms across shards)");
+    }
 
     SpaceBufferPtr allocate(std::size_t bytes, const char *what) override {
         DeviceGuard guard(device_);
@@ -365,8 +382,8 @@ class CudaSpace final : public DeviceSpace {
 
 } // namespace
 
-std::unique_ptr<DeviceSpace> make_cuda_space(const Communicator &comm, cuda::Stream compute_stream) {
+std::unique_ptr<Space> make_cuda_space(const Communicator &comm, cuda::Stream compute_stream) {
     return std::make_unique<CudaSpace>(comm, compute_stream);
 }
 
-} // namespace shardopt::device
+} // namespace shardopt::engine

@@ -1,28 +1,42 @@
-// optimize(): the AiDotNet-style training loop over step(). Each global batch is split into
-// contiguous per-rank slices; each rank's mean gradient is weighted by its slice size so the
-// average over ranks is exactly the full batch's mean gradient, whatever the split.
+// optimize(): the AiDotNet-style training loop over the step protocol. Each global batch is
+// split into contiguous per-rank slices; each rank's mean gradient is weighted by its slice size
+// so the average over ranks is exactly the full batch's mean gradient, whatever the split. The
+// model callback works on host memory: parameters are copied out of the space for each call and
+// its gradient copied into the buckets.
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "../vector_ops.hpp"
 #include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
-#include "optimize_loop.hpp"
-#include "sharded_optimizer_impl.hpp"
-#include "vector_ops.hpp"
+#include "step_engine.hpp"
 
-namespace shardopt {
+namespace shardopt::engine {
 
-OptimizeResult run_optimize_loop(OptimizeTarget &target, const ModelFunction &model, const OptimizeOptions &o) {
+void StepEngine::step_on_packed_gradient(const unsigned char *packed_grad) {
+    zero_grad();
+    std::size_t packed = 0;
+    for (int b = 0; b < layout_.bucket_count(); ++b) {
+        const std::size_t count = layout_.bucket(b).count;
+        // The copy follows bucket_grad's clearing (on the compute stream for a device space).
+        space_->copy_from_host(bucket_grad(b), packed_grad + packed * elem_, count * elem_);
+        packed += count;
+        grad_ready(b);
+    }
+    step();
+}
+
+OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOptions &o) {
     require(bool(model), ErrorCode::invalid_argument, "optimize: model function is null");
     require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
     require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
     require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
     require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
             "optimize: max_iterations, patience and min_delta must be >= 0");
-    const ParameterSet &layout = target.layout();
-    const int dp = target.data_size(), dp_rank = target.data_rank();
+    const ParameterSet &layout = layout_;
+    const int dp = grid_.data->size(), dp_rank = grid_.data->rank();
     const std::int64_t batch = o.batch_size == 0 ? o.num_samples : std::min(o.batch_size, o.num_samples);
     const std::size_t elem = layout.element_size(), n = layout.element_count();
     std::vector<unsigned char> params(n * elem), grads(n * elem);
@@ -41,14 +55,14 @@ OptimizeResult run_optimize_loop(OptimizeTarget &target, const ModelFunction &mo
             samples.resize(std::size_t(slice.size()));
             for (std::int64_t i = slice.begin; i < slice.end; ++i) samples[std::size_t(i - slice.begin)] = i;
 
-            target.get_parameters(params.data());
+            get_parameters(params.data());
             std::memset(grads.data(), 0, grads.size());
             double local_loss = samples.empty() ? 0.0 : model(params.data(), grads.data(), samples.data(), samples.size());
             const double weight = slice.weight;
             if (weight != 1.0) scale(grads.data(), n, layout.dtype(), weight);
             local_loss *= weight;
-            target.step_with(grads.data());
-            const double batch_loss = target.average_over_data(local_loss);
+            step_on_packed_gradient(grads.data());
+            const double batch_loss = space_->allreduce_scalar(*grid_.data, local_loss, ReduceOp::avg);
             epoch_loss_sum += batch_loss * double(batch_n);
             epoch_samples += batch_n;
             ++result.iterations;
@@ -62,57 +76,23 @@ OptimizeResult run_optimize_loop(OptimizeTarget &target, const ModelFunction &mo
         if (epoch_loss < result.best_loss - o.min_delta) {
             result.best_loss = epoch_loss;
             epochs_without_improvement = 0;
-            target.get_parameters(params.data());
+            get_parameters(params.data());
             result.best_parameters.assign(params.begin(), params.end());
         } else {
             ++epochs_without_improvement;
         }
         if (hit_limit) break;
         const bool want_stop = o.patience > 0 && epochs_without_improvement >= o.patience;
-        if (target.should_early_stop(want_stop)) {
+        if (should_early_stop(want_stop)) {
             result.stopped_early = true;
             break;
         }
     }
     if (result.best_parameters.empty()) {
-        target.get_parameters(params.data());
+        get_parameters(params.data());
         result.best_parameters.assign(params.begin(), params.end());
     }
     return result;
 }
 
-namespace {
-
-// ShardedOptimizer as the loop's target: gradients copied into its host buckets.
-class HostOptimizeTarget final : public OptimizeTarget {
-  public:
-    HostOptimizeTarget(ShardedOptimizer &opt, Communicator &data) : opt_(opt), data_(data) {}
-    const ParameterSet &layout() const override { return opt_.layout(); }
-    int data_rank() const override { return data_.rank(); }
-    int data_size() const override { return data_.size(); }
-    void get_parameters(void *packed) override { opt_.get_parameters(packed); }
-    void step_with(const unsigned char *packed_grad) override {
-        step_on_packed_gradient(opt_, packed_grad, [](void *dst, const void *src, std::size_t bytes) {
-            std::memcpy(dst, src, bytes);
-        });
-    }
-    double average_over_data(double value) override {
-        double mean = 0.0;
-        data_.allreduce(&value, &mean, 1, DType::f64, ReduceOp::avg);
-        return mean;
-    }
-    bool should_early_stop(bool local_vote) override { return opt_.should_early_stop(local_vote); }
-
-  private:
-    ShardedOptimizer &opt_;
-    Communicator &data_;
-};
-
-} // namespace
-
-OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
-    HostOptimizeTarget target(*this, *impl_->grid.data);
-    return run_optimize_loop(target, model, options);
-}
-
-} // namespace shardopt
+} // namespace shardopt::engine

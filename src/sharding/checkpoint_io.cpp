@@ -1,6 +1,6 @@
-// The checkpoint operations of both sharded optimizers (checkpoint_target.hpp): what each rank
-// writes and reads, in terms of an engine's storage (params, state slots, owned chunk segments)
-// as a CheckpointTarget shows it; then ShardedOptimizer's target. The file format, manifest,
+// The checkpoint operations (checkpoint_target.hpp): what each rank writes and reads, in terms of
+// the engine's storage (params, state slots, owned chunk segments) as a CheckpointTarget shows
+// it. The file format, manifest,
 // atomic writes, resharding and error agreement live in src/checkpoint/.
 #include <chrono>
 #include <cmath>
@@ -15,7 +15,6 @@
 #include "../checkpoint/safetensors_writer.hpp"
 #include "checkpoint_target.hpp"
 #include "shardopt/error.hpp"
-#include "sharded_optimizer_impl.hpp"
 
 namespace shardopt {
 namespace checkpoint {
@@ -122,7 +121,7 @@ Manifest manifest_of(const CheckpointTarget &target, int world_size) {
 } // namespace
 
 std::size_t CheckpointTarget::part_elements(int k) const {
-    const bool sharded = k < 0 ? plan().params_sharded : plan().state_sharded;
+    const bool sharded = k < 0 ? plan().params_sharded() : plan().state_sharded();
     return sharded ? layout().shard_count() : layout().padded_count();
 }
 
@@ -190,14 +189,14 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
     // replicas differ), params and each state slot.
     // HSDP: the shard groups are replicas of one another; only the first one's ranks write data.
     const StrategyPlan &plan = target.plan();
-    std::vector<OwnedSegment> segs = plan.reduce_grads ? target.chunk_segments() : whole_tensors(layout);
+    std::vector<OwnedSegment> segs = plan.reduce_grads() ? target.chunk_segments() : whole_tensors(layout);
     if (target.grid().replica && target.grid().replica_rank != 0) segs.clear();
     std::vector<SegmentData> data;
     for (int k = -1; k < target.state_slots(); ++k) {
-        const bool sharded = k < 0 ? plan.params_sharded : plan.state_sharded;
+        const bool sharded = k < 0 ? plan.params_sharded() : plan.state_sharded();
         const unsigned char *base = target.host_part(k);
         for (const auto &s : segs) {
-            const std::size_t at = sharded && plan.reduce_grads ? s.local : s.flat;
+            const std::size_t at = sharded && plan.reduce_grads() ? s.local : s.flat;
             data.push_back({part_name(k), s.tensor, s.flat - layout.tensor(s.tensor).offset, s.count,
                             base + at * elem, s.count * elem});
         }
@@ -376,76 +375,17 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
         const StrategyPlan &plan = target.plan();
         const std::vector<OwnedSegment> whole = whole_tensors(layout);
         for (int k = -1; k < slots; ++k) {
-            const bool sharded = k < 0 ? plan.params_sharded : plan.state_sharded;
+            const bool sharded = k < 0 ? plan.params_sharded() : plan.state_sharded();
             unsigned char *base = k < 0 ? new_params.data() : new_state[std::size_t(k)].data();
             for (const auto &s : sharded ? target.chunk_segments() : whole)
                 index.read(part_name(k), s.tensor, s.flat - layout.tensor(s.tensor).offset, s.count,
                            base + (sharded ? s.local : s.flat) * elem);
         }
     });
-    // Commit: every rank has everything (ShardedOptimizer's commit cannot fail).
+    // Commit: every rank has everything .
     target.commit(new_params, new_state, meta.step_count, meta.lr);
 }
 
 } // namespace checkpoint
-
-// --- ShardedOptimizer's target: its host buffers as they are -------------------------------------
-namespace {
-
-class HostTarget final : public checkpoint::CheckpointTarget {
-  public:
-    HostTarget(const ShardedOptimizer &owner, ShardedOptimizer::Impl &impl) : owner_(owner), impl_(impl) {
-        impl_.wait_param_gathers();
-    }
-    Communicator &world() override { return *impl_.grid.world; }
-    const ParameterSet &layout() const override { return owner_.layout(); }
-    const OptimizerOptions &optimizer_options() const override { return owner_.optimizer().options(); }
-    int state_slots() const override { return int(impl_.state.size()); }
-    const ShardingOptions &sharding() const override { return owner_.options(); }
-    std::int64_t step_count() const override { return owner_.step_count(); }
-    const StrategyPlan &plan() const override { return impl_.plan; }
-    const HybridGrid &grid() const override { return impl_.grid; }
-    int micro_step() const override { return impl_.micro_step; }
-    const std::vector<OwnedSegment> &chunk_segments() const override { return impl_.chunk_segments; }
-    const unsigned char *host_part(int k) override {
-        return k < 0 ? impl_.params : impl_.state.at(std::size_t(k)).data();
-    }
-    void gather_packed(int k, void *packed) override {
-        if (k < 0) impl_.get_parameters(packed);
-        else impl_.get_state(k, packed);
-    }
-    void commit(const std::vector<unsigned char> &params, const std::vector<std::vector<unsigned char>> &state,
-                std::int64_t step_count, double lr) override {
-        impl_.restore(params, state, step_count, lr);
-    }
-
-  private:
-    const ShardedOptimizer &owner_;
-    ShardedOptimizer::Impl &impl_;
-};
-
-} // namespace
-
-void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
-    HostTarget target(*this, *impl_);
-    checkpoint::save(target, dir, form);
-}
-
-std::vector<unsigned char> ShardedOptimizer::serialize() {
-    HostTarget target(*this, *impl_);
-    return checkpoint::serialize(target);
-}
-
-void ShardedOptimizer::load(const std::string &dir) { load_checkpoint(dir, nullptr, 0); }
-
-void ShardedOptimizer::deserialize(const void *data, std::size_t size) {
-    HostTarget target(*this, *impl_);
-    checkpoint::deserialize(target, data, size);
-}
-
-void ShardedOptimizer::load_checkpoint(const std::string &dir, const void *bytes, std::size_t size) {
-    HostTarget target(*this, *impl_);
-    checkpoint::load(target, dir, bytes, size);
-}
 
 } // namespace shardopt

@@ -1,11 +1,10 @@
-// DeviceSpace: where a ShardedDeviceOptimizer keeps its memory and runs its element-wise work.
+// Space: where a ShardedOptimizer keeps its memory and runs its element-wise work.
 //
-// The engine (device_engine.*) decides which buffers exist, which collective moves what, and
-// when the update runs; a space supplies the memory and the passes over it. The CUDA space
-// (cuda_space.cpp) allocates device memory and enqueues everything on the caller's compute
-// stream; the host space (host_space.cpp) does the same work on the CPU with the reference
-// optimizer, so the engine's bookkeeping is tested on machines without a GPU and its results
-// compared bit for bit with ShardedOptimizer.
+// The engine (step_engine.*) decides which buffers exist, which collective moves what, and when
+// the update runs; a space supplies the memory and the passes over it. The host space
+// (host_space.cpp) is host memory, the CPU passes and the reference update rules spread over
+// threads; the CUDA space (cuda_space.cpp) allocates device memory and enqueues everything on
+// the caller's compute stream.
 //
 // Ordering contract: every pass (zero, add_into, scale, updates) runs after the passes issued
 // before it, on one compute stream. before_collective(comm) orders the next collective issued
@@ -23,7 +22,7 @@
 #include "shardopt/optim.hpp"
 #include "shardopt/types.hpp"
 
-namespace shardopt::device {
+namespace shardopt::engine {
 
 // Memory of a space, released by its destructor.
 class SpaceBuffer {
@@ -34,36 +33,52 @@ class SpaceBuffer {
 };
 using SpaceBufferPtr = std::unique_ptr<SpaceBuffer>;
 
-// A run of `count` elements at `data` (memory of the space).
+// A run of `count` elements at `data` (memory of the space), part of tensor `tensor`.
 struct Span {
     unsigned char *data = nullptr;
     std::size_t count = 0;
+    int tensor = 0;
 };
 
 // The base optimizer over a fixed list of parameter spans (one bucket's owned part): owns its
-// state, counts its steps from 1.
+// state, counts its steps from 1. One update is begin_step then apply; between the two the
+// engine sums the per-tensor statistics of rules that have them (LAMB) across the ranks that
+// share a tensor.
 class SpanUpdater {
   public:
     virtual ~SpanUpdater() = default;
-    // One update of every span; grads[i] has the count of span i. Enqueued, not waited for.
-    virtual void step(const std::vector<const void *> &grads) = 0;
+    // Statistics per tensor that begin_step accumulates (0: none; the update is element-wise,
+    // or the space computes them itself because it only ever sees whole tensors).
+    virtual int tensor_stats() const noexcept = 0;
+    // Starts one update of every span; grads[i] has the count of span i. With tensor_stats() > 0
+    // adds span i's statistics into stats[span.tensor * tensor_stats() + k].
+    virtual void begin_step(const std::vector<const void *> &grads, double *stats) = 0;
+    // Finishes it (stats: the summed statistics, or null). Enqueued, not waited for.
+    virtual void apply(const double *stats) = 0;
     virtual void set_lr(double lr) = 0;
     // Bytes of optimizer state held (master weights included when kept).
     virtual std::size_t state_bytes() const noexcept = 0;
     virtual int state_slots() const noexcept = 0;
-    // Synchronizing: state slot `slot` of span i into `host` (span count floats).
-    virtual void read_state(int span, int slot, float *host) = 0;
+    // Synchronizing: state slot `slot` of span i into `host` (span count elements of the
+    // parameters' dtype).
+    virtual void read_state(int span, int slot, void *host) = 0;
     // Restore (checkpoints, synchronize_optimizer_state), synchronizing: state slot `slot` of
     // span i from `host`, and the steps taken (the next step() is step steps + 1, which is what
     // bias corrections and schedules count from).
-    virtual void write_state(int span, int slot, const float *host) = 0;
+    virtual void write_state(int span, int slot, const void *host) = 0;
     virtual void set_step_count(std::int64_t steps) = 0;
 };
 
-class DeviceSpace {
+class Space {
   public:
-    virtual ~DeviceSpace() = default;
+    virtual ~Space() = default;
     virtual const char *name() const noexcept = 0;
+    // True when the space's memory is host memory the CPU may read and write directly.
+    virtual bool host_accessible() const noexcept = 0;
+
+    // Refuses (Error(unsupported) or invalid_argument, naming what) what the space cannot run:
+    // parameters of `dtype`, the `optimizer`'s rule, with tensors split across ranks or not.
+    virtual void check_supported(DType dtype, const OptimizerOptions &optimizer, bool tensors_split) const = 0;
 
     // Zero-filled (enqueued) buffer of `bytes`; `what` names it in an out-of-memory error.
     virtual SpaceBufferPtr allocate(std::size_t bytes, const char *what) = 0;
@@ -98,4 +113,4 @@ class DeviceSpace {
     virtual void synchronize() = 0;
 };
 
-} // namespace shardopt::device
+} // namespace shardopt::engine

@@ -1,0 +1,145 @@
+#include "host_space.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "../../optim/parallel_update.hpp"
+#include "../../params/aligned_buffer.hpp"
+#include "../vector_ops.hpp"
+#include "shardopt/error.hpp"
+
+namespace shardopt::engine {
+namespace {
+
+class HostBuffer final : public SpaceBuffer {
+  public:
+    explicit HostBuffer(std::size_t bytes) : buffer_(bytes) {}
+    unsigned char *data() const noexcept override { return const_cast<unsigned char *>(buffer_.data()); }
+    std::size_t bytes() const noexcept override { return buffer_.size(); }
+
+  private:
+    AlignedBuffer buffer_;
+};
+
+// The reference rule over the spans, one state array per slot and span. The update of one
+// bucket is spread over the space's threads; ParallelUpdate keeps it bitwise the same for any
+// thread count, and runs LAMB's per-tensor sums on the calling thread in span order.
+template <typename T> class HostUpdater final : public SpanUpdater {
+  public:
+    HostUpdater(const std::vector<Span> &params, const OptimizerOptions &options, ParallelUpdate &threads)
+        : optimizer_(Optimizer::create(options)), threads_(threads) {
+        const int slots = optimizer_->state_slots();
+        for (const Span &span : params) {
+            Segment<T> seg;
+            seg.param = reinterpret_cast<T *>(span.data);
+            seg.count = span.count;
+            seg.tensor = span.tensor;
+            for (int k = 0; k < slots; ++k) {
+                state_.emplace_back(span.count * sizeof(T));
+                auto *s = reinterpret_cast<T *>(state_.back().data());
+                const T init = T(optimizer_->state_initial_value(k));
+                for (std::size_t e = 0; e < span.count; ++e) s[e] = init;
+                seg.state[k] = s;
+                state_bytes_ += state_.back().size();
+            }
+            segments_.push_back(seg);
+        }
+    }
+
+    int tensor_stats() const noexcept override { return optimizer_->tensor_stats(); }
+
+    void begin_step(const std::vector<const void *> &grads, double *stats) override {
+        require(grads.size() == segments_.size(), ErrorCode::invalid_argument,
+                "updater: " + std::to_string(grads.size()) + " gradients for " + std::to_string(segments_.size()) +
+                    " spans");
+        ++steps_;
+        for (std::size_t i = 0; i < segments_.size(); ++i) segments_[i].grad = static_cast<const T *>(grads[i]);
+        if (tensor_stats() > 0) threads_.begin_step(*optimizer_, segments_, steps_, stats);
+    }
+
+    void apply(const double *stats) override { threads_.apply(*optimizer_, segments_, steps_, stats); }
+
+    void set_lr(double lr) override { optimizer_->set_lr(lr); }
+    std::size_t state_bytes() const noexcept override { return state_bytes_; }
+    int state_slots() const noexcept override { return optimizer_->state_slots(); }
+    void read_state(int span, int slot, void *host) override {
+        const auto &seg = segment(span, slot);
+        std::memcpy(host, seg.state[slot], seg.count * sizeof(T));
+    }
+    void write_state(int span, int slot, const void *host) override {
+        const auto &seg = segment(span, slot);
+        std::memcpy(seg.state[slot], host, seg.count * sizeof(T));
+    }
+    void set_step_count(std::int64_t steps) override {
+        require(steps >= 0, ErrorCode::invalid_argument, "step count must be >= 0");
+        steps_ = steps;
+    }
+
+  private:
+    const Segment<T> &segment(int span, int slot) const {
+        require(slot >= 0 && slot < state_slots(), ErrorCode::invalid_argument, "no state slot " + std::to_string(slot));
+        return segments_.at(std::size_t(span));
+    }
+
+    std::unique_ptr<Optimizer> optimizer_;
+    ParallelUpdate &threads_;
+    std::vector<AlignedBuffer> state_;
+    std::vector<Segment<T>> segments_;
+    std::size_t state_bytes_ = 0;
+    std::int64_t steps_ = 0;
+};
+
+class HostSpace final : public Space {
+  public:
+    explicit HostSpace(int update_threads) : threads_(update_threads) {}
+    const char *name() const noexcept override { return "host"; }
+    bool host_accessible() const noexcept override { return true; }
+    void check_supported(DType dtype, const OptimizerOptions &, bool) const override {
+        require(dtype == DType::f32 || dtype == DType::f64, ErrorCode::invalid_argument,
+                std::string("host memory keeps f32 or f64 parameters, got ") + dtype_name(dtype));
+    }
+    SpaceBufferPtr allocate(std::size_t bytes, const char *) override { return std::make_unique<HostBuffer>(bytes); }
+    void zero(void *data, std::size_t bytes) override {
+        if (bytes) std::memset(data, 0, bytes);
+    }
+    void add_into(void *dst, const void *src, std::size_t count, DType dtype) override {
+        shardopt::add_into(dst, src, count, dtype);
+    }
+    void scale(void *data, std::size_t count, DType dtype, double factor) override {
+        shardopt::scale(data, count, dtype, factor);
+    }
+    double sum_of_squares(const std::vector<Span> &spans, DType dtype) override {
+        double total = 0.0;
+        for (const auto &s : spans) total += shardopt::sum_of_squares(s.data, s.count, dtype);
+        return total;
+    }
+    void copy_from_host(void *dst, const void *host, std::size_t bytes) override {
+        if (bytes && dst != host) std::memcpy(dst, host, bytes);
+    }
+    void copy_to_host(void *host, const void *src, std::size_t bytes) override {
+        if (bytes && host != src) std::memcpy(host, src, bytes);
+    }
+    void before_collective(Communicator &) override {} // one timeline: nothing to order
+    CommunicatorPtr host_access(CommunicatorPtr comm) override { return comm; } // host buffers already
+    double allreduce_scalar(Communicator &comm, double value, ReduceOp op) override {
+        double result = value;
+        comm.allreduce(&value, &result, 1, DType::f64, op);
+        return result;
+    }
+    std::unique_ptr<SpanUpdater> make_updater(const std::vector<Span> &params, DType dtype,
+                                              const OptimizerOptions &options) override {
+        check_supported(dtype, options, false);
+        if (dtype == DType::f32) return std::make_unique<HostUpdater<float>>(params, options, threads_);
+        return std::make_unique<HostUpdater<double>>(params, options, threads_);
+    }
+    void synchronize() override {}
+
+  private:
+    ParallelUpdate threads_; // shared by every bucket's updater: one pool per optimizer
+};
+
+} // namespace
+
+std::unique_ptr<Space> make_host_space(int update_threads) { return std::make_unique<HostSpace>(update_threads); }
+
+} // namespace shardopt::engine
