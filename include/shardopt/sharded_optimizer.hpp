@@ -144,7 +144,7 @@ struct OptimizeResult {
 };
 
 namespace engine {
-class StepEngine;
+class StepEngine; // src/sharding/engine/step_engine.hpp
 }
 
 class ShardedOptimizer {
@@ -245,11 +245,8 @@ class ShardedOptimizer {
     void deserialize(const void *data, std::size_t size);
     void deserialize(const std::vector<unsigned char> &bytes) { deserialize(bytes.data(), bytes.size()); }
 
-    // The engine behind this front (src/sharding/engine/): for the library's own layers.
-    engine::StepEngine &engine() noexcept { return *engine_; }
-    explicit ShardedOptimizer(std::unique_ptr<engine::StepEngine> engine);
-
   private:
+    explicit ShardedOptimizer(std::unique_ptr<engine::StepEngine> engine);
     std::unique_ptr<engine::StepEngine> engine_;
 };
 

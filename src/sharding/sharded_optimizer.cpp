@@ -24,8 +24,8 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm,
     std::unique_ptr<engine::Space> space = options.memory == MemorySpace::cuda
                                                ? engine::make_cuda_space(*comm, options.cuda_stream)
                                                : engine::make_host_space(options.update_threads);
-    return std::make_unique<ShardedOptimizer>(std::make_unique<engine::StepEngine>(
-        std::move(space), std::move(comm), std::move(layout), optimizer, options, initial, external_params));
+    return std::unique_ptr<ShardedOptimizer>(new ShardedOptimizer(std::make_unique<engine::StepEngine>(
+        std::move(space), std::move(comm), std::move(layout), optimizer, options, initial, external_params)));
 }
 
 int ShardedOptimizer::rank() const noexcept { return engine_->world().rank(); }

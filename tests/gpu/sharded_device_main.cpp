@@ -1,4 +1,4 @@
-// The demo MLP trained by ShardedDeviceOptimizer (include/shardopt/cuda_sharded_optimizer.hpp) on
+// The demo MLP trained by ShardedOptimizer in cuda memory (include/shardopt/sharded_optimizer.hpp) on
 // a GPU communicator ends with the parameters of the same training on the CPU. Every process of
 // the job runs this as one rank (tools/shardopt-run -n N -- sharded_device_main ...; without a
 // launcher it is world size 1). Cases, one after another on the same communicator:
@@ -47,9 +47,8 @@
 //   sharded_device_main --backend nccl|staged|host|cpu [--case NAME]... [--steps N] [--verbose]
 //
 // Without a GPU, on create_communicator_from_env() (inprocess at world size 1, ucx under a
-// launcher), with host memory and memcpy: --backend host runs ShardedDeviceOptimizer on the host
-// space (src/sharding/device/host_space.hpp: the same engine, CPU passes), --backend cpu runs
-// ShardedOptimizer. Both check this driver itself where no GPU is.
+// launcher), with host memory and memcpy: --backend cpu (or host) runs the same engine in host
+// memory, which checks this driver itself where no GPU is.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -69,13 +68,11 @@
 #include "shardopt/batch_split.hpp"
 #include "shardopt/bootstrap.hpp"
 #include "shardopt/cuda_optimizer.hpp"
-#include "shardopt/cuda_sharded_optimizer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 #include "shardopt/ucx.hpp"
-#include "sharding/device/host_space.hpp"
 #include "training.hpp"
 
 using namespace shardopt;
@@ -144,7 +141,7 @@ void cuda_ok(cudaError_t status, const char *what) {
 }
 
 // How the driver reaches the optimizer's buffers: host memory for ShardedOptimizer, device
-// memory through synchronous copies on the legacy default stream for ShardedDeviceOptimizer.
+// memory through synchronous copies on the legacy default stream for cuda memory.
 struct HostCopies {
     static void to_host(void *host, const void *src, std::size_t bytes) { std::memcpy(host, src, bytes); }
     static void from_host(void *dst, const void *host, std::size_t bytes) { std::memcpy(dst, host, bytes); }
@@ -539,36 +536,22 @@ int main(int argc, char **argv) {
         Outcome out;
         try {
             if (on_gpu) {
-                auto opt = cuda::ShardedDeviceOptimizer::create(comm, mlp_layout(p.setup.shape), p.setup.optimizer,
-                                                                c.options, p.init.data(), nullptr);
+                ShardingOptions options = c.options;
+                options.memory = MemorySpace::cuda;
+                auto opt = ShardedOptimizer::create(comm, mlp_layout(p.setup.shape), p.setup.optimizer, options,
+                                                    p.init.data());
                 if (opt->rank() != rank || opt->world_size() != ranks)
                     out.failures.push_back("rank()/world_size() are " + std::to_string(opt->rank()) + "/" +
                                            std::to_string(opt->world_size()));
-                Outcome trained = train<cuda::ShardedDeviceOptimizer, DeviceCopies>(*opt, c, p);
+                Outcome trained = train<ShardedOptimizer, DeviceCopies>(*opt, c, p);
                 trained.failures.insert(trained.failures.begin(), out.failures.begin(), out.failures.end());
                 out = std::move(trained);
-                check_checkpoints<cuda::ShardedDeviceOptimizer, DeviceCopies>(
+                check_checkpoints<ShardedOptimizer, DeviceCopies>(
                     *opt,
-                    [&] {
-                        return cuda::ShardedDeviceOptimizer::create(comm, mlp_layout(p.setup.shape), p.setup.optimizer,
-                                                                    c.options, nullptr, nullptr);
-                    },
+                    [&] { return ShardedOptimizer::create(comm, mlp_layout(p.setup.shape), p.setup.optimizer, options); },
                     p, true, out);
                 opt.reset(); // collective teardown before the next case, as every rank does
                 cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the case");
-            } else if (args.backend == "host") {
-                auto opt = cuda::ShardedDeviceOptimizer::create_in(device::make_host_space(), comm,
-                                                                   mlp_layout(p.setup.shape), p.setup.optimizer,
-                                                                   c.options, p.init.data());
-                out = train<cuda::ShardedDeviceOptimizer, HostCopies>(*opt, c, p);
-                check_checkpoints<cuda::ShardedDeviceOptimizer, HostCopies>(
-                    *opt,
-                    [&] {
-                        return cuda::ShardedDeviceOptimizer::create_in(device::make_host_space(), comm,
-                                                                       mlp_layout(p.setup.shape), p.setup.optimizer,
-                                                                       c.options);
-                    },
-                    p, false, out);
             } else {
                 auto opt = ShardedOptimizer::create(comm, mlp_layout(p.setup.shape), p.setup.optimizer, c.options,
                                                     p.init.data());

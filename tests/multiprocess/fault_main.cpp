@@ -141,7 +141,7 @@ static int verify_checkpoint_mode(const char *dir) {
         std::printf("BAD rank %d: the last checkpoint does not load: %s\n", comm->rank(), e.what());
         return 1;
     }
-    const double worst = closed_form_error(*opt, opt->optimizer().options().lr, opt->step_count(), comm->size());
+    const double worst = closed_form_error(*opt, opt->optimizer_options().lr, opt->step_count(), comm->size());
     const bool ok = opt->step_count() > 0 && worst <= 1e-3;
     std::printf("%s rank %d step %lld max error %g\n", ok ? "CHECKPOINT" : "BAD checkpoint", comm->rank(),
                 (long long)opt->step_count(), worst);
@@ -187,7 +187,7 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
     }
     const int rank = comm->rank(), size = comm->size();
     auto opt = training_optimizer(comm);
-    const double lr = opt->optimizer().options().lr;
+    const double lr = opt->optimizer_options().lr;
     const auto &lay = opt->layout();
     int sleep_ms = 0;
     if (const char *e = std::getenv("SHARDOPT_FAULT_STEP_SLEEP_MS")) sleep_ms = std::atoi(e);

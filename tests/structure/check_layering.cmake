@@ -18,7 +18,8 @@ foreach(rule ${rules})
   file(GLOB_RECURSE sources "${ROOT}/src/${from}/*.cpp" "${ROOT}/src/${from}/*.hpp" "${ROOT}/src/${from}/*.cu"
        "${ROOT}/src/${from}/*.cuh")
   foreach(source ${sources})
-    file(STRINGS "${source}" includes REGEX "^#include \"${to}/")
+    # "to/x.hpp" from src/ or "../to/x.hpp", "../../to/x.hpp" relative to the file
+    file(STRINGS "${source}" includes REGEX "^#include \"(\\.\\./)*${to}/")
     foreach(line ${includes})
       file(RELATIVE_PATH where "${ROOT}" "${source}")
       list(APPEND broken "${where}: ${line} (src/${from} may not depend on src/${to})")

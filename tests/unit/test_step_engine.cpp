@@ -1,7 +1,9 @@
-// The device sharded optimizer's engine, run on the host space (src/sharding/device/): for every
-// strategy, rank count and option that changes its path, training must end bit for bit where
-// ShardedOptimizer ends, since both do the same arithmetic in the same order. On a GPU the same
-// engine runs with the CUDA space (tests/gpu/sharded_device_main.cpp).
+// The step engine (src/sharding/engine/) in host memory, as twins: a reference on one update
+// thread with every collective waited for, and a twin whose update is spread over threads and
+// whose post-update parameter allgather overlaps what follows (ZeRO). For every strategy, rank
+// count and option that changes the engine's path, both must train bit for bit alike, move
+// checkpoints between each other, and refuse bad input without changing. The same engine runs
+// in CUDA memory in tests/gpu/sharded_device_main.cpp (on a GPU, or the CUDA stand-in).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -13,8 +15,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "sharding/device/host_space.hpp"
-#include "shardopt/cuda_sharded_optimizer.hpp"
 #include "sharding_test_support.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/inprocess.hpp"
@@ -24,9 +24,20 @@ using namespace shardopt;
 using shardopt::testing::assertion_mutex;
 using shardopt::testing::expect_error;
 using shardopt::testing::with;
-using shardopt::cuda::ShardedDeviceOptimizer;
 
 namespace {
+
+// The reference's options: one update thread, every collective waited for.
+ShardingOptions plain(ShardingOptions o) {
+    o.update_threads = 1;
+    return o;
+}
+// The twin's: the update on several threads, ZeRO's parameter allgather left running.
+ShardingOptions threaded(ShardingOptions o) {
+    o.update_threads = 3;
+    o.overlap_param_gather = true;
+    return o;
+}
 
 // Several buckets of 1 KiB, tensors of odd sizes, one of them spanning a bucket on its own.
 ParameterSet test_layout(bool tp_replicated_bias = false) {
@@ -93,18 +104,19 @@ StepResult train_step(Opt &opt, const std::vector<float> &packed, int rank, int 
     return opt.step();
 }
 
-// ShardedOptimizer and the device engine (host space) on one rank, made alike, trained in
-// lockstep; the engine's results must equal the reference's bit for bit.
+// The reference and its threaded, overlapped twin on one rank, made alike, trained in lockstep;
+// the twin's results must equal the reference's bit for bit.
 struct Twins {
     std::unique_ptr<ShardedOptimizer> reference;
-    std::unique_ptr<ShardedDeviceOptimizer> engine;
+    std::unique_ptr<ShardedOptimizer> engine;
 
     // `initial` null: the layout's zeros.
     Twins(Communicator &comm, const Config &config, const float *initial) {
         const ParameterSet layout = test_layout(config.tp_replicated_bias);
-        reference = ShardedOptimizer::create(comm.shared_from_this(), layout, config.optimizer, config.sharding, initial);
-        engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(), layout,
-                                                   config.optimizer, config.sharding, initial);
+        reference =
+            ShardedOptimizer::create(comm.shared_from_this(), layout, config.optimizer, plain(config.sharding), initial);
+        engine = ShardedOptimizer::create(comm.shared_from_this(), layout, config.optimizer, threaded(config.sharding),
+                                          initial);
     }
     std::size_t count() const { return reference->layout().element_count(); }
 
@@ -132,7 +144,7 @@ struct Twins {
         std::lock_guard<std::mutex> lock(mutex);
         BOOST_TEST(engine->step_count() == reference->step_count(), what << " rank " << rank);
         BOOST_TEST(std::memcmp(expected.data(), got.data(), count() * sizeof(float)) == 0,
-                   what << " rank " << rank << ": parameters differ from ShardedOptimizer's");
+                   what << " rank " << rank << ": parameters differ from the reference's");
         return expected;
     }
 };
@@ -242,9 +254,9 @@ ShardingOptions hsdp(int replicas) {
 
 } // namespace
 
-BOOST_AUTO_TEST_SUITE(device_engine)
+BOOST_AUTO_TEST_SUITE(step_engine)
 
-BOOST_AUTO_TEST_CASE(every_strategy_matches_sharded_optimizer) {
+BOOST_AUTO_TEST_CASE(every_strategy_threaded_and_overlapped_matches_the_reference) {
     for (int ranks : {1, 2, 3, 4})
         for (Strategy s : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::fsdp, Strategy::local_sgd}) {
             Config c{std::string(strategy_name(s)) + " x" + std::to_string(ranks), ranks, with(s)};
@@ -283,6 +295,10 @@ BOOST_AUTO_TEST_CASE(options_that_change_the_path) {
 
     Config lamb{"ddp lamb", 2, with(Strategy::ddp), OptimizerOptions::defaults(OptimizerKind::lamb)};
     expect_same_training(lamb);
+
+    // LAMB's per-tensor statistics summed across the shards of split tensors.
+    Config lamb_sharded{"zero2 lamb x3", 3, with(Strategy::zero2), OptimizerOptions::defaults(OptimizerKind::lamb)};
+    expect_same_training(lamb_sharded);
 }
 
 BOOST_AUTO_TEST_CASE(hybrid_grids) {
@@ -302,8 +318,7 @@ BOOST_AUTO_TEST_CASE(memory_is_sharded) {
     std::mutex &mutex = assertion_mutex();
     run_inprocess(4, [&](Communicator &comm) {
         for (Strategy s : {Strategy::ddp, Strategy::zero2, Strategy::fsdp}) {
-            auto opt = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
-                                                         test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
+            auto opt = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
                                                          with(s));
             const MemoryStats m = opt->memory_stats();
             const std::size_t full = opt->layout().padded_count() * 4, shard = opt->layout().shard_count() * 4;
@@ -318,7 +333,7 @@ BOOST_AUTO_TEST_CASE(memory_is_sharded) {
     });
 }
 
-// optimize(): the shared loop over the device engine gives ShardedOptimizer's result exactly.
+// optimize(): the twin's training loop gives the reference's result exactly.
 BOOST_AUTO_TEST_CASE(optimize_matches_sharded_optimizer) {
     // Mean over the samples of 0.5 * |w - target(s)|^2, target(s)[i] = sin(s + 0.01 i).
     const ModelFunction model = [](const void *params, void *grad, const std::int64_t *samples, std::size_t count) {
@@ -346,8 +361,7 @@ BOOST_AUTO_TEST_CASE(optimize_matches_sharded_optimizer) {
             auto reference = ShardedOptimizer::create(comm.shared_from_this(), test_layout(),
                                                       OptimizerOptions::defaults(OptimizerKind::adam), with(s),
                                                       init.data());
-            auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
-                                                            test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
+            auto engine = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
                                                             with(s), init.data());
             const OptimizeResult a = reference->optimize(model, run);
             const OptimizeResult b = engine->optimize(model, run);
@@ -364,18 +378,7 @@ BOOST_AUTO_TEST_CASE(optimize_matches_sharded_optimizer) {
 
 BOOST_AUTO_TEST_CASE(refusals) {
     run_inprocess(2, [&](Communicator &comm) {
-        ParameterSet f64(DType::f64);
-        f64.add("x", 10);
-        expect_error(ErrorCode::invalid_argument, "f32", [&] {
-            ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(), f64,
-                                              OptimizerOptions::defaults(OptimizerKind::adam), with(Strategy::ddp));
-        });
-        expect_error(ErrorCode::unsupported, "LAMB", [&] {
-            ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(), test_layout(),
-                                              OptimizerOptions::defaults(OptimizerKind::lamb), with(Strategy::zero2));
-        });
-        auto fsdp = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
-                                                      test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
+        auto fsdp = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
                                                       with(Strategy::fsdp));
         expect_error(ErrorCode::invalid_state, "sharded", [&] { fsdp->parameters(); });
         expect_error(ErrorCode::invalid_state, "not gathered", [&] { fsdp->tensor_parameters(0); });
@@ -384,7 +387,7 @@ BOOST_AUTO_TEST_CASE(refusals) {
         fsdp->grad_ready(0);
         expect_error(ErrorCode::invalid_state, "twice", [&] { fsdp->grad_ready(0); });
     });
-    // create() puts the engine on the communicator's GPU: a host communicator has none.
+    // cuda memory puts the engine on the communicator's GPU: a host communicator has none.
     run_inprocess(1, [&](Communicator &comm) {
 #ifdef SHARDOPT_HAVE_CUDA
         const ErrorCode expected = ErrorCode::invalid_argument;
@@ -394,14 +397,16 @@ BOOST_AUTO_TEST_CASE(refusals) {
         const std::string needle = "CUDA";
 #endif
         expect_error(expected, needle, [&] {
-            ShardedDeviceOptimizer::create(comm.shared_from_this(), test_layout(),
-                                           OptimizerOptions::defaults(OptimizerKind::adam), with(Strategy::ddp));
+            ShardingOptions cuda = with(Strategy::ddp);
+            cuda.memory = MemorySpace::cuda;
+            ShardedOptimizer::create(comm.shared_from_this(), test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
+                                     cuda);
         });
     });
 }
 
 
-BOOST_AUTO_TEST_CASE(checkpoints_move_between_the_classes) {
+BOOST_AUTO_TEST_CASE(checkpoints_move_between_the_twins) {
     expect_cross_resume({"zero2 x4 -> fsdp x2", 4, with(Strategy::zero2), 2, with(Strategy::fsdp), Transfer::sharded});
     expect_cross_resume(
         {"fsdp x2 -> ddp x3", 2, with(Strategy::fsdp), 3, with(Strategy::ddp), Transfer::consolidated});
@@ -473,8 +478,7 @@ BOOST_AUTO_TEST_CASE(refused_mid_accumulation_and_for_tensor_parallel_grids) {
         ShardingOptions accumulate = with(Strategy::zero2);
         accumulate.gradient_accumulation_steps = 2;
         const Config config{"accumulate", 2, accumulate};
-        auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
-                                                        test_layout(), config.optimizer, accumulate);
+        auto engine = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), config.optimizer, accumulate);
         const std::vector<float> init = initial_values(test_elements());
         train_step(*engine, init, comm.rank(), 0, config); // one micro-step of two
         expect_error(ErrorCode::invalid_state, "gradient accumulation", [&] { engine->serialize(); });
@@ -482,14 +486,13 @@ BOOST_AUTO_TEST_CASE(refused_mid_accumulation_and_for_tensor_parallel_grids) {
     run_inprocess(4, [&](Communicator &comm) {
         ShardingOptions tp = with(Strategy::hybrid);
         tp.tensor_parallel_size = 2;
-        auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
-                                                        test_layout(), OptimizerOptions::defaults(OptimizerKind::adam), tp);
+        auto engine = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), OptimizerOptions::defaults(OptimizerKind::adam), tp);
         TempDir dir;
         expect_error(ErrorCode::unsupported, "tensor or pipeline", [&] { engine->save(dir.path); });
     });
 }
 
-BOOST_AUTO_TEST_CASE(synchronize_optimizer_state_as_sharded_optimizer) {
+BOOST_AUTO_TEST_CASE(synchronize_optimizer_state_of_the_twins) {
     std::mutex &mutex = assertion_mutex();
     // LocalSGD replicas drift apart between averagings; synchronizing averages parameters and
     // state as ShardedOptimizer does.
@@ -519,8 +522,7 @@ BOOST_AUTO_TEST_CASE(synchronize_optimizer_state_as_sharded_optimizer) {
 
 BOOST_AUTO_TEST_CASE(state_disagreement_and_early_stop) {
     run_inprocess(3, [&](Communicator &comm) {
-        auto engine = ShardedDeviceOptimizer::create_in(device::make_host_space(), comm.shared_from_this(),
-                                                        test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
+        auto engine = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), OptimizerOptions::defaults(OptimizerKind::adam),
                                                         with(Strategy::zero1));
         const bool none = engine->should_early_stop(false), one = engine->should_early_stop(comm.rank() == 2);
         {
