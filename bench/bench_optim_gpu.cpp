@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "parse_list.hpp"
-#include "shardopt/cuda_optimizer.hpp"
+#include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
 
 using namespace shardopt;

@@ -34,7 +34,7 @@
 #include "shardopt/bootstrap.hpp"
 #include "shardopt/comm.hpp"
 
-// cudaStream_t is `CUstream_st *` (see cuda_optimizer.hpp): callers pass theirs without this
+// cudaStream_t is `CUstream_st *` (see device_optimizer.hpp): callers pass theirs without this
 // header needing CUDA's.
 struct CUstream_st;
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "shardopt/cuda_optimizer.hpp"
+#include "shardopt/device_optimizer.hpp"
 #include "shardopt/optim.hpp"
 
 namespace gpu_test {

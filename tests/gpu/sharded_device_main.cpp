@@ -67,7 +67,7 @@
 #include "mlp.hpp"
 #include "shardopt/batch_split.hpp"
 #include "shardopt/bootstrap.hpp"
-#include "shardopt/cuda_optimizer.hpp"
+#include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
 #include "shardopt/inprocess.hpp"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "shardopt/cuda_optimizer.hpp"
+#include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
 #ifdef SHARDOPT_HAVE_CUDA
 #include "optim/cuda/chunk_plan.hpp"

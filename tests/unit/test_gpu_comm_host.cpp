@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "shardopt/cuda_optimizer.hpp"
+#include "shardopt/device_optimizer.hpp"
 #include "shardopt/gpu_comm.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/ucx.hpp"

@@ -1,6 +1,6 @@
 // The CUDA optimizer in a build without CUDA (SHARDOPT_WITH_CUDA=OFF, or no toolkit found):
 // the API exists, so callers compile the same everywhere, and says why it cannot run.
-#include "shardopt/cuda_optimizer.hpp"
+#include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::cuda {

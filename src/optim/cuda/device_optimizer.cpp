@@ -1,5 +1,5 @@
 // DeviceOptimizer over CUDA: owns the device tables, master weights and state, and turns each
-// step() into a fixed sequence of launches on the caller's stream (see cuda_optimizer.hpp).
+// step() into a fixed sequence of launches on the caller's stream (see device_optimizer.hpp).
 // Nothing in step() waits for the device: the gradient pointers travel in kernel arguments,
 // and every decision that depends on the gradients is taken by a kernel.
 #include <cuda_runtime_api.h>
@@ -21,7 +21,7 @@
 #include "cuda/device_buffer.hpp"
 #include "launch.hpp"
 #include "shardopt/comm.hpp"
-#include "shardopt/cuda_optimizer.hpp"
+#include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::cuda {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "space.hpp"
-#include "shardopt/cuda_optimizer.hpp"
+#include "shardopt/device_optimizer.hpp"
 
 namespace shardopt::engine {
 
