@@ -83,6 +83,9 @@ struct ShardingOptions {
     // get_parameters() or the next step() is called; a pointer kept from before must not be
     // read until then. Off by default: with it off, step() returns with parameters complete.
     bool overlap_param_gather = false;
+    // The `initial` parameters given to create() are rank 0's, broadcast over each data-parallel
+    // group (as PyTorch DDP does), so replicas cannot start apart; false keeps every rank's own.
+    bool broadcast_initial = true;
     // Where the optimizer's memory lives. cuda: parameters, gradients, state and buffers in the
     // device memory of the communicator's GPU (an nccl or staged communicator); the optimizer
     // enqueues its passes on cuda_stream (null: the legacy default stream), where the caller
@@ -150,7 +153,9 @@ class StepEngine; // src/sharding/engine/step_engine.hpp
 class ShardedOptimizer {
   public:
     // Collective over comm. The layout is planned for the strategy's group; `initial` (packed,
-    // host memory, may be null for zeros) must be the same on every rank. `external_params`
+    // host memory, may be null for zeros) is taken from rank 0 (see broadcast_initial). Ranks
+    // whose options or layouts differ fail, every one of them, with Error(mismatch) naming the
+    // first difference. `external_params`
     // (DDP, ZeRO-1/2, LocalSGD) makes the caller's buffer of layout.padded_count() elements
     // (in options.memory) the parameter storage. Throws Error(unsupported) for cuda memory when
     // built without CUDA or without a usable device, Error(invalid_argument) for cuda memory over

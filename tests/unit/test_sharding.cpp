@@ -125,9 +125,9 @@ BOOST_AUTO_TEST_CASE(synchronize_restores_replicated_state) {
 BOOST_AUTO_TEST_CASE(synchronize_detects_inconsistent_shards) {
     run_inprocess(2, [](Communicator &comm) {
         auto adam = OptimizerOptions::defaults(OptimizerKind::adam);
-        if (comm.rank() == 1) adam.lr *= 2; // a misconfigured rank
-        auto opt = ShardedOptimizer::create(comm.shared_from_this(), big_layout(64 << 10), adam, with(Strategy::fsdp));
+        if (comm.rank() == 1) adam.lr *= 2; // a misconfigured rank: refused when created
         try {
+            auto opt = ShardedOptimizer::create(comm.shared_from_this(), big_layout(64 << 10), adam, with(Strategy::fsdp));
             opt->synchronize_optimizer_state();
         } catch (const Error &e) {
             if (e.code() == ErrorCode::mismatch && std::string(e.what()).find("learning rate") != std::string::npos)

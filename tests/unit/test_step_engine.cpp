@@ -537,3 +537,69 @@ BOOST_AUTO_TEST_CASE(state_disagreement_and_early_stop) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Ranks that disagree are caught when the optimizer is created, on every rank, naming the first
+// difference; initial parameters are rank 0's unless the caller keeps its own.
+BOOST_AUTO_TEST_SUITE(rank_agreement)
+
+BOOST_AUTO_TEST_CASE(different_layouts_fail_naming_the_tensor) {
+    run_inprocess(3, [&](Communicator &comm) {
+        ParameterSet layout(DType::f32, 1024);
+        layout.add("w1", 301);
+        layout.add(comm.rank() == 2 ? "w2_renamed" : "w2", 64); // same sizes: training would run
+        expect_error(ErrorCode::mismatch, "tensor 1 ('w2", [&] {
+            ShardedOptimizer::create(comm.shared_from_this(), layout, OptimizerOptions::defaults(OptimizerKind::adam),
+                                     with(Strategy::ddp));
+        });
+        ParameterSet sized(DType::f32, 1024);
+        sized.add("w1", comm.rank() == 1 ? 300 : 301);
+        expect_error(ErrorCode::mismatch, "'w1' on rank " + std::to_string(comm.rank()) + "), its element count", [&] {
+            ShardedOptimizer::create(comm.shared_from_this(), sized, OptimizerOptions::defaults(OptimizerKind::adam),
+                                     with(Strategy::zero2));
+        });
+        ParameterSet fewer(DType::f32, 1024);
+        fewer.add("w1", 301);
+        if (comm.rank() == 0) fewer.add("extra", 5);
+        expect_error(ErrorCode::mismatch, "the number of tensors", [&] {
+            ShardedOptimizer::create(comm.shared_from_this(), fewer, OptimizerOptions::defaults(OptimizerKind::adam),
+                                     with(Strategy::fsdp));
+        });
+    });
+}
+
+BOOST_AUTO_TEST_CASE(different_options_fail_naming_the_option) {
+    run_inprocess(2, [&](Communicator &comm) {
+        ShardingOptions o = with(Strategy::zero2);
+        if (comm.rank() == 1) o.gradient_accumulation_steps = 2;
+        expect_error(ErrorCode::mismatch, "gradient_accumulation_steps", [&] {
+            ShardedOptimizer::create(comm.shared_from_this(), test_layout(), OptimizerOptions::defaults(OptimizerKind::adam), o);
+        });
+        OptimizerOptions adam = OptimizerOptions::defaults(OptimizerKind::adam);
+        if (comm.rank() == 0) adam.beta2 = 0.99;
+        expect_error(ErrorCode::mismatch, "beta2", [&] {
+            ShardedOptimizer::create(comm.shared_from_this(), test_layout(), adam, with(Strategy::ddp));
+        });
+    });
+}
+
+BOOST_AUTO_TEST_CASE(initial_parameters_are_rank_0s_unless_kept) {
+    std::mutex &mutex = assertion_mutex();
+    for (bool keep : {false, true})
+        for (Strategy s : {Strategy::ddp, Strategy::fsdp, Strategy::local_sgd})
+            run_inprocess(3, [&](Communicator &comm) {
+                std::vector<float> mine = initial_values(test_elements());
+                for (float &x : mine) x += float(comm.rank()); // every rank was given other values
+                ShardingOptions o = with(s);
+                o.broadcast_initial = !keep;
+                auto opt = ShardedOptimizer::create(comm.shared_from_this(), test_layout(),
+                                                    OptimizerOptions::defaults(OptimizerKind::adam), o, mine.data());
+                std::vector<float> got(test_elements());
+                opt->get_parameters(got.data());
+                std::vector<float> rank0 = initial_values(test_elements());
+                std::lock_guard<std::mutex> lock(mutex);
+                if (!keep) BOOST_TEST(got == rank0, strategy_name(s) << " rank " << comm.rank());
+                else if (s != Strategy::fsdp) BOOST_TEST(got == mine, strategy_name(s) << " rank " << comm.rank());
+            });
+}
+
+BOOST_AUTO_TEST_SUITE_END()

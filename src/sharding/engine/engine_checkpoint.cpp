@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "../checkpoint_target.hpp"
+#include "rank_agreement.hpp"
 #include "step_engine.hpp"
 #include "shardopt/error.hpp"
 
@@ -20,18 +21,12 @@ namespace {
 // optimizer kind or learning rate.
 void check_state_agreement(Communicator &group, std::int64_t step_count, const ParameterSet &layout,
                            const OptimizerOptions &opts) {
-    const std::int64_t facts[4] = {step_count, std::int64_t(layout.fingerprint() >> 1), std::int64_t(opts.kind),
-                                   std::int64_t(std::llround(opts.lr * 1e12))};
-    std::int64_t lo[4], hi[4];
-    group.allreduce(facts, lo, 4, DType::i64, ReduceOp::min);
-    group.allreduce(facts, hi, 4, DType::i64, ReduceOp::max);
-    static const char *names[4] = {"step count", "parameter layout", "optimizer kind", "learning rate"};
-    for (int i = 0; i < 4; ++i)
-        if (lo[i] != hi[i])
-            throw Error(ErrorCode::mismatch, std::string("synchronize_optimizer_state: ranks disagree on the ") +
-                                                 names[i] + " (rank " + std::to_string(group.rank()) + " has " +
-                                                 std::to_string(facts[i]) + ", range across ranks " +
-                                                 std::to_string(lo[i]) + ".." + std::to_string(hi[i]) + ")");
+    require_agreement(group,
+                      {fact("the step count", step_count),
+                       fact("the parameter layout", std::int64_t(layout.fingerprint() >> 1)),
+                       fact("the optimizer kind", std::int64_t(opts.kind)),
+                       fact("the learning rate", std::int64_t(std::llround(opts.lr * 1e12)))},
+                      "synchronize_optimizer_state");
 }
 
 // What makes replicated data identical: for each part (k < 0 the parameters, k >= 0 state slot

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../memory_plan.hpp"
+#include "rank_agreement.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::engine {
@@ -46,6 +47,10 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
     space_->check_supported(layout_.dtype(), optimizer_, plan_.state_sharded() && group_size_ > 1);
     layout_.plan(group_size_);
     elem_ = layout_.element_size();
+    // Ranks that disagree fail here, all of them, naming the difference (not later, silently).
+    require_same_options(host_comm(*grid_.world), optimizer_, options_);
+    require_same_layout(host_comm(*grid_.data), layout_);
+    if (grid_.tensor) require_same_layout(host_comm(*grid_.tensor), layout_);
     state_slots_ = Optimizer::create(optimizer_)->state_slots();
     if (space_->host_accessible()) // refuse up front, with an estimate, what cannot fit
         require_fits(MemoryPlan::of(plan_, layout_, state_slots_, options_, external_params != nullptr),
@@ -77,7 +82,18 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
         u.updater = space_->make_updater(spans, layout_.dtype(), optimizer_);
     }
     note_buffers();
-    if (initial) set_parameters(initial);
+    if (initial) set_initial_parameters(initial);
+}
+
+void StepEngine::set_initial_parameters(const void *initial) {
+    if (!options_.broadcast_initial || grid_.data->size() == 1) return set_parameters(initial);
+    // Every replica starts from rank 0's values, as PyTorch DDP does: ranks that were given
+    // different initial values would otherwise drift apart for good.
+    const std::size_t count = layout_.element_count();
+    std::vector<unsigned char> packed(static_cast<const unsigned char *>(initial),
+                                      static_cast<const unsigned char *>(initial) + count * elem_);
+    host_comm(*grid_.data).broadcast(packed.data(), count, layout_.dtype(), 0);
+    set_parameters(packed.data());
 }
 
 void finish_quietly(WorkPtr &work) noexcept {

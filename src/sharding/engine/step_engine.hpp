@@ -90,6 +90,9 @@ class StepEngine {
         std::unique_ptr<SpanUpdater> updater;
     };
 
+    // `initial` (host, packed) as the parameters: rank 0's of the data group unless
+    // ShardingOptions::broadcast_initial is off.
+    void set_initial_parameters(const void *initial);
     bool final_micro_step() const;
     int take_staging(int b);
     unsigned char *open_bucket(int b);
