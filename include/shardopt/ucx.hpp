@@ -26,7 +26,9 @@ CommunicatorPtr create_ucx_communicator(const BootstrapConfig &config);
 
 // Backend by name: "ucx", "inprocess" (a group of one: rank 0 of size 1), or "" meaning
 // SHARDOPT_BACKEND when set, else "ucx" when a launcher's rank variables are present, else
-// "inprocess". Rank/size/master come from BootstrapConfig::from_env().
+// "inprocess". Rank/size/master come from BootstrapConfig::from_env(). "ucx" without a world
+// size in the environment is Error(invalid_argument) (set SHARDOPT_WORLD_SIZE=1 for a world of
+// one), so processes started without a launcher cannot each train alone unnoticed.
 CommunicatorPtr create_communicator_from_env(const std::string &backend = "");
 
 } // namespace shardopt

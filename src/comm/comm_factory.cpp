@@ -26,7 +26,15 @@ CommunicatorPtr create_communicator_from_env(const std::string &backend) {
     if (name.empty())
         if (const char *env = std::getenv("SHARDOPT_BACKEND")) name = env;
     if (name.empty()) name = BootstrapConfig::env_has_world() ? "ucx" : "inprocess";
-    if (name == "ucx") return create_ucx_communicator(BootstrapConfig::from_env());
+    if (name == "ucx") {
+        // Without a launcher's environment every process would quietly be rank 0 of a world of
+        // one: a job of N unconnected copies. A world of one must be asked for.
+        require(BootstrapConfig::env_has_world(), ErrorCode::invalid_argument,
+                "backend 'ucx' found no world size in the environment (SHARDOPT_WORLD_SIZE, WORLD_SIZE, "
+                "OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS): start the processes with tools/shardopt-run, "
+                "torchrun, mpirun or srun, or set SHARDOPT_WORLD_SIZE=1 for a single-process world");
+        return create_ucx_communicator(BootstrapConfig::from_env());
+    }
     // Device buffers: chosen by name only, never as a fallback for one another or for ucx.
     if (name == "nccl") return gpu::create_nccl_communicator(BootstrapConfig::from_env());
     if (name == "staged") return gpu::create_staged_communicator(BootstrapConfig::from_env());

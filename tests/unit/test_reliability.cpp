@@ -20,6 +20,7 @@
 #include "comm/bootstrap/rendezvous.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/inprocess.hpp"
+#include "shardopt/ucx.hpp"
 
 using namespace shardopt;
 using namespace shardopt::bootstrap;
@@ -300,6 +301,27 @@ BOOST_AUTO_TEST_CASE(fingerprints_env) {
     }
     BOOST_TEST(fp[0] == fp[1]);
     BOOST_TEST(fp[0] != 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(environment)
+
+// A UCX backend started without a launcher's environment refuses to become rank 0 of 1.
+BOOST_AUTO_TEST_CASE(ucx_without_a_world_size_is_refused) {
+    const char *names[] = {"SHARDOPT_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+    std::vector<std::pair<std::string, std::string>> saved;
+    for (const char *n : names)
+        if (const char *v = std::getenv(n)) saved.emplace_back(n, v);
+    for (const char *n : names) ::unsetenv(n);
+    try {
+        create_communicator_from_env("ucx");
+        BOOST_ERROR("a UCX communicator was created without a world size");
+    } catch (const Error &e) {
+        BOOST_TEST((e.code() == ErrorCode::invalid_argument || e.code() == ErrorCode::unsupported));
+        if (ucx_available()) BOOST_TEST(std::string(e.what()).find("SHARDOPT_WORLD_SIZE=1") != std::string::npos, e.what());
+    }
+    for (const auto &[n, v] : saved) ::setenv(n.c_str(), v.c_str(), 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
