@@ -391,8 +391,8 @@ typedef struct shardopt_optimizer_s *shardopt_optimizer;
  *    tensor_grad) is CUDA device memory on comm's device: never dereference it on the host.
  *    Host memory is what `initial`, get_parameters/set_parameters, the optimize callback,
  *    optimize's best_parameters and the checkpoint calls take.
- *  - Parameter sets of dtype SHARDOPT_F32 only; LAMB only with DDP and Local SGD (where no
- *    tensor's update is split across ranks); otherwise UNSUPPORTED.
+ *  - Parameter sets of dtype SHARDOPT_F32 only; LAMB only where no tensor's update is split
+ *    across ranks (DDP, Local SGD, or a sharding group of one rank); otherwise UNSUPPORTED.
  *  - Streams: the optimizer enqueues its passes on sharding->cuda_stream (NULL: the legacy
  *    default stream). bucket_grad/tensor_grad clear the gradient on that stream: write the
  *    gradient there, or on a stream ordered after it. grad_ready(b) orders b's reduction after

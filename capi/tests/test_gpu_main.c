@@ -1,7 +1,8 @@
 /* test_capi_gpu_standin: test_gpu.c's checks of the optimizer in CUDA memory, with the C ABI's
- * sources and the core built against the CUDA stand-in (no GPU needed), on a staged communicator
- * of one rank. NCCL is not emulated, so only the staged backend is used. Prints "N passed, N
- * failed"; exits non-zero on any failure, or when the staged communicator cannot be created. */
+ * sources and the core built against the CUDA stand-in (no GPU needed), on a staged communicator:
+ * a world of one, or every process of a launcher's job (tools/shardopt-run -n 2 -- ...). NCCL is
+ * not emulated, so only the staged backend is used. Prints "N passed, N failed"; exits non-zero
+ * on any failure, or when the staged communicator cannot be created. */
 #include "harness.h"
 #include "tests.h"
 
