@@ -26,7 +26,8 @@
  *    in struct_size, so fields are only ever appended, and a field the caller's (older) struct
  *    lacks takes its default. Zero means default: a zeroed struct with struct_size set, e.g.
  *    `shardopt_sharding_options s = {sizeof s};`, asks for the defaults, and so does 0 in any
- *    field (switches: SHARDOPT_AUTO). shardopt_optimizer_options, where 0 is a legitimate value
+ *    field (switches: SHARDOPT_AUTO; only optimize's num_samples has no default).
+ *    shardopt_optimizer_options, where 0 is a legitimate value
  *    of many fields, says which fields it sets in a field_mask instead. The _init functions fill
  *    every field with its default explicitly. Output structs also start with struct_size, which
  *    the caller sets (e.g. `shardopt_step_result r = {sizeof r};`); the library writes only the
