@@ -7,8 +7,9 @@
  *    language needs pointer-to-handle typemaps. Each helper records a failure (status and the
  *    library's message) in thread-local storage; one %exception block per language turns it
  *    into that language's exception right after the call (see "Errors" below).
- *  - so_comm_inmemory(environment_id, rank, world_size): a process-wide registry of in-process
- *    groups, so each rank's backend object can be built on its own thread, as in AiDotNet.
+ *  - so_comm_inmemory(environment_id, rank, world_size): rank `rank` of the in-process group
+ *    named environment_id, so each rank's backend object can be built on its own thread, as in
+ *    AiDotNet (the C ABI's experimental shardopt_comm_create_inprocess_member).
  *  - so_bytes: a region of library memory (parameters, gradients), returned without a copy as a
  *    Python memoryview, a Java direct ByteBuffer or a C# IntPtr.
  *  - void *WBUF / const void *RBUF: caller memory passed without a copy (Python buffer protocol,
@@ -29,8 +30,8 @@
 %module shardopt_native
 
 %{
+#define SHARDOPT_EXPERIMENTAL /* shardopt_comm_create_inprocess_member */
 #include "shardopt.h"
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,15 +69,6 @@ typedef struct so_bytes {
     size_t bytes;
 } so_bytes;
 
-/* ---- in-process group registry: environment id -> the group's unclaimed handles ---- */
-typedef struct so_group {
-    char *id;
-    int size, claimed;
-    shardopt_comm *comms;
-    struct so_group *next;
-} so_group;
-static so_group *so_groups;
-static pthread_mutex_t so_groups_lock = PTHREAD_MUTEX_INITIALIZER;
 %}
 
 /* ------------------------------------------------------------------------------------------------
@@ -445,63 +437,12 @@ SWIGEXPORT void SWIGSTDCALL so_cs_register_exception_callback(so_cs_exception_ca
  * ---------------------------------------------------------------------------------------------- */
 %inline %{
 /* ---- communicators ---- */
+/* environment_id NULL: "default". Each rank claims its handle once; the id is free again once all
+ * ranks have claimed theirs. */
 shardopt_comm so_comm_inmemory(const char *environment_id, int rank, int world_size) {
-    so_group *g, **link;
-    shardopt_comm c;
-    if (!environment_id) environment_id = "default";
-    if (world_size < 1) {
-        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "world size must be >= 1 (got %d)", world_size);
-        return NULL;
-    }
-    if (rank < 0 || rank >= world_size) {
-        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "rank %d is out of range for world size %d", rank, world_size);
-        return NULL;
-    }
-    pthread_mutex_lock(&so_groups_lock);
-    for (link = &so_groups; *link && strcmp((*link)->id, environment_id) != 0; link = &(*link)->next) {}
-    g = *link;
-    if (!g) {
-        shardopt_status st;
-        g = (so_group *)calloc(1, sizeof *g);
-        if (g) g->comms = (shardopt_comm *)calloc((size_t)world_size, sizeof *g->comms);
-        if (g) g->id = strdup(environment_id);
-        if (!g || !g->comms || !g->id) {
-            if (g) { free(g->comms); free(g->id); free(g); }
-            pthread_mutex_unlock(&so_groups_lock);
-            so_fail(SHARDOPT_ERR_OUT_OF_MEMORY, "in-memory group allocation failed");
-            return NULL;
-        }
-        st = shardopt_comm_create_inprocess(world_size, g->comms);
-        if (st != SHARDOPT_OK) {
-            so_fail(st, "%s", shardopt_last_error_message());
-            free(g->comms); free(g->id); free(g);
-            pthread_mutex_unlock(&so_groups_lock);
-            return NULL;
-        }
-        g->size = world_size;
-        g->next = so_groups;
-        so_groups = g;
-        link = &so_groups;
-    }
-    if (g->size != world_size) {
-        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "in-memory environment '%s' has world size %d, not %d",
-                environment_id, g->size, world_size);
-        pthread_mutex_unlock(&so_groups_lock);
-        return NULL;
-    }
-    c = g->comms[rank];
-    if (!c) {
-        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "rank %d of in-memory environment '%s' was already created",
-                rank, environment_id);
-        pthread_mutex_unlock(&so_groups_lock);
-        return NULL;
-    }
-    g->comms[rank] = NULL;
-    if (++g->claimed == g->size) { /* every rank has its handle: the id may be reused */
-        *link = g->next;
-        free(g->comms); free(g->id); free(g);
-    }
-    pthread_mutex_unlock(&so_groups_lock);
+    shardopt_comm c = NULL;
+    SO_TRY(shardopt_comm_create_inprocess_member(environment_id ? environment_id : "default", rank, world_size, &c),
+           NULL);
     return c;
 }
 

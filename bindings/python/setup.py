@@ -35,7 +35,7 @@ class CMakeBuildPy(build_py):
         for f in glob.glob(os.path.join(built, "*")):
             name = os.path.basename(f)
             if re.search(r"\.so\.\d+\.\d+\.\d+$", name):
-                continue  # the soname link (libshardopt.so.1) is what the module loads
+                continue  # the soname link (libshardopt.so.2) is what the module loads
             if name.endswith(".py") or name.endswith(".so") or ".so." in name:
                 shutil.copy2(os.path.realpath(f), os.path.join(dest, name))  # symlinks as files
 

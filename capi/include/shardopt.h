@@ -1,7 +1,19 @@
-/* shardopt.h — the stable C ABI of shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2,
- * FSDP, hybrid, Local SGD) and the collectives under them.
+/* shardopt.h — the C ABI of shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP,
+ * hybrid, Local SGD) in host or CUDA device memory, and the collectives under them.
  *
- * Conventions (kept for the life of ABI version 1):
+ * Two parts (the model of zstd's ZSTD_STATIC_LINKING_ONLY):
+ *  - The stable part: everything declared below by default. It is frozen for the life of
+ *    SHARDOPT_ABI_VERSION (2): no function changes its signature or meaning, no enum value is
+ *    renumbered, no struct field moves or changes type. Minor releases only add functions, enum
+ *    values and struct fields appended at the end (see struct_size). Its symbols are in the
+ *    version node SHARDOPT_2 of libshardopt.so.2.
+ *  - The experimental part: declared only when SHARDOPT_EXPERIMENTAL is defined before this
+ *    header is included. Its functions may change or go in any minor release; they are exported
+ *    in a version node named after the minor release (SHARDOPT_EXPERIMENTAL_0.2 here), so a
+ *    program built against them fails to load, rather than misbehaves, on a release where they
+ *    changed. Use them only with the libshardopt of the same minor release.
+ *
+ * Conventions (kept for the life of ABI version 2):
  *  - Objects are opaque handles with create/destroy pairs; destroy(NULL) is a no-op returning
  *    SHARDOPT_OK. A handle must not be used after it was destroyed.
  *  - Every function returns a shardopt_status (0 = SHARDOPT_OK) and writes outputs through
@@ -10,10 +22,15 @@
  *    and shardopt_last_error_message() describes the error on the calling thread.
  *  - No C++ exception crosses this boundary. A NULL handle or pointer, a bad dtype or op, a wrong
  *    size, a rank out of range or a call in the wrong state is reported as a status.
- *  - Options structs start with `size_t struct_size` and are filled with defaults by their
- *    shardopt_xxx_options_init(&opts); the library reads only the fields that fit in struct_size,
- *    so fields are only ever appended. Output structs also start with struct_size, which the
- *    caller sets (e.g. `shardopt_step_result r = {sizeof r};`); the library writes only the
+ *  - Options structs start with `size_t struct_size`; the library reads only the fields that fit
+ *    in struct_size, so fields are only ever appended, and a field the caller's (older) struct
+ *    lacks takes its default. Zero means default: a zeroed struct with struct_size set, e.g.
+ *    `shardopt_sharding_options s = {sizeof s};`, asks for the defaults, and so does 0 in any
+ *    field (switches: SHARDOPT_AUTO; only optimize's num_samples has no default).
+ *    shardopt_optimizer_options, where 0 is a legitimate value
+ *    of many fields, says which fields it sets in a field_mask instead. The _init functions fill
+ *    every field with its default explicitly. Output structs also start with struct_size, which
+ *    the caller sets (e.g. `shardopt_step_result r = {sizeof r};`); the library writes only the
  *    fields that fit.
  *  - Thread safety: distinct handles may be used from distinct threads at once (the N handles of
  *    an in-process group are meant to be driven from N threads). One handle, and the optimizer
@@ -46,13 +63,14 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------------------- */
 #define SHARDOPT_VERSION_MAJOR 0
-#define SHARDOPT_VERSION_MINOR 1
+#define SHARDOPT_VERSION_MINOR 2
 #define SHARDOPT_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH, as shardopt_version() returns it. */
 #define SHARDOPT_VERSION_NUMBER \
     (SHARDOPT_VERSION_MAJOR * 10000 + SHARDOPT_VERSION_MINOR * 100 + SHARDOPT_VERSION_PATCH)
-/* Incremented only on an incompatible ABI change (never, we hope). */
-#define SHARDOPT_ABI_VERSION 1
+/* Incremented only on an incompatible change of the stable part (2: one optimizer handle for host
+ * and CUDA memory, zero-means-default options; the soname is libshardopt.so.<ABI version>). */
+#define SHARDOPT_ABI_VERSION 2
 
 /* Version of the loaded library, encoded like SHARDOPT_VERSION_NUMBER. Thread safe. */
 SHARDOPT_API unsigned shardopt_version(void);
@@ -102,7 +120,8 @@ typedef struct shardopt_work_s *shardopt_work;
 
 /* Creates the `size` communicators of one in-process group (ranks are threads of this process)
  * into comms[0..size): comms[r] is rank r; drive each from its own thread and destroy each.
- * Errors: INVALID_ARGUMENT (size < 1, comms NULL), OUT_OF_MEMORY. */
+ * (Experimental: shardopt_comm_create_inprocess_member lets each thread claim its own rank of a
+ * group named by a string.) Errors: INVALID_ARGUMENT (size < 1, comms NULL), OUT_OF_MEMORY. */
 SHARDOPT_API shardopt_status shardopt_comm_create_inprocess(int size, shardopt_comm *comms);
 /* Creates this process's communicator from the environment (SHARDOPT_RANK, SHARDOPT_WORLD_SIZE,
  * torchrun, Open MPI or Slurm variables). backend: "inprocess" (a world of one rank; error if
@@ -198,6 +217,17 @@ SHARDOPT_API shardopt_status shardopt_work_test(shardopt_work work, int *done);
 SHARDOPT_API shardopt_status shardopt_work_destroy(shardopt_work work);
 
 /* ---------------------------------------------------------------------------------------------
+ * Switches: booleans whose default may be on (the model of zstd's ZSTD_paramSwitch_e). 0 is
+ * SHARDOPT_AUTO, the field's documented default; any other value is INVALID_ARGUMENT naming the
+ * field.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum shardopt_switch {
+    SHARDOPT_AUTO = 0,    /* the field's default */
+    SHARDOPT_ENABLE = 1,
+    SHARDOPT_DISABLE = 2
+} shardopt_switch;
+
+/* ---------------------------------------------------------------------------------------------
  * Base optimizer options (formulas and defaults follow torch.optim)
  * ------------------------------------------------------------------------------------------- */
 typedef enum shardopt_optimizer_kind {
@@ -205,26 +235,57 @@ typedef enum shardopt_optimizer_kind {
     SHARDOPT_LAMB = 5
 } shardopt_optimizer_kind;
 
+/* The bits of shardopt_optimizer_options.field_mask, one per field (the model of UCX's
+ * field_mask). Values are fixed forever; a field appended later gets the next bit. */
+typedef enum shardopt_optimizer_field {
+    SHARDOPT_OPT_FIELD_KIND = 1 << 0,
+    SHARDOPT_OPT_FIELD_LR = 1 << 1,
+    SHARDOPT_OPT_FIELD_WEIGHT_DECAY = 1 << 2,
+    SHARDOPT_OPT_FIELD_MAXIMIZE = 1 << 3,
+    SHARDOPT_OPT_FIELD_MOMENTUM = 1 << 4,
+    SHARDOPT_OPT_FIELD_DAMPENING = 1 << 5,
+    SHARDOPT_OPT_FIELD_NESTEROV = 1 << 6,
+    SHARDOPT_OPT_FIELD_BETA1 = 1 << 7,
+    SHARDOPT_OPT_FIELD_BETA2 = 1 << 8,
+    SHARDOPT_OPT_FIELD_EPS = 1 << 9,
+    SHARDOPT_OPT_FIELD_AMSGRAD = 1 << 10,
+    SHARDOPT_OPT_FIELD_ALPHA = 1 << 11,
+    SHARDOPT_OPT_FIELD_CENTERED = 1 << 12,
+    SHARDOPT_OPT_FIELD_LR_DECAY = 1 << 13,
+    SHARDOPT_OPT_FIELD_INITIAL_ACCUMULATOR_VALUE = 1 << 14
+} shardopt_optimizer_field;
+
+/* Zero is a legitimate value of most of these fields (momentum, weight_decay, betas...), so they
+ * are read only where their bit is set in field_mask; a field whose bit is clear (or that lies
+ * beyond struct_size) takes torch.optim's default for `kind`. A field that is non-zero while its
+ * bit is clear is INVALID_ARGUMENT naming the field and the bit, so a forgotten bit is an error,
+ * never a value silently ignored; so is a bit this library does not know, or one for a field
+ * beyond struct_size. A zeroed struct (`shardopt_optimizer_options o = {sizeof o};`) is SGD with
+ * its defaults; to change lr only: `o.field_mask = SHARDOPT_OPT_FIELD_LR; o.lr = 0.1;`.
+ * _init/_defaults fill every field with the defaults of their kind and set every bit, so after
+ * them any field may simply be assigned. Default values are noted for Adam. */
 typedef struct shardopt_optimizer_options {
     size_t struct_size;            /* sizeof(shardopt_optimizer_options), set by _init */
-    shardopt_optimizer_kind kind;  /* default SHARDOPT_ADAM */
-    double lr;
-    double weight_decay;           /* L2 for SGD/Adam/RMSprop/Adagrad, decoupled for AdamW/LAMB */
-    int32_t maximize;
-    double momentum;               /* SGD, RMSprop */
-    double dampening;              /* SGD */
-    int32_t nesterov;              /* SGD */
-    double beta1, beta2, eps;      /* Adam, AdamW, LAMB (eps also RMSprop, Adagrad) */
-    int32_t amsgrad;               /* Adam, AdamW */
-    double alpha;                  /* RMSprop */
-    int32_t centered;              /* RMSprop */
-    double lr_decay;               /* Adagrad */
-    double initial_accumulator_value; /* Adagrad */
+    uint64_t field_mask;           /* SHARDOPT_OPT_FIELD_* bits of the fields set below */
+    shardopt_optimizer_kind kind;  /* SGD when its bit is clear; _init: SHARDOPT_ADAM */
+    double lr;                     /* 1e-3 (RMSprop, Adagrad: 1e-2) */
+    double weight_decay;           /* 0; L2 for SGD/Adam/RMSprop/Adagrad, decoupled for AdamW/LAMB */
+    int32_t maximize;              /* 0 */
+    double momentum;               /* SGD, RMSprop; 0 */
+    double dampening;              /* SGD; 0 */
+    int32_t nesterov;              /* SGD; 0 */
+    double beta1, beta2, eps;      /* Adam, AdamW, LAMB (eps also RMSprop, Adagrad); 0.9, 0.999, 1e-8 */
+    int32_t amsgrad;               /* Adam, AdamW; 0 */
+    double alpha;                  /* RMSprop; 0.99 */
+    int32_t centered;              /* RMSprop; 0 */
+    double lr_decay;               /* Adagrad; 0 */
+    double initial_accumulator_value; /* Adagrad; 0 */
 } shardopt_optimizer_options;
 
-/* Fills the first struct_size bytes of *opts with torch.optim's defaults for `kind` and sets
- * opts->struct_size = struct_size. Prefer the inline wrappers below. Errors: INVALID_ARGUMENT
- * (opts NULL, struct_size too small, unknown kind). */
+/* Fills the first struct_size bytes of *opts with torch.optim's defaults for `kind`, sets the
+ * field_mask bit of every field that fits and sets opts->struct_size = struct_size. Prefer the
+ * inline wrappers below. Errors: INVALID_ARGUMENT (opts NULL, struct_size too small, unknown
+ * kind). */
 SHARDOPT_API shardopt_status shardopt_optimizer_options_init_sized(shardopt_optimizer_options *opts,
                                                                    size_t struct_size, shardopt_optimizer_kind kind);
 /* Defaults for Adam. */
@@ -268,20 +329,44 @@ typedef enum shardopt_strategy {
     SHARDOPT_LOCAL_SGD = 5
 } shardopt_strategy;
 
+typedef enum shardopt_memory_space {
+    SHARDOPT_MEMORY_HOST = 0, /* host memory, over any communicator */
+    SHARDOPT_MEMORY_CUDA = 1  /* CUDA device memory, over a GPU communicator (nccl or staged) */
+} shardopt_memory_space;
+
+/* Zero means default in every field (noted after each), so `shardopt_sharding_options s =
+ * {sizeof s};` is plain DDP in host memory; _init writes the same defaults explicitly. */
 typedef struct shardopt_sharding_options {
     size_t struct_size;                  /* set by _init */
-    shardopt_strategy strategy;          /* default SHARDOPT_DDP */
-    int32_t gradient_accumulation_steps; /* micro-steps summed before one update (mean); 1 */
+    shardopt_strategy strategy;          /* SHARDOPT_DDP */
+    int32_t gradient_accumulation_steps; /* micro-steps summed before one update (mean); 0 = 1 */
     double max_grad_norm;                /* global-norm clipping across shards; 0 = off */
-    int32_t skip_nonfinite;              /* skip the update everywhere on NaN/Inf grads; 1 */
-    int32_t staging_buffers;             /* ZeRO-2/FSDP bucket staging buffers; 1 */
-    int32_t fsdp_prefetch;               /* FSDP: gather(u) prefetches unit u+1; 1 */
-    int32_t pipeline_parallel_size;      /* hybrid grid; 1 */
-    int32_t tensor_parallel_size;        /* hybrid grid; 1 */
-    int32_t data_parallel_size;          /* hybrid grid; -1 = the rest of the world */
-    shardopt_strategy hybrid_data_strategy; /* inside each data group: DDP/ZERO1/ZERO2/FSDP; ZERO2 */
-    int32_t hsdp_replicas;               /* hybrid with FSDP: replicated sub-groups; 1 */
-    int32_t local_sgd_period;            /* Local SGD: average parameters every H steps; 4 */
+    shardopt_switch skip_nonfinite;      /* skip the update everywhere on NaN/Inf grads; AUTO = on */
+    int32_t staging_buffers;             /* ZeRO-2/FSDP bucket staging buffers; 0 = 1 */
+    shardopt_switch fsdp_prefetch;       /* FSDP: gather(u) prefetches unit u+1; AUTO = on */
+    int32_t pipeline_parallel_size;      /* hybrid grid; 0 = 1 */
+    int32_t tensor_parallel_size;        /* hybrid grid; 0 = 1 */
+    int32_t data_parallel_size;          /* hybrid grid; 0 (or -1) = the rest of the world */
+    shardopt_strategy hybrid_data_strategy; /* inside each data group: DDP/ZERO1/ZERO2/FSDP; DDP */
+    int32_t hsdp_replicas;               /* hybrid with FSDP: replicated sub-groups; 0 = 1 */
+    int32_t local_sgd_period;            /* Local SGD: average parameters every H steps; 0 = 4 */
+    /* Where parameters, gradients, optimizer state and staging buffers live; HOST. CUDA: the
+     * device memory of the communicator's GPU (see shardopt_optimizer_create). */
+    shardopt_memory_space memory;
+    /* memory CUDA: the compute stream (a cudaStream_t of the communicator's device, in the
+     * primary context) on which the optimizer enqueues its passes and the caller computes
+     * gradients; NULL = the legacy default stream. Must be NULL with HOST memory. */
+    void *cuda_stream;
+    /* Threads of this rank's optimizer update, the calling thread included; 0 = automatic
+     * ($SHARDOPT_NUM_THREADS, else the hardware concurrency, at most 16; updates under 64K
+     * elements stay on the calling thread). Results are bitwise the same for any value. */
+    int32_t update_threads;
+    /* ZeRO-1/2: leave the parameter allgather after the update running when step returns, so it
+     * overlaps what the caller does next. Bucket b's parameters are complete once gather(b),
+     * tensor_parameters, parameters, get_parameters or the next step is called: a pointer kept
+     * from before must not be read until then. AUTO = off (step returns with parameters
+     * complete). Results are the same either way. */
+    shardopt_switch overlap_param_gather;
 } shardopt_sharding_options;
 
 /* Fills *opts with the defaults noted above (struct_size as given); prefer the inline _init.
@@ -293,25 +378,55 @@ static inline shardopt_status shardopt_sharding_options_init(shardopt_sharding_o
 
 typedef struct shardopt_optimizer_s *shardopt_optimizer;
 
-/* Collective over comm: creates this rank's sharded optimizer with library-owned memory. The
- * layout of `params` is copied (params may be destroyed afterwards). `initial` (packed,
- * element_count elements of the set's dtype) may be NULL for zeros and must be equal on every
- * rank. Errors: INVALID_ARGUMENT (NULL, invalid options: the message names the field), MISMATCH,
- * UNSUPPORTED, OUT_OF_MEMORY. */
+/* Collective over comm: creates this rank's sharded optimizer with library-owned memory in
+ * sharding->memory. The layout of `params` is copied (params may be destroyed afterwards).
+ * `initial` (host memory, packed, element_count elements of the set's dtype) may be NULL for
+ * zeros and must be equal on every rank. Errors: INVALID_ARGUMENT (NULL, invalid options: the
+ * message names the field), MISMATCH, UNSUPPORTED, OUT_OF_MEMORY.
+ *
+ * With memory = SHARDOPT_MEMORY_CUDA the optimizer keeps its parameters, gradients, optimizer
+ * state and staging buffers in the device memory of comm's GPU (comm from
+ * shardopt_comm_create_from_env with "nccl" or "staged", or split from one); the strategies,
+ * options, step protocol, results, errors and checkpoint files are those of host memory, except:
+ *  - Every pointer the optimizer returns (parameters, tensor_parameters, gather, bucket_grad,
+ *    tensor_grad) is CUDA device memory on comm's device: never dereference it on the host.
+ *    Host memory is what `initial`, get_parameters/set_parameters, the optimize callback,
+ *    optimize's best_parameters and the checkpoint calls take.
+ *  - Parameter sets of dtype SHARDOPT_F32 only; LAMB only where no tensor's update is split
+ *    across ranks (DDP, Local SGD, or a sharding group of one rank); otherwise UNSUPPORTED.
+ *  - Streams: the optimizer enqueues its passes on sharding->cuda_stream (NULL: the legacy
+ *    default stream). bucket_grad/tensor_grad clear the gradient on that stream: write the
+ *    gradient there, or on a stream ordered after it. grad_ready(b) orders b's reduction after
+ *    the work already on the compute stream and starts it at once, so it overlaps the gradients
+ *    of later buckets. step waits for the reductions, reads the gradient norm back
+ *    (result->grad_norm and the skip and clip decisions are host values) and enqueues the update
+ *    on the compute stream: later work there sees the new parameters; other streams must
+ *    synchronize with it first. gather returns once the unit's parameters are on the device, so
+ *    any stream may read them.
+ *  - Checkpoints pass through host memory and are the same files and bytes as host memory's: a
+ *    checkpoint saved from either memory space loads into the other, at any world size and
+ *    strategy. load and deserialize validate everything on every rank before the device is
+ *    touched (a bad checkpoint changes nothing); a device failure while the validated contents
+ *    are copied in (a CUDA error, a timeout) leaves the optimizer partly loaded: load again.
+ *  - optimize copies the packed parameters from the device for each callback and its gradient
+ *    into the device buckets.
+ * Errors also: INVALID_ARGUMENT (a communicator without a device, such as inprocess or ucx: the
+ * message names its backend), UNSUPPORTED (built without CUDA, no usable device, dtype other than
+ * F32, LAMB with sharded state). */
 SHARDOPT_API shardopt_status shardopt_optimizer_create(shardopt_comm comm, shardopt_params params,
                                                        const shardopt_optimizer_options *optimizer,
                                                        const shardopt_sharding_options *sharding,
                                                        const void *initial, shardopt_optimizer *out);
-/* Like create, but the parameters live in the caller's buffer of `param_count` elements, which
- * must equal shardopt_params_padded_count(params, comm size) and outlive the optimizer
- * (zero copy). DDP, ZeRO-1, ZeRO-2 and Local SGD only (FSDP and hybrid: UNSUPPORTED).
- * Errors also: INVALID_ARGUMENT (wrong param_count). */
+/* Like create, but the parameters live in the caller's buffer of `param_count` elements (in
+ * sharding->memory: device memory for CUDA), which must equal shardopt_params_padded_count(params,
+ * comm size) and outlive the optimizer (zero copy). DDP, ZeRO-1, ZeRO-2 and Local SGD only (FSDP
+ * and hybrid: UNSUPPORTED). Errors also: INVALID_ARGUMENT (wrong param_count). */
 SHARDOPT_API shardopt_status shardopt_optimizer_create_external(shardopt_comm comm, shardopt_params params,
                                                                 const shardopt_optimizer_options *optimizer,
                                                                 const shardopt_sharding_options *sharding,
                                                                 const void *initial, void *param_buffer,
                                                                 size_t param_count, shardopt_optimizer *out);
-/* Not collective. NULL: no-op. */
+/* Not collective; frees the optimizer's memory. NULL: no-op. */
 SHARDOPT_API shardopt_status shardopt_optimizer_destroy(shardopt_optimizer opt);
 
 /* Layout queries (counts in elements); any thread that owns the handle, never collective.
@@ -331,7 +446,8 @@ SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optim
 /* Updates applied so far (accumulation micro-steps and skipped steps not counted). */
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps);
 
-/* Parameters. Pointers returned stay owned by the optimizer. */
+/* Parameters. Pointers returned stay owned by the optimizer; with CUDA memory they are device
+ * memory, while get_parameters/set_parameters take host memory. */
 /* The full flat buffer (padded_count elements). FSDP: INVALID_STATE (sharded at rest). */
 SHARDOPT_API shardopt_status shardopt_optimizer_parameters(shardopt_optimizer opt, void **params);
 /* Parameters of tensor t; FSDP only while its unit is gathered (else INVALID_STATE). */
@@ -356,9 +472,16 @@ typedef struct shardopt_step_result {
     int32_t skipped_nonfinite; /* NaN/Inf gradients on some rank: update skipped everywhere */
     int32_t accumulating;      /* a gradient-accumulation micro-step: no update yet */
     double grad_norm;          /* global norm of the averaged gradient, before clipping */
+    /* Where step spent its time, in seconds (>= 0): waiting for the gradient reductions still
+     * in flight (what the caller's computation did not hide), the optimizer update, and the
+     * collectives after it (ZeRO parameter allgather, Local SGD averaging). */
+    double reduce_wait_seconds;
+    double update_seconds;
+    double post_update_seconds;
 } shardopt_step_result;
 
-/* Starts a step: every bucket's gradient is closed and will read as zero until filled. */
+/* Starts a step: every bucket's gradient is closed and will read as zero until filled. With CUDA
+ * memory, see shardopt_optimizer_create for the streams these calls use. */
 SHARDOPT_API shardopt_status shardopt_optimizer_zero_grad(shardopt_optimizer opt);
 /* Opens bucket b's gradient buffer (zeroed) and returns it; *count (may be NULL) = its packed
  * element count. Valid until the next step. */
@@ -389,7 +512,8 @@ typedef struct shardopt_memory_stats {
     uint64_t total_bytes;           /* params + grads + state + buffers */
 } shardopt_memory_stats;
 
-/* Bytes this rank holds now (not collective). stats->struct_size must be set by the caller. */
+/* Bytes this rank holds now, in its memory space (not collective). stats->struct_size must be set
+ * by the caller. */
 SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats);
 
 /* ---------------------------------------------------------------------------------------------
@@ -397,16 +521,18 @@ SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer 
  * ------------------------------------------------------------------------------------------- */
 /* Model callback: the mean loss over samples[0..sample_count) at `params` (packed, all tensors
  * in order) into *loss, and the mean gradient into `grad` (packed, zeroed on entry). Called on
- * every rank's thread with that rank's samples. Return 0 on success; any other value makes
- * optimize fail with SHARDOPT_ERR_INVALID_STATE and aborts the communicator so peers stop too. */
+ * every rank's thread with that rank's samples, always in host memory (CUDA memory: copied from
+ * and to the device around each call). Return 0 on success; any other value makes optimize fail
+ * with SHARDOPT_ERR_INVALID_STATE and aborts the communicator so peers stop too. */
 typedef int (*shardopt_model_fn)(void *user_data, const void *params, void *grad, const int64_t *samples,
                                  size_t sample_count, double *loss);
 
+/* Zero means default in every field but num_samples, which has none. */
 typedef struct shardopt_optimize_options {
     size_t struct_size;     /* set by _init */
-    int64_t num_samples;    /* data set size (> 0), split across data-parallel ranks; 0 */
+    int64_t num_samples;    /* data set size (> 0), split across data-parallel ranks; no default */
     int64_t batch_size;     /* global batch per step; 0 = the whole data set */
-    int32_t epochs;         /* 1 */
+    int32_t epochs;         /* 0 = 1 */
     int64_t max_iterations; /* 0 = no limit beyond epochs */
     int32_t patience;       /* epochs without improvement before stopping; 0 = never */
     double min_delta;       /* smaller improvements do not count; 0 */
@@ -446,6 +572,8 @@ SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt,
  * nothing (SHARDOPT_ERR_IO: unreadable/unwritable path or missing shard; SHARDOPT_ERR_CORRUPT:
  * bad magic, future version, truncation, checksum; SHARDOPT_ERR_INVALID_ARGUMENT: a layout that
  * does not match; SHARDOPT_ERR_INVALID_STATE: saving in the middle of gradient accumulation).
+ * The files do not depend on the memory space: a checkpoint saved with host memory loads into an
+ * optimizer with CUDA memory and the other way round.
  * ------------------------------------------------------------------------------------------- */
 typedef enum shardopt_checkpoint_form {
     SHARDOPT_CHECKPOINT_SHARDED = 0,     /* every rank writes its shard; rank 0 the manifest last */
@@ -465,134 +593,38 @@ SHARDOPT_API shardopt_status shardopt_optimizer_deserialize(shardopt_optimizer o
 /* Frees a buffer the library allocated (NULL is a no-op). */
 SHARDOPT_API shardopt_status shardopt_buffer_free(void *data);
 
-/* ---------------------------------------------------------------------------------------------
- * Device optimizers: the sharded optimizer with its parameters, gradients, optimizer state and
- * staging buffers in CUDA device memory, over a GPU communicator (shardopt_comm_create_from_env
- * with "nccl" or "staged").
- *
- * Every shardopt_device_optimizer_X behaves as shardopt_optimizer_X above (same strategies,
- * options, step protocol, results, errors and checkpoint files; the same calls are collective),
- * except:
- *  - Every pointer it returns (parameters, tensor_parameters, gather, bucket_grad, tensor_grad)
- *    is CUDA device memory on the communicator's device: never dereference it on the host.
- *    Host memory is what `initial`, get_parameters/set_parameters, the optimize callback and
- *    the checkpoint calls take.
- *  - Parameter sets of dtype SHARDOPT_F32 only. LAMB only with DDP and Local SGD (where no
- *    tensor's update is split across ranks).
- *  - Streams: the optimizer enqueues its passes on the compute stream given to create (a
- *    cudaStream_t of the communicator's device; NULL = the legacy default stream).
- *    bucket_grad/tensor_grad clear the gradient on that stream: write the gradient there, or on
- *    a stream ordered after it. grad_ready(b) orders b's reduction after the work already on the
- *    compute stream and starts it at once, so it overlaps the gradients of later buckets. step
- *    waits for the reductions, reads the gradient norm back (result->grad_norm and the skip and
- *    clip decisions are host values) and enqueues the update on the compute stream: later work
- *    there sees the new parameters; other streams must synchronize with it first. gather returns
- *    once the unit's parameters are on the device, so any stream may read them.
- *  - Checkpoints are those of shardopt_optimizer: a checkpoint saved by either kind of optimizer
- *    loads into the other, at any world size and strategy. They pass through host memory.
- * Built without CUDA, create returns SHARDOPT_ERR_UNSUPPORTED.
- * ------------------------------------------------------------------------------------------- */
-typedef struct shardopt_device_optimizer_s *shardopt_device_optimizer;
-
-/* Collective over comm: creates this rank's device optimizer. The layout of `params` is copied.
- * `initial` (host memory, packed, element_count floats) may be NULL for zeros and must be equal
- * on every rank. cuda_stream: the compute stream (see above), NULL for the legacy default stream.
- * The optimizer keeps the communicator alive. Errors: INVALID_ARGUMENT (NULL, invalid options,
- * a communicator without a device such as inprocess or ucx, dtype other than F32, LAMB with
- * sharded state), UNSUPPORTED (built without CUDA, no usable device), MISMATCH, OUT_OF_MEMORY. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_create(shardopt_comm comm, shardopt_params params,
-                                                              const shardopt_optimizer_options *optimizer,
-                                                              const shardopt_sharding_options *sharding,
-                                                              const void *initial, void *cuda_stream,
-                                                              shardopt_device_optimizer *out);
-/* Not collective; frees the device memory. NULL: no-op. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_destroy(shardopt_device_optimizer opt);
-
-/* Layout queries, learning rate and step count, as shardopt_optimizer_tensor_count ...
- * shardopt_optimizer_step_count (never collective). */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_tensor_count(shardopt_device_optimizer opt, int *count);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_tensor_info(shardopt_device_optimizer opt, int tensor,
-                                                                   size_t *count, int *bucket);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_bucket_count(shardopt_device_optimizer opt, int *count);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_bucket_info(shardopt_device_optimizer opt, int bucket,
-                                                                   size_t *count);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_element_count(shardopt_device_optimizer opt, size_t *count,
-                                                                     size_t *padded_count);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_set_learning_rate(shardopt_device_optimizer opt, double lr);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_step_count(shardopt_device_optimizer opt, int64_t *steps);
-
-/* Parameters. *params receives DEVICE memory owned by the optimizer. */
-/* The full flat buffer (padded_count floats) on the device. FSDP: INVALID_STATE. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_parameters(shardopt_device_optimizer opt, void **params);
-/* Device parameters of tensor t; FSDP only while its unit is gathered (else INVALID_STATE). */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_tensor_parameters(shardopt_device_optimizer opt, int tensor,
-                                                                         void **params);
-/* Packed copy of all parameters into HOST memory `packed` (count = element_count). Collective
- * for FSDP and hybrid. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_get_parameters(shardopt_device_optimizer opt, void *packed,
-                                                                      size_t count);
-/* Replaces all parameters from HOST memory `packed` (count = element_count), identical on every
- * rank. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_set_parameters(shardopt_device_optimizer opt,
-                                                                      const void *packed, size_t count);
-/* FSDP: collective over the group, makes unit b's full parameters available on the device and
- * returns them in *params (may be NULL); release frees them. Others: the resident pointer. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_gather(shardopt_device_optimizer opt, int bucket,
-                                                              void **params);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_release(shardopt_device_optimizer opt, int bucket);
-
-/* Step protocol, every rank the same sequence, as shardopt_optimizer's:
- *   zero_grad; for each bucket b: fill bucket_grad(b) or tensor_grad(t) of b's tensors on the
- *   compute stream, grad_ready(b); step. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_zero_grad(shardopt_device_optimizer opt);
-/* Opens bucket b's gradient (cleared on the compute stream) and returns its DEVICE pointer in
- * *grad; *count (may be NULL) = its packed element count. Valid until the next step. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_bucket_grad(shardopt_device_optimizer opt, int bucket,
-                                                                   void **grad, size_t *count);
-/* DEVICE pointer to tensor t's gradient inside its (opened) bucket; *count (may be NULL). */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_tensor_grad(shardopt_device_optimizer opt, int tensor,
-                                                                   void **grad, size_t *count);
-/* Bucket b's gradient is complete (on the compute stream): its reduction starts now. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_grad_ready(shardopt_device_optimizer opt, int bucket);
-/* Collective: reduces the remaining buckets and updates (or only accumulates); result may be
- * NULL. Errors as shardopt_optimizer_step. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_step(shardopt_device_optimizer opt,
-                                                            shardopt_step_result *result);
-
-/* Collective: replicated state made identical (from rank 0; Local SGD: averaged), sharded state
- * checked (MISMATCH). */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_synchronize_state(shardopt_device_optimizer opt);
-/* Collective: *stop = 1 on every rank when any rank voted non-zero. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_should_early_stop(shardopt_device_optimizer opt, int vote,
-                                                                         int *stop);
-/* Device bytes this rank holds now (not collective); stats->struct_size set by the caller. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_memory_stats(shardopt_device_optimizer opt,
-                                                                    shardopt_memory_stats *stats);
-
-/* Collective: shardopt_optimizer_optimize on the device optimizer. The model callback works on
- * HOST memory: the packed parameters are copied from the device for each call and its gradient
- * is copied into the device buckets; result->best_parameters is host memory too. A failing
- * callback aborts the communicator given to create. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_optimize(shardopt_device_optimizer opt,
-                                                                shardopt_model_fn model, void *user_data,
-                                                                const shardopt_optimize_options *options,
-                                                                shardopt_optimize_result *result);
-
-/* Checkpoints, all collective, as shardopt_optimizer_save/load/serialize/deserialize (same
- * files and bytes; *data from serialize is host memory released with shardopt_buffer_free).
- * load and deserialize validate everything on every rank before the device is touched: a bad
- * checkpoint changes nothing. A device failure while the validated contents are copied in (a CUDA error,
- * a timeout) leaves the optimizer partly loaded: load again. */
-SHARDOPT_API shardopt_status shardopt_device_optimizer_save(shardopt_device_optimizer opt, const char *dir,
-                                                            shardopt_checkpoint_form form);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_load(shardopt_device_optimizer opt, const char *dir);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_serialize(shardopt_device_optimizer opt, void **data,
-                                                                 size_t *size);
-SHARDOPT_API shardopt_status shardopt_device_optimizer_deserialize(shardopt_device_optimizer opt, const void *data,
-                                                                   size_t size);
-
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
 
 #endif /* SHARDOPT_H */
+
+/* ---------------------------------------------------------------------------------------------
+ * Experimental part: declared only under SHARDOPT_EXPERIMENTAL (see the top of this file). These
+ * functions may change or go in any minor release. (Outside the include guard, so a second
+ * inclusion with SHARDOPT_EXPERIMENTAL defined still declares them.)
+ * ------------------------------------------------------------------------------------------- */
+#if defined(SHARDOPT_EXPERIMENTAL) && !defined(SHARDOPT_H_EXPERIMENTAL)
+#define SHARDOPT_H_EXPERIMENTAL
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* In-process groups joined by name: rank `rank` of the in-process group `group_id` of `size`
+ * ranks claims its communicator, so each rank's thread can create its own handle without the
+ * others' (shardopt_comm_create_inprocess hands out all at once). The first claim of an id
+ * creates the group in a process-wide registry; each rank claims its handle once, in any order
+ * and from any thread; once all `size` handles are claimed the registry forgets the group, and
+ * the id names a new group at its next claim. The handle is the caller's to destroy. A group
+ * whose ranks are not all claimed stays in the registry until the process exits.
+ * Errors: INVALID_ARGUMENT (group_id or out NULL, size < 1, rank outside [0, size), a size
+ * other than the group's, a rank already claimed), OUT_OF_MEMORY. */
+SHARDOPT_API shardopt_status shardopt_comm_create_inprocess_member(const char *group_id, int rank, int size,
+                                                                   shardopt_comm *out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SHARDOPT_EXPERIMENTAL */

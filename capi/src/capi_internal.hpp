@@ -8,9 +8,10 @@
 #include <new>
 #include <string>
 
+// The library defines the experimental part of the ABI as well.
+#define SHARDOPT_EXPERIMENTAL
 #include "shardopt.h"
 #include "shardopt/comm.hpp"
-#include "shardopt/cuda_sharded_optimizer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/params.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -23,7 +24,6 @@ enum class HandleTag : std::uint32_t {
     work = 0x776f726b,
     params = 0x70617273,
     optimizer = 0x6f707469,
-    device_optimizer = 0x64657669,
     dead = 0
 };
 
@@ -43,13 +43,6 @@ struct shardopt_params_s {
 struct shardopt_optimizer_s {
     HandleTag tag = HandleTag::optimizer;
     std::unique_ptr<shardopt::ShardedOptimizer> opt;
-};
-struct shardopt_device_optimizer_s {
-    HandleTag tag = HandleTag::device_optimizer;
-    // The communicator it was created over (ShardedDeviceOptimizer does not expose it): optimize
-    // aborts it when the model callback fails.
-    shardopt::CommunicatorPtr comm;
-    std::unique_ptr<shardopt::cuda::ShardedDeviceOptimizer> opt;
 };
 
 namespace shardopt::capi {
@@ -81,9 +74,6 @@ template <typename H> H *check(H *handle, HandleTag tag, const char *what) {
 }
 inline Communicator &comm_of(shardopt_comm c) { return *check(c, HandleTag::comm, "communicator")->comm; }
 inline ShardedOptimizer &opt_of(shardopt_optimizer o) { return *check(o, HandleTag::optimizer, "optimizer")->opt; }
-inline cuda::ShardedDeviceOptimizer &device_opt_of(shardopt_device_optimizer o) {
-    return *check(o, HandleTag::device_optimizer, "device optimizer")->opt;
-}
 inline ParameterSet &params_of(shardopt_params p) { return check(p, HandleTag::params, "parameter set")->set; }
 // destroy(NULL) is a no-op; any other handle is checked, marked dead and deleted.
 template <typename H> void destroy(H *handle, HandleTag tag, const char *what) {
@@ -104,18 +94,19 @@ inline ReduceOp op_arg(shardopt_reduce_op op) {
     return ReduceOp(op);
 }
 
-// Versioned structs: copies the `size` bytes the caller has into a full library-side struct
-// (defaults beyond). Rejects sizes that are too small to hold struct_size or larger than known.
-template <typename T> T read_struct(const T *user, const T &defaults, const char *name) {
+// Versioned structs: copies the `size` bytes the caller has into a zeroed library-side struct
+// (zero means default beyond). Rejects sizes smaller than min_size (struct_size and the first
+// field) or larger than known.
+template <typename T> T read_struct(const T *user, const char *name, std::size_t min_size) {
     not_null(user, name);
     const std::size_t size = user->struct_size;
-    require(size >= sizeof(std::size_t) + sizeof(std::int32_t), ErrorCode::invalid_argument,
+    require(size >= min_size, ErrorCode::invalid_argument,
             std::string(name) + ": struct_size " + std::to_string(size) +
                 " is too small (initialize it with its _init function)");
     require(size <= sizeof(T), ErrorCode::unsupported,
             std::string(name) + ": struct_size " + std::to_string(size) + " is larger than this library's " +
                 std::to_string(sizeof(T)) + " (built against a newer shardopt.h?)");
-    T full = defaults;
+    T full{};
     std::memcpy(static_cast<void *>(&full), user, size);
     return full;
 }

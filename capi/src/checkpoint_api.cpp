@@ -1,31 +1,61 @@
-// Checkpoints through the C ABI: save/load a directory, serialize to library-owned bytes (bodies
-// in optimizer_ops.hpp).
+// Checkpoints through the C ABI: save/load a directory, serialize to library-owned bytes. The
+// files do not depend on the optimizer's memory space.
 #include <cstdlib>
+#include <vector>
 
 #include "capi_internal.hpp"
-#include "optimizer_ops.hpp"
 
 using namespace shardopt;
 using namespace shardopt::capi;
 
+extern "C" {
+
 SHARDOPT_API shardopt_status shardopt_optimizer_save(shardopt_optimizer opt, const char *dir,
                                                      shardopt_checkpoint_form form) {
-    return guard(__func__, [&] { ops::save(opt_of(opt), dir, form); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(dir, "dir");
+        require(form == SHARDOPT_CHECKPOINT_SHARDED || form == SHARDOPT_CHECKPOINT_CONSOLIDATED,
+                ErrorCode::invalid_argument,
+                "form " + std::to_string(int(form)) + " is not a shardopt_checkpoint_form");
+        o.save(dir, form == SHARDOPT_CHECKPOINT_SHARDED ? CheckpointForm::sharded : CheckpointForm::consolidated);
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_load(shardopt_optimizer opt, const char *dir) {
-    return guard(__func__, [&] { ops::load(opt_of(opt), dir); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(dir, "dir");
+        o.load(dir);
+    });
 }
 
+// The bytes in a malloc'ed buffer (shardopt_buffer_free releases it).
 SHARDOPT_API shardopt_status shardopt_optimizer_serialize(shardopt_optimizer opt, void **data, size_t *size) {
-    return guard(__func__, [&] { ops::serialize(opt_of(opt), data, size); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(data, "data");
+        not_null(size, "size");
+        const std::vector<unsigned char> bytes = o.serialize();
+        void *out = std::malloc(bytes.empty() ? 1 : bytes.size());
+        if (!out) throw std::bad_alloc();
+        if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
+        *data = out;
+        *size = bytes.size();
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_deserialize(shardopt_optimizer opt, const void *data, size_t size) {
-    return guard(__func__, [&] { ops::deserialize(opt_of(opt), data, size); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(data, "data");
+        o.deserialize(data, size);
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_buffer_free(void *data) {
     std::free(data);
     return SHARDOPT_OK;
 }
+
+} // extern "C"

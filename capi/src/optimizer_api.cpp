@@ -1,33 +1,52 @@
-// Sharded optimizers: creation, layout queries, parameters, the step protocol and state. The
-// bodies are shared with the device optimizer (optimizer_ops.hpp).
+// Sharded optimizers, in host or CUDA memory: creation, layout queries, parameters, the step
+// protocol and state.
 #include "capi_internal.hpp"
-#include "optimizer_ops.hpp"
+#include "options_convert.hpp"
 
 using namespace shardopt;
 using namespace shardopt::capi;
 
 namespace {
 
+// Index and size arguments against the optimizer's layout.
+void bucket_arg(const ParameterSet &l, int b) {
+    require(b >= 0 && b < l.bucket_count(), ErrorCode::invalid_argument,
+            "bucket " + std::to_string(b) + " out of range [0, " + std::to_string(l.bucket_count()) + ")");
+}
+void tensor_arg(const ParameterSet &l, int t) {
+    require(t >= 0 && t < l.tensor_count(), ErrorCode::invalid_argument,
+            "tensor " + std::to_string(t) + " out of range [0, " + std::to_string(l.tensor_count()) + ")");
+}
+void packed_count_arg(const ParameterSet &l, size_t count) {
+    require(count == l.element_count(), ErrorCode::invalid_argument,
+            "count is " + std::to_string(count) + " but the model has " + std::to_string(l.element_count()) +
+                " parameters");
+}
+
 shardopt_status create(const char *fn, shardopt_comm comm, shardopt_params params,
                        const shardopt_optimizer_options *optimizer, const shardopt_sharding_options *sharding,
                        const void *initial, void *external, size_t external_count, bool use_external,
                        shardopt_optimizer *out) {
     return guard(fn, [&] {
-        const ops::CreateArgs a = ops::create_args(comm, params, optimizer, sharding, out);
+        Communicator &c = comm_of(comm);
+        const ParameterSet &layout = params_of(params);
+        not_null(out, "out");
+        const OptimizerOptions o = optimizer_options_from(optimizer);
+        const ShardingOptions s = sharding_options_from(sharding);
+        require(layout.tensor_count() > 0, ErrorCode::invalid_argument, "the parameter set has no tensors");
         if (use_external) {
             not_null(external, "param_buffer");
-            require(a.sharding.strategy != Strategy::fsdp && a.sharding.strategy != Strategy::hybrid,
-                    ErrorCode::unsupported,
-                    std::string("caller-owned parameters are not supported for ") +
-                        strategy_name(a.sharding.strategy) + " (DDP, ZeRO-1, ZeRO-2 and Local SGD only)");
-            ParameterSet planned = a.layout;
-            planned.plan(a.comm.size());
+            require(s.strategy != Strategy::fsdp && s.strategy != Strategy::hybrid, ErrorCode::unsupported,
+                    std::string("caller-owned parameters are not supported for ") + strategy_name(s.strategy) +
+                        " (DDP, ZeRO-1, ZeRO-2 and Local SGD only)");
+            ParameterSet planned = layout;
+            planned.plan(c.size());
             require(external_count == planned.padded_count(), ErrorCode::invalid_argument,
                     "param_count is " + std::to_string(external_count) + " but the layout needs " +
                         std::to_string(planned.padded_count()) + " elements (shardopt_params_padded_count)");
         }
         std::unique_ptr<shardopt_optimizer_s> h(new shardopt_optimizer_s);
-        h->opt = ShardedOptimizer::create(a.comm.shared_from_this(), a.layout, a.optimizer, a.sharding, initial,
+        h->opt = ShardedOptimizer::create(c.shared_from_this(), layout, o, s, initial,
                                           use_external ? external : nullptr);
         *out = h.release();
     });
@@ -56,26 +75,51 @@ SHARDOPT_API shardopt_status shardopt_optimizer_destroy(shardopt_optimizer opt) 
     return guard(__func__, [&] { destroy(opt, HandleTag::optimizer, "optimizer"); });
 }
 
+// --- layout queries ---------------------------------------------------------------------------
+
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_count(shardopt_optimizer opt, int *count) {
-    return guard(__func__, [&] { ops::tensor_count(opt_of(opt), count); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(count, "count");
+        *count = o.layout().tensor_count();
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_info(shardopt_optimizer opt, int tensor, size_t *count,
                                                             int *bucket) {
-    return guard(__func__, [&] { ops::tensor_info(opt_of(opt), tensor, count, bucket); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        tensor_arg(o.layout(), tensor);
+        const auto &t = o.layout().tensor(tensor);
+        if (count) *count = t.count;
+        if (bucket) *bucket = t.bucket;
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_bucket_count(shardopt_optimizer opt, int *count) {
-    return guard(__func__, [&] { ops::bucket_count(opt_of(opt), count); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(count, "count");
+        *count = o.layout().bucket_count();
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_bucket_info(shardopt_optimizer opt, int bucket, size_t *count) {
-    return guard(__func__, [&] { ops::bucket_info(opt_of(opt), bucket, count); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        bucket_arg(o.layout(), bucket);
+        not_null(count, "count");
+        *count = o.layout().bucket(bucket).count;
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_element_count(shardopt_optimizer opt, size_t *count,
                                                               size_t *padded_count) {
-    return guard(__func__, [&] { ops::element_count(opt_of(opt), count, padded_count); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        if (count) *count = o.layout().element_count();
+        if (padded_count) *padded_count = o.layout().padded_count();
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optimizer opt, double lr) {
@@ -83,33 +127,69 @@ SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optim
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps) {
-    return guard(__func__, [&] { ops::step_count(opt_of(opt), steps); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(steps, "steps");
+        *steps = o.step_count();
+    });
 }
 
+// --- parameters (memory of the optimizer's space; packed copies in host memory) --------------
+
 SHARDOPT_API shardopt_status shardopt_optimizer_parameters(shardopt_optimizer opt, void **params) {
-    return guard(__func__, [&] { ops::parameters(opt_of(opt), params); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(params, "params");
+        *params = o.parameters();
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_parameters(shardopt_optimizer opt, int tensor, void **params) {
-    return guard(__func__, [&] { ops::tensor_parameters(opt_of(opt), tensor, params); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        tensor_arg(o.layout(), tensor);
+        not_null(params, "params");
+        *params = o.tensor_parameters(tensor);
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_get_parameters(shardopt_optimizer opt, void *packed, size_t count) {
-    return guard(__func__, [&] { ops::get_parameters(opt_of(opt), packed, count); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(packed, "packed");
+        packed_count_arg(o.layout(), count);
+        o.get_parameters(packed);
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_set_parameters(shardopt_optimizer opt, const void *packed,
                                                                size_t count) {
-    return guard(__func__, [&] { ops::set_parameters(opt_of(opt), packed, count); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(packed, "packed");
+        packed_count_arg(o.layout(), count);
+        o.set_parameters(packed);
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_gather(shardopt_optimizer opt, int bucket, void **params) {
-    return guard(__func__, [&] { ops::gather(opt_of(opt), bucket, params); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        bucket_arg(o.layout(), bucket);
+        void *p = o.gather(bucket);
+        if (params) *params = p;
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_release(shardopt_optimizer opt, int bucket) {
-    return guard(__func__, [&] { ops::release(opt_of(opt), bucket); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        bucket_arg(o.layout(), bucket);
+        o.release(bucket);
+    });
 }
+
+// --- step protocol ----------------------------------------------------------------------------
 
 SHARDOPT_API shardopt_status shardopt_optimizer_zero_grad(shardopt_optimizer opt) {
     return guard(__func__, [&] { opt_of(opt).zero_grad(); });
@@ -117,32 +197,81 @@ SHARDOPT_API shardopt_status shardopt_optimizer_zero_grad(shardopt_optimizer opt
 
 SHARDOPT_API shardopt_status shardopt_optimizer_bucket_grad(shardopt_optimizer opt, int bucket, void **grad,
                                                             size_t *count) {
-    return guard(__func__, [&] { ops::bucket_grad(opt_of(opt), bucket, grad, count); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        bucket_arg(o.layout(), bucket);
+        not_null(grad, "grad");
+        *grad = o.bucket_grad(bucket);
+        if (count) *count = o.layout().bucket(bucket).count;
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_grad(shardopt_optimizer opt, int tensor, void **grad,
                                                             size_t *count) {
-    return guard(__func__, [&] { ops::tensor_grad(opt_of(opt), tensor, grad, count); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        tensor_arg(o.layout(), tensor);
+        not_null(grad, "grad");
+        *grad = o.grad(tensor);
+        if (count) *count = o.layout().tensor(tensor).count;
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_grad_ready(shardopt_optimizer opt, int bucket) {
-    return guard(__func__, [&] { ops::grad_ready(opt_of(opt), bucket); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        bucket_arg(o.layout(), bucket);
+        o.grad_ready(bucket);
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_step(shardopt_optimizer opt, shardopt_step_result *result) {
-    return guard(__func__, [&] { ops::step(opt_of(opt), result); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        if (result) check_out_struct(result, "step result"); // before stepping: outputs unchanged on error
+        const StepResult r = o.step();
+        if (!result) return;
+        shardopt_step_result c{};
+        c.applied = r.applied;
+        c.skipped_nonfinite = r.skipped_nonfinite;
+        c.accumulating = r.accumulating;
+        c.grad_norm = r.grad_norm;
+        c.reduce_wait_seconds = r.reduce_wait_seconds;
+        c.update_seconds = r.update_seconds;
+        c.post_update_seconds = r.post_update_seconds;
+        write_struct(result, c, "step result");
+    });
 }
+
+// --- state ------------------------------------------------------------------------------------
 
 SHARDOPT_API shardopt_status shardopt_optimizer_synchronize_state(shardopt_optimizer opt) {
     return guard(__func__, [&] { opt_of(opt).synchronize_optimizer_state(); });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_should_early_stop(shardopt_optimizer opt, int vote, int *stop) {
-    return guard(__func__, [&] { ops::should_early_stop(opt_of(opt), vote, stop); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(stop, "stop");
+        *stop = o.should_early_stop(vote != 0) ? 1 : 0;
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats) {
-    return guard(__func__, [&] { ops::memory_stats(opt_of(opt), stats); });
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(stats, "stats");
+        check_out_struct(stats, "memory stats");
+        const MemoryStats m = o.memory_stats();
+        shardopt_memory_stats c{};
+        c.params_bytes = m.params_bytes;
+        c.grads_bytes = m.grads_bytes;
+        c.optimizer_state_bytes = m.optimizer_state_bytes;
+        c.buffer_bytes = m.buffer_bytes;
+        c.peak_buffer_bytes = m.peak_buffer_bytes;
+        c.total_bytes = m.total();
+        write_struct(stats, c, "memory stats");
+    });
 }
 
 } // extern "C"

@@ -1,5 +1,8 @@
 // Versioned options structs: defaults (shardopt_*_options_init_sized) and conversion to the C++
-// option types.
+// option types. Zero means default (sharding and optimize options); the optimizer options say
+// which fields they set in field_mask.
+#include <cstddef>
+
 #include "capi_internal.hpp"
 #include "options_convert.hpp"
 
@@ -9,35 +12,44 @@ using namespace shardopt::capi;
 namespace shardopt::capi {
 
 namespace {
-// Writes the first struct_size bytes of `defaults` into *opts (the caller's struct may be older).
-template <typename T> void init_sized(T *opts, size_t struct_size, const T &defaults, const char *name) {
+
+// The fields of shardopt_optimizer_options after kind, with their field_mask bit.
+#define SHARDOPT_OPTIMIZER_FIELDS(X)                                                                           \
+    X(LR, lr) X(WEIGHT_DECAY, weight_decay) X(MAXIMIZE, maximize) X(MOMENTUM, momentum) X(DAMPENING, dampening) \
+    X(NESTEROV, nesterov) X(BETA1, beta1) X(BETA2, beta2) X(EPS, eps) X(AMSGRAD, amsgrad) X(ALPHA, alpha)       \
+    X(CENTERED, centered) X(LR_DECAY, lr_decay) X(INITIAL_ACCUMULATOR_VALUE, initial_accumulator_value)
+
+#define SHARDOPT_FIELD_BIT(BIT, name) | SHARDOPT_OPT_FIELD_##BIT
+constexpr std::uint64_t kKnownFields = SHARDOPT_OPT_FIELD_KIND SHARDOPT_OPTIMIZER_FIELDS(SHARDOPT_FIELD_BIT);
+#undef SHARDOPT_FIELD_BIT
+
+template <typename T> constexpr std::size_t end_of(std::size_t offset) { return offset + sizeof(T); }
+#define SHARDOPT_FIELD_END(name)                                                                                \
+    end_of<decltype(shardopt_optimizer_options::name)>(offsetof(shardopt_optimizer_options, name))
+
+// Writes the first struct_size bytes of `full` into *opts (the caller's struct may be older).
+template <typename T> void write_prefix(T *opts, std::size_t struct_size, const T &full, std::size_t min_size,
+                                        const char *name) {
     not_null(opts, name);
-    require(struct_size >= sizeof(std::size_t) + sizeof(std::int32_t), ErrorCode::invalid_argument,
+    require(struct_size >= min_size, ErrorCode::invalid_argument,
             std::string(name) + ": struct_size " + std::to_string(struct_size) + " is too small");
     const std::size_t n = struct_size < sizeof(T) ? struct_size : sizeof(T);
-    T copy = defaults;
+    T copy = full;
     copy.struct_size = struct_size;
     std::memcpy(static_cast<void *>(opts), &copy, n);
 }
 
-shardopt_optimizer_options to_c(const OptimizerOptions &o) {
+// Every field of `o`, and the field_mask bit of each field that fits in struct_size.
+shardopt_optimizer_options to_c(const OptimizerOptions &o, std::size_t struct_size) {
     shardopt_optimizer_options c{};
-    c.struct_size = sizeof c;
+    c.struct_size = struct_size;
     c.kind = shardopt_optimizer_kind(o.kind);
-    c.lr = o.lr;
-    c.weight_decay = o.weight_decay;
-    c.maximize = o.maximize;
-    c.momentum = o.momentum;
-    c.dampening = o.dampening;
-    c.nesterov = o.nesterov;
-    c.beta1 = o.beta1;
-    c.beta2 = o.beta2;
-    c.eps = o.eps;
-    c.amsgrad = o.amsgrad;
-    c.alpha = o.alpha;
-    c.centered = o.centered;
-    c.lr_decay = o.lr_decay;
-    c.initial_accumulator_value = o.initial_accumulator_value;
+    if (SHARDOPT_FIELD_END(kind) <= struct_size) c.field_mask |= SHARDOPT_OPT_FIELD_KIND;
+#define SHARDOPT_FIELD_TO_C(BIT, name)                                                                          \
+    c.name = static_cast<decltype(c.name)>(o.name);                                                            \
+    if (SHARDOPT_FIELD_END(name) <= struct_size) c.field_mask |= SHARDOPT_OPT_FIELD_##BIT;
+    SHARDOPT_OPTIMIZER_FIELDS(SHARDOPT_FIELD_TO_C)
+#undef SHARDOPT_FIELD_TO_C
     return c;
 }
 
@@ -48,15 +60,19 @@ shardopt_sharding_options sharding_defaults() {
     c.strategy = shardopt_strategy(o.strategy);
     c.gradient_accumulation_steps = o.gradient_accumulation_steps;
     c.max_grad_norm = o.max_grad_norm;
-    c.skip_nonfinite = o.skip_nonfinite;
+    c.skip_nonfinite = o.skip_nonfinite ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     c.staging_buffers = o.staging_buffers;
-    c.fsdp_prefetch = o.fsdp_prefetch;
+    c.fsdp_prefetch = o.fsdp_prefetch ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     c.pipeline_parallel_size = o.pipeline_parallel_size;
     c.tensor_parallel_size = o.tensor_parallel_size;
     c.data_parallel_size = o.data_parallel_size;
     c.hybrid_data_strategy = shardopt_strategy(o.hybrid_data_strategy);
     c.hsdp_replicas = o.hsdp_replicas;
     c.local_sgd_period = o.local_sgd_period;
+    c.memory = shardopt_memory_space(o.memory);
+    c.cuda_stream = o.cuda_stream;
+    c.update_threads = o.update_threads;
+    c.overlap_param_gather = o.overlap_param_gather ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     return c;
 }
 
@@ -73,6 +89,11 @@ shardopt_optimize_options optimize_defaults() {
     return c;
 }
 
+// The smallest struct_size each options struct accepts: struct_size and its first field.
+constexpr std::size_t kMinOptimizerOptions = offsetof(shardopt_optimizer_options, field_mask) + sizeof(std::uint64_t);
+constexpr std::size_t kMinShardingOptions = offsetof(shardopt_sharding_options, strategy) + sizeof(shardopt_strategy);
+constexpr std::size_t kMinOptimizeOptions = offsetof(shardopt_optimize_options, num_samples) + sizeof(std::int64_t);
+
 OptimizerKind kind_arg(int kind) {
     require(kind >= 0 && kind <= int(OptimizerKind::lamb), ErrorCode::invalid_argument,
             "invalid optimizer kind " + std::to_string(kind));
@@ -83,56 +104,93 @@ Strategy strategy_arg(int s, const char *field) {
             std::string(field) + ": invalid strategy " + std::to_string(s));
     return Strategy(s);
 }
+MemorySpace memory_arg(int m) {
+    require(m == SHARDOPT_MEMORY_HOST || m == SHARDOPT_MEMORY_CUDA, ErrorCode::invalid_argument,
+            "sharding options: memory is " + std::to_string(m) +
+                ", not a shardopt_memory_space (SHARDOPT_MEMORY_HOST or SHARDOPT_MEMORY_CUDA)");
+    return MemorySpace(m);
+}
+// A shardopt_switch: AUTO is the field's default.
+bool switch_arg(int v, bool automatic, const char *field) {
+    require(v == SHARDOPT_AUTO || v == SHARDOPT_ENABLE || v == SHARDOPT_DISABLE, ErrorCode::invalid_argument,
+            std::string("sharding options: ") + field + " is " + std::to_string(v) +
+                ", not a shardopt_switch (SHARDOPT_AUTO, SHARDOPT_ENABLE or SHARDOPT_DISABLE)");
+    return v == SHARDOPT_AUTO ? automatic : v == SHARDOPT_ENABLE;
+}
+// Zero means the default.
+template <typename T> T or_default(T value, T default_value) { return value == 0 ? default_value : value; }
+
+// A field present in the caller's struct must have its bit set or be zero; a bit must name a
+// field that is present.
+void check_field(const shardopt_optimizer_options &c, std::size_t size, std::uint64_t bit, const char *bit_name,
+                 const char *field, std::size_t end, bool is_zero) {
+    if (end > size) {
+        require(!(c.field_mask & bit), ErrorCode::invalid_argument,
+                std::string("optimizer options: field_mask has ") + bit_name + " but struct_size " +
+                    std::to_string(size) + " ends before field " + field);
+        return;
+    }
+    require((c.field_mask & bit) || is_zero, ErrorCode::invalid_argument,
+            std::string("optimizer options: ") + field + " is set but " + bit_name +
+                " is not in field_mask (set the bit, or fill the struct with shardopt_optimizer_options_init)");
+}
+
 } // namespace
 
 OptimizerOptions optimizer_options_from(const shardopt_optimizer_options *user) {
-    const auto c0 = read_struct(user, to_c(OptimizerOptions::defaults(OptimizerKind::adam)), "optimizer options");
-    // Fields the caller's (older) struct lacks take the defaults of the kind it asked for.
-    const auto c = read_struct(user, to_c(OptimizerOptions::defaults(kind_arg(c0.kind))), "optimizer options");
-    OptimizerOptions o;
-    o.kind = kind_arg(c.kind);
-    o.lr = c.lr;
-    o.weight_decay = c.weight_decay;
-    o.maximize = c.maximize != 0;
-    o.momentum = c.momentum;
-    o.dampening = c.dampening;
-    o.nesterov = c.nesterov != 0;
-    o.beta1 = c.beta1;
-    o.beta2 = c.beta2;
-    o.eps = c.eps;
-    o.amsgrad = c.amsgrad != 0;
-    o.alpha = c.alpha;
-    o.centered = c.centered != 0;
-    o.lr_decay = c.lr_decay;
-    o.initial_accumulator_value = c.initial_accumulator_value;
+    const auto c = read_struct(user, "optimizer options", kMinOptimizerOptions);
+    const std::size_t size = c.struct_size;
+    require((c.field_mask & ~kKnownFields) == 0, ErrorCode::invalid_argument,
+            "optimizer options: field_mask has bits this library does not know (" +
+                std::to_string(c.field_mask & ~kKnownFields) + "; only SHARDOPT_OPT_FIELD_* bits)");
+    check_field(c, size, SHARDOPT_OPT_FIELD_KIND, "SHARDOPT_OPT_FIELD_KIND", "kind", SHARDOPT_FIELD_END(kind),
+                c.kind == 0);
+#define SHARDOPT_FIELD_CHECK(BIT, name)                                                                         \
+    check_field(c, size, SHARDOPT_OPT_FIELD_##BIT, "SHARDOPT_OPT_FIELD_" #BIT, #name, SHARDOPT_FIELD_END(name),  \
+                c.name == 0);
+    SHARDOPT_OPTIMIZER_FIELDS(SHARDOPT_FIELD_CHECK)
+#undef SHARDOPT_FIELD_CHECK
+    // Fields whose bit is clear take torch.optim's defaults for the kind (SGD without its bit).
+    OptimizerOptions o =
+        OptimizerOptions::defaults(c.field_mask & SHARDOPT_OPT_FIELD_KIND ? kind_arg(c.kind) : OptimizerKind::sgd);
+#define SHARDOPT_FIELD_FROM_C(BIT, name)                                                                        \
+    if (c.field_mask & SHARDOPT_OPT_FIELD_##BIT) o.name = static_cast<decltype(o.name)>(c.name);
+    SHARDOPT_OPTIMIZER_FIELDS(SHARDOPT_FIELD_FROM_C)
+#undef SHARDOPT_FIELD_FROM_C
     o.validate();
     return o;
 }
 
 ShardingOptions sharding_options_from(const shardopt_sharding_options *user) {
-    const auto c = read_struct(user, sharding_defaults(), "sharding options");
+    const auto c = read_struct(user, "sharding options", kMinShardingOptions);
+    const ShardingOptions d; // the defaults that 0 stands for
     ShardingOptions o;
     o.strategy = strategy_arg(c.strategy, "strategy");
-    o.gradient_accumulation_steps = c.gradient_accumulation_steps;
+    o.gradient_accumulation_steps = or_default(c.gradient_accumulation_steps, d.gradient_accumulation_steps);
     o.max_grad_norm = c.max_grad_norm;
-    o.skip_nonfinite = c.skip_nonfinite != 0;
-    o.staging_buffers = c.staging_buffers;
-    o.fsdp_prefetch = c.fsdp_prefetch != 0;
-    o.pipeline_parallel_size = c.pipeline_parallel_size;
-    o.tensor_parallel_size = c.tensor_parallel_size;
-    o.data_parallel_size = c.data_parallel_size;
+    o.skip_nonfinite = switch_arg(c.skip_nonfinite, d.skip_nonfinite, "skip_nonfinite");
+    o.staging_buffers = or_default(c.staging_buffers, d.staging_buffers);
+    o.fsdp_prefetch = switch_arg(c.fsdp_prefetch, d.fsdp_prefetch, "fsdp_prefetch");
+    o.pipeline_parallel_size = or_default(c.pipeline_parallel_size, d.pipeline_parallel_size);
+    o.tensor_parallel_size = or_default(c.tensor_parallel_size, d.tensor_parallel_size);
+    o.data_parallel_size = or_default(c.data_parallel_size, d.data_parallel_size);
     o.hybrid_data_strategy = strategy_arg(c.hybrid_data_strategy, "hybrid_data_strategy");
-    o.hsdp_replicas = c.hsdp_replicas;
-    o.local_sgd_period = c.local_sgd_period;
+    o.hsdp_replicas = or_default(c.hsdp_replicas, d.hsdp_replicas);
+    o.local_sgd_period = or_default(c.local_sgd_period, d.local_sgd_period);
+    o.memory = memory_arg(c.memory);
+    o.cuda_stream = static_cast<CUstream_st *>(c.cuda_stream);
+    o.update_threads = c.update_threads; // 0 = automatic, as in C++
+    o.overlap_param_gather = switch_arg(c.overlap_param_gather, d.overlap_param_gather, "overlap_param_gather");
     return o;
 }
 
 OptimizeOptions optimize_options_from(const shardopt_optimize_options *user) {
-    const auto c = read_struct(user, optimize_defaults(), "optimize options");
+    const auto c = read_struct(user, "optimize options", kMinOptimizeOptions);
+    const OptimizeOptions d;
     OptimizeOptions o;
-    o.num_samples = c.num_samples;
+    o.num_samples = c.num_samples; // no default: 0 is refused by optimize
     o.batch_size = c.batch_size;
-    o.epochs = c.epochs;
+    o.epochs = or_default(c.epochs, d.epochs);
     o.max_iterations = c.max_iterations;
     o.patience = c.patience;
     o.min_delta = c.min_delta;
@@ -146,19 +204,21 @@ extern "C" {
 SHARDOPT_API shardopt_status shardopt_optimizer_options_init_sized(shardopt_optimizer_options *opts,
                                                                    size_t struct_size, shardopt_optimizer_kind kind) {
     return guard(__func__, [&] {
-        const auto defaults = to_c(OptimizerOptions::defaults(kind_arg(kind)));
-        init_sized(opts, struct_size, defaults, "optimizer options");
+        const auto full = to_c(OptimizerOptions::defaults(kind_arg(kind)), struct_size);
+        write_prefix(opts, struct_size, full, kMinOptimizerOptions, "optimizer options");
     });
 }
 
 SHARDOPT_API shardopt_status shardopt_sharding_options_init_sized(shardopt_sharding_options *opts,
                                                                   size_t struct_size) {
-    return guard(__func__, [&] { init_sized(opts, struct_size, sharding_defaults(), "sharding options"); });
+    return guard(__func__,
+                 [&] { write_prefix(opts, struct_size, sharding_defaults(), kMinShardingOptions, "sharding options"); });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimize_options_init_sized(shardopt_optimize_options *opts,
                                                                   size_t struct_size) {
-    return guard(__func__, [&] { init_sized(opts, struct_size, optimize_defaults(), "optimize options"); });
+    return guard(__func__,
+                 [&] { write_prefix(opts, struct_size, optimize_defaults(), kMinOptimizeOptions, "optimize options"); });
 }
 
 } // extern "C"

@@ -99,6 +99,79 @@ static void test_null_handles(void) {
     CHECK(w == NULL && o == NULL && c == NULL);
 }
 
+/* Every optimizer function on a NULL handle: INVALID_ARGUMENT naming the handle, and no output
+ * written (outputs hold sentinels before; struct outputs a byte pattern). */
+static void test_null_handles_leave_outputs(void) {
+    int i = -7;
+    size_t n = 77;
+    int64_t i64 = -77;
+    float f[9] = {0};
+    char dir[] = "/nonexistent/never-written";
+    void *sentinel = &i, *p = sentinel;
+    shardopt_step_result sr;
+    shardopt_memory_stats ms;
+    shardopt_optimize_options oo;
+    memset(&sr, 0xab, sizeof sr);
+    memset(&ms, 0xab, sizeof ms);
+    sr.struct_size = sizeof sr;
+    ms.struct_size = sizeof ms;
+    CHECK_OK(shardopt_optimize_options_init(&oo));
+#define OPT_NULL(expr) CHECK_ERR(expr, SHARDOPT_ERR_INVALID_ARGUMENT, "optimizer handle is NULL")
+    OPT_NULL(shardopt_optimizer_tensor_count(NULL, &i));
+    OPT_NULL(shardopt_optimizer_tensor_info(NULL, 0, &n, &i));
+    OPT_NULL(shardopt_optimizer_bucket_count(NULL, &i));
+    OPT_NULL(shardopt_optimizer_bucket_info(NULL, 0, &n));
+    OPT_NULL(shardopt_optimizer_element_count(NULL, &n, &n));
+    OPT_NULL(shardopt_optimizer_step_count(NULL, &i64));
+    OPT_NULL(shardopt_optimizer_parameters(NULL, &p));
+    OPT_NULL(shardopt_optimizer_tensor_parameters(NULL, 0, &p));
+    OPT_NULL(shardopt_optimizer_get_parameters(NULL, f, 9));
+    OPT_NULL(shardopt_optimizer_gather(NULL, 0, &p));
+    OPT_NULL(shardopt_optimizer_bucket_grad(NULL, 0, &p, &n));
+    OPT_NULL(shardopt_optimizer_tensor_grad(NULL, 0, &p, &n));
+    OPT_NULL(shardopt_optimizer_step(NULL, &sr));
+    OPT_NULL(shardopt_optimizer_should_early_stop(NULL, 1, &i));
+    OPT_NULL(shardopt_optimizer_memory_stats(NULL, &ms));
+    OPT_NULL(shardopt_optimizer_save(NULL, dir, SHARDOPT_CHECKPOINT_SHARDED));
+    OPT_NULL(shardopt_optimizer_load(NULL, dir));
+    OPT_NULL(shardopt_optimizer_serialize(NULL, &p, &n));
+    OPT_NULL(shardopt_optimizer_deserialize(NULL, f, sizeof f));
+    /* NULL handle and NULL outputs: the handle is reported */
+    OPT_NULL(shardopt_optimizer_tensor_count(NULL, NULL));
+    OPT_NULL(shardopt_optimizer_parameters(NULL, NULL));
+    OPT_NULL(shardopt_optimizer_bucket_grad(NULL, 0, NULL, NULL));
+    OPT_NULL(shardopt_optimizer_serialize(NULL, NULL, NULL));
+#undef OPT_NULL
+    CHECK(i == -7 && n == 77 && i64 == -77 && p == sentinel);
+    {
+        unsigned char pattern[sizeof sr > sizeof ms ? sizeof sr : sizeof ms];
+        memset(pattern, 0xab, sizeof pattern);
+        CHECK(sr.struct_size == sizeof sr && memcmp((char *)&sr + sizeof sr.struct_size, pattern,
+                                                    sizeof sr - sizeof sr.struct_size) == 0);
+        CHECK(ms.struct_size == sizeof ms && memcmp((char *)&ms + sizeof ms.struct_size, pattern,
+                                                    sizeof ms - sizeof ms.struct_size) == 0);
+    }
+}
+
+/* A live handle of another kind is refused by its tag, not misused. */
+static void test_wrong_kind(void) {
+    shardopt_comm c = NULL;
+    shardopt_params p = make_params_a6_b3();
+    int count = -7;
+    CHECK_OK(shardopt_comm_create_inprocess(1, &c));
+    CHECK_ERR(shardopt_optimizer_tensor_count((shardopt_optimizer)(void *)c, &count), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "optimizer handle is invalid");
+    CHECK_ERR(shardopt_optimizer_destroy((shardopt_optimizer)(void *)p), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "optimizer handle is invalid");
+    CHECK_ERR(shardopt_comm_rank((shardopt_comm)(void *)p, &count), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "communicator handle is invalid");
+    CHECK(count == -7);
+    CHECK_OK(shardopt_params_tensor_count(p, &count)); /* both still alive */
+    CHECK(count == 2);
+    CHECK_OK(shardopt_comm_destroy(c));
+    CHECK_OK(shardopt_params_destroy(p));
+}
+
 static void test_env(void) {
     shardopt_comm c = NULL;
     int rank = -1, size = -1;
@@ -158,6 +231,8 @@ void test_basics(void) {
     test_version();
     test_destroy_null();
     test_null_handles();
+    test_null_handles_leave_outputs();
+    test_wrong_kind();
     test_env();
     test_thread_local_error();
 }

@@ -1,12 +1,20 @@
 /* The GPU entry points of the ABI on any machine. On a host without a usable GPU (or a build
  * without CUDA, or without NCCL) the GPU backends fail cleanly: UNSUPPORTED, nothing written,
- * and a message that says why; with a GPU they succeed and are used a little. The device
- * optimizer's failures that need no GPU: a communicator without a device, argument checks,
- * NULL handles with every output left unchanged, a handle of the wrong kind, destroy(NULL). */
+ * and a message that says why; with a GPU they succeed and are used a little. An optimizer in
+ * CUDA memory (memory = SHARDOPT_MEMORY_CUDA) over a communicator without a device is refused
+ * with a message naming its backend, after the same argument checks as host memory. Where a GPU
+ * communicator can be created (a GPU, or the CUDA stand-in of test_capi_gpu_standin, also on 2
+ * processes), the optimizer in CUDA memory is driven through the whole ABI
+ * (test_gpu_device_memory) and checked against the same training in host memory on one rank
+ * (every rank is given the same gradients, so their average is exact). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "harness.h"
 #include "tests.h"
+
+/* cuda_copy.cpp: 0 copied, 1 no CUDA runtime in this program, 2 failed. */
+int test_cuda_copy(void *dst, const void *src, size_t bytes);
 
 static int contains(const char *text, const char *part) { return strstr(text, part) != NULL; }
 
@@ -47,28 +55,27 @@ static void test_gpu_backends(void) {
     gpu_backend("staged", 1);
 }
 
-/* A communicator that is not a GPU one: no device optimizer, no CUDA stream. */
+/* A communicator that is not a GPU one: no optimizer in CUDA memory, no CUDA stream. */
 static void no_device(shardopt_comm comm, const char *backend) {
     shardopt_params p = make_params_a6_b3();
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
-    shardopt_device_optimizer sentinel = (shardopt_device_optimizer)&sentinel, opt = sentinel;
+    shardopt_optimizer sentinel = (shardopt_optimizer)&sentinel, opt = sentinel;
     float init[9] = {0};
     int stream_storage = 0;
     char why[96];
     CHECK_OK(shardopt_optimizer_options_init(&o));
     CHECK_OK(shardopt_sharding_options_init(&s));
+    s.memory = SHARDOPT_MEMORY_CUDA;
+    snprintf(why, sizeof why, "communicator of backend '%s' has no device", backend);
 #ifdef SHARDOPT_TEST_HAVE_CUDA
-    snprintf(why, sizeof why, "communicator of backend '%s' has no device", backend);
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, &o, &s, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT, why);
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, &o, &s, init, &stream_storage, &opt),
-              SHARDOPT_ERR_INVALID_ARGUMENT, why);
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT, why);
+    s.cuda_stream = &stream_storage;
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, init, &opt), SHARDOPT_ERR_INVALID_ARGUMENT, why);
 #else
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, &o, &s, NULL, NULL, &opt), SHARDOPT_ERR_UNSUPPORTED,
-              "built without CUDA");
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, &o, &s, init, &stream_storage, &opt),
-              SHARDOPT_ERR_UNSUPPORTED, "built without CUDA");
-    snprintf(why, sizeof why, "communicator of backend '%s' has no device", backend);
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_UNSUPPORTED, "built without CUDA");
+    s.cuda_stream = &stream_storage;
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, init, &opt), SHARDOPT_ERR_UNSUPPORTED, "built without CUDA");
 #endif
     CHECK(opt == sentinel);
     CHECK_ERR(shardopt_comm_set_cuda_stream(comm, &stream_storage), SHARDOPT_ERR_INVALID_ARGUMENT, why);
@@ -76,35 +83,33 @@ static void no_device(shardopt_comm comm, const char *backend) {
     CHECK_OK(shardopt_params_destroy(p));
 }
 
-/* The argument checks before anything is built are the host optimizer's. */
+/* With memory CUDA the argument checks before anything is built are those of host memory. */
 static void creation_errors(shardopt_comm comm) {
     shardopt_params p = make_params_a6_b3(), empty = NULL;
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
-    shardopt_device_optimizer sentinel = (shardopt_device_optimizer)&sentinel, opt = sentinel;
+    shardopt_optimizer sentinel = (shardopt_optimizer)&sentinel, opt = sentinel;
     CHECK_OK(shardopt_optimizer_options_init(&o));
     CHECK_OK(shardopt_sharding_options_init(&s));
-    CHECK_ERR(shardopt_device_optimizer_create(NULL, p, &o, &s, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
+    s.memory = SHARDOPT_MEMORY_CUDA;
+    CHECK_ERR(shardopt_optimizer_create(NULL, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "communicator handle is NULL");
-    CHECK_ERR(shardopt_device_optimizer_create(comm, NULL, &o, &s, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
+    CHECK_ERR(shardopt_optimizer_create(comm, NULL, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "parameter set handle is NULL");
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, NULL, &s, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
+    CHECK_ERR(shardopt_optimizer_create(comm, p, NULL, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "optimizer options is NULL");
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, &o, NULL, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "sharding options is NULL");
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, &o, &s, NULL, NULL, NULL), SHARDOPT_ERR_INVALID_ARGUMENT,
-              "out is NULL");
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "out is NULL");
     o.lr = -1.0;
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, &o, &s, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
-              "lr");
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT, "lr");
     CHECK_OK(shardopt_optimizer_options_init(&o));
     s.strategy = (shardopt_strategy)42;
-    CHECK_ERR(shardopt_device_optimizer_create(comm, p, &o, &s, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "invalid strategy 42");
-    CHECK_OK(shardopt_sharding_options_init(&s));
+    s.strategy = SHARDOPT_DDP;
     CHECK_OK(shardopt_params_create(SHARDOPT_F32, 0, &empty));
-    CHECK_ERR(shardopt_device_optimizer_create(comm, empty, &o, &s, NULL, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
-              "no tensors");
+    CHECK_ERR(shardopt_optimizer_create(comm, empty, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT, "no tensors");
     CHECK(opt == sentinel);
     CHECK_OK(shardopt_params_destroy(empty));
     CHECK_OK(shardopt_params_destroy(p));
@@ -125,96 +130,241 @@ static void test_no_device(void) {
 #endif
 }
 
-#define NULL_HANDLE(expr) CHECK_ERR(expr, SHARDOPT_ERR_INVALID_ARGUMENT, "device optimizer handle is NULL")
+/* --- the optimizer in CUDA memory ------------------------------------------------------------- */
+#define N 9 /* tensor "a": 6 elements (bucket 0), tensor "b": 3 elements (bucket 1) */
 
-/* Every function on a NULL handle: INVALID_ARGUMENT, and no output written. */
-static void test_null_handles(void) {
-    int i = -7;
-    size_t n = 77;
-    int64_t i64 = -77;
-    float f[9] = {0};
-    char dir[] = "/nonexistent/never-written";
-    void *sentinel = &i, *p = sentinel;
-    shardopt_step_result sr;
-    shardopt_memory_stats ms;
-    shardopt_optimize_options oo;
-    memset(&sr, 0xab, sizeof sr);
-    memset(&ms, 0xab, sizeof ms);
-    sr.struct_size = sizeof sr;
-    ms.struct_size = sizeof ms;
-    CHECK_OK(shardopt_optimize_options_init(&oo));
+static const float initial[N] = {0.5f, -1.f, 2.f, 0.25f, -0.75f, 1.5f, 3.f, -2.f, 1.f};
 
-    CHECK_OK(shardopt_device_optimizer_destroy(NULL));
-    CHECK_ERR(shardopt_comm_set_cuda_stream(NULL, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "communicator handle is NULL");
-    NULL_HANDLE(shardopt_device_optimizer_tensor_count(NULL, &i));
-    NULL_HANDLE(shardopt_device_optimizer_tensor_info(NULL, 0, &n, &i));
-    NULL_HANDLE(shardopt_device_optimizer_bucket_count(NULL, &i));
-    NULL_HANDLE(shardopt_device_optimizer_bucket_info(NULL, 0, &n));
-    NULL_HANDLE(shardopt_device_optimizer_element_count(NULL, &n, &n));
-    NULL_HANDLE(shardopt_device_optimizer_set_learning_rate(NULL, 0.1));
-    NULL_HANDLE(shardopt_device_optimizer_step_count(NULL, &i64));
-    NULL_HANDLE(shardopt_device_optimizer_parameters(NULL, &p));
-    NULL_HANDLE(shardopt_device_optimizer_tensor_parameters(NULL, 0, &p));
-    NULL_HANDLE(shardopt_device_optimizer_get_parameters(NULL, f, 9));
-    NULL_HANDLE(shardopt_device_optimizer_set_parameters(NULL, f, 9));
-    NULL_HANDLE(shardopt_device_optimizer_gather(NULL, 0, &p));
-    NULL_HANDLE(shardopt_device_optimizer_release(NULL, 0));
-    NULL_HANDLE(shardopt_device_optimizer_zero_grad(NULL));
-    NULL_HANDLE(shardopt_device_optimizer_bucket_grad(NULL, 0, &p, &n));
-    NULL_HANDLE(shardopt_device_optimizer_tensor_grad(NULL, 0, &p, &n));
-    NULL_HANDLE(shardopt_device_optimizer_grad_ready(NULL, 0));
-    NULL_HANDLE(shardopt_device_optimizer_step(NULL, &sr));
-    NULL_HANDLE(shardopt_device_optimizer_synchronize_state(NULL));
-    NULL_HANDLE(shardopt_device_optimizer_should_early_stop(NULL, 1, &i));
-    NULL_HANDLE(shardopt_device_optimizer_memory_stats(NULL, &ms));
-    NULL_HANDLE(shardopt_device_optimizer_optimize(NULL, NULL, NULL, &oo, NULL));
-    NULL_HANDLE(shardopt_device_optimizer_save(NULL, dir, SHARDOPT_CHECKPOINT_SHARDED));
-    NULL_HANDLE(shardopt_device_optimizer_load(NULL, dir));
-    NULL_HANDLE(shardopt_device_optimizer_serialize(NULL, &p, &n));
-    NULL_HANDLE(shardopt_device_optimizer_deserialize(NULL, f, sizeof f));
-    /* NULL handle and NULL outputs: the handle is reported */
-    NULL_HANDLE(shardopt_device_optimizer_tensor_count(NULL, NULL));
-    NULL_HANDLE(shardopt_device_optimizer_parameters(NULL, NULL));
-    NULL_HANDLE(shardopt_device_optimizer_bucket_grad(NULL, 0, NULL, NULL));
-    NULL_HANDLE(shardopt_device_optimizer_serialize(NULL, NULL, NULL));
-    CHECK(i == -7 && n == 77 && i64 == -77 && p == sentinel);
-    {
-        unsigned char pattern[sizeof sr > sizeof ms ? sizeof sr : sizeof ms];
-        memset(pattern, 0xab, sizeof pattern);
-        CHECK(sr.struct_size == sizeof sr && memcmp((char *)&sr + sizeof sr.struct_size, pattern,
-                                                    sizeof sr - sizeof sr.struct_size) == 0);
-        CHECK(ms.struct_size == sizeof ms && memcmp((char *)&ms + sizeof ms.struct_size, pattern,
-                                                    sizeof ms - sizeof ms.struct_size) == 0);
-    }
-}
-
-/* A live handle of another kind is refused by its tag, not misused. */
-static void test_wrong_kind(void) {
-    shardopt_comm c = NULL;
+static shardopt_optimizer make(shardopt_comm comm, shardopt_memory_space memory, shardopt_strategy strategy,
+                               shardopt_optimizer_kind kind) {
     shardopt_params p = make_params_a6_b3();
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
-    shardopt_optimizer host = NULL;
-    int count = -7;
-    CHECK_OK(shardopt_comm_create_inprocess(1, &c));
+    shardopt_optimizer opt = NULL;
+    CHECK_OK(shardopt_optimizer_options_defaults(kind, &o));
+    o.lr = 0.05;
+    CHECK_OK(shardopt_sharding_options_init(&s));
+    s.strategy = strategy;
+    s.memory = memory; /* cuda_stream NULL: the legacy default stream, where test_cuda_copy copies */
+    CHECK_OK(shardopt_optimizer_create(comm, p, &o, &s, initial, &opt));
+    CHECK_OK(shardopt_params_destroy(p));
+    return opt;
+}
+
+static int close_all(const float *a, const float *b, int n, float tolerance) {
+    int i;
+    for (i = 0; i < n; ++i)
+        if (!(fabsf(a[i] - b[i]) <= tolerance * (1.f + fabsf(b[i])))) return 0;
+    return 1;
+}
+
+/* The step protocol with device pointers: gradients written into bucket_grad/tensor_grad with
+ * cudaMemcpy when this program has a CUDA runtime (else left as the optimizer cleared them:
+ * zero), against the host optimizer given the same gradients. */
+static void step_protocol(shardopt_comm gpu, shardopt_comm host_comm, shardopt_strategy strategy, int world) {
+    shardopt_optimizer dev = make(gpu, SHARDOPT_MEMORY_CUDA, strategy, SHARDOPT_ADAM);
+    shardopt_optimizer host = make(host_comm, SHARDOPT_MEMORY_HOST, strategy, SHARDOPT_ADAM);
+    int step, can_copy = 1;
+    for (step = 0; step < 3; ++step) {
+        float g[N], a[N], b[N];
+        void *dg = NULL, *hg = NULL;
+        size_t n = 0, i;
+        shardopt_step_result dr = {.struct_size = sizeof dr}, hr = {.struct_size = sizeof hr};
+        for (i = 0; i < N; ++i) g[i] = 0.1f * (float)((int)(i + (size_t)step) % 5 - 2);
+        if (strategy == SHARDOPT_FSDP) { /* a forward: units gathered on the device */
+            void *unit = NULL;
+            CHECK_OK(shardopt_optimizer_gather(dev, 0, &unit));
+            CHECK(unit != NULL);
+            CHECK_OK(shardopt_optimizer_release(dev, 0));
+        }
+        CHECK_OK(shardopt_optimizer_zero_grad(dev));
+        CHECK_OK(shardopt_optimizer_zero_grad(host));
+        CHECK_OK(shardopt_optimizer_bucket_grad(dev, 0, &dg, &n));
+        CHECK(dg != NULL && n == 6);
+        if (can_copy) can_copy = test_cuda_copy(dg, g, 6 * sizeof(float)) == 0;
+        CHECK_OK(shardopt_optimizer_bucket_grad(host, 0, &hg, &n));
+        if (can_copy) memcpy(hg, g, 6 * sizeof(float));
+        CHECK_OK(shardopt_optimizer_grad_ready(dev, 0));
+        CHECK_OK(shardopt_optimizer_grad_ready(host, 0));
+        CHECK_OK(shardopt_optimizer_tensor_grad(dev, 1, &dg, &n));
+        CHECK(dg != NULL && n == 3);
+        if (can_copy) CHECK(test_cuda_copy(dg, g + 6, 3 * sizeof(float)) == 0);
+        CHECK_OK(shardopt_optimizer_tensor_grad(host, 1, &hg, &n));
+        if (can_copy) memcpy(hg, g + 6, 3 * sizeof(float));
+        CHECK_OK(shardopt_optimizer_grad_ready(dev, 1));
+        CHECK_OK(shardopt_optimizer_grad_ready(host, 1));
+        CHECK_OK(shardopt_optimizer_step(dev, &dr));
+        CHECK_OK(shardopt_optimizer_step(host, &hr));
+        CHECK(dr.applied == 1 && hr.applied == 1 && dr.skipped_nonfinite == 0);
+        CHECK(fabs(dr.grad_norm - hr.grad_norm) <= 1e-6 * (1 + hr.grad_norm)); /* host values */
+        CHECK(dr.reduce_wait_seconds >= 0 && dr.update_seconds >= 0 && dr.post_update_seconds >= 0);
+        CHECK_OK(shardopt_optimizer_get_parameters(dev, a, N)); /* host memory */
+        CHECK_OK(shardopt_optimizer_get_parameters(host, b, N));
+        CHECK(close_all(a, b, N, 1e-6f));
+    }
+    if (!can_copy) printf("test_gpu: no CUDA runtime in this program: device gradients left zero\n");
+    /* parameters: device pointers, the same values as get_parameters */
+    if (strategy != SHARDOPT_FSDP) {
+        void *all = NULL, *t1 = NULL;
+        float a[N], b[N];
+        CHECK_OK(shardopt_optimizer_parameters(dev, &all));
+        CHECK_OK(shardopt_optimizer_tensor_parameters(dev, 1, &t1));
+        CHECK(all != NULL && t1 == (void *)((char *)all + 6 * sizeof(float)));
+        CHECK_OK(shardopt_optimizer_get_parameters(dev, b, N));
+        if (test_cuda_copy(a, all, N * sizeof(float)) == 0) CHECK(memcmp(a, b, sizeof a) == 0);
+    } else {
+        void *unit = NULL, *t1 = NULL;
+        float a[3], b[N];
+        CHECK_ERR(shardopt_optimizer_parameters(dev, &unit), SHARDOPT_ERR_INVALID_STATE, "FSDP");
+        CHECK_OK(shardopt_optimizer_gather(dev, 1, &unit));
+        CHECK_OK(shardopt_optimizer_tensor_parameters(dev, 1, &t1));
+        CHECK(unit != NULL && t1 == unit);
+        CHECK_OK(shardopt_optimizer_get_parameters(dev, b, N));
+        if (test_cuda_copy(a, unit, sizeof a) == 0) CHECK(memcmp(a, b + 6, sizeof a) == 0);
+        CHECK_OK(shardopt_optimizer_release(dev, 1));
+    }
+    {
+        shardopt_memory_stats dm = {.struct_size = sizeof dm}, hm = {.struct_size = sizeof hm};
+        int stop = -1;
+        int64_t steps = -1;
+        CHECK_OK(shardopt_optimizer_memory_stats(dev, &dm));
+        CHECK_OK(shardopt_optimizer_memory_stats(host, &hm));
+        CHECK((world > 1 || dm.params_bytes == hm.params_bytes) && dm.params_bytes > 0 && dm.optimizer_state_bytes > 0 &&
+              dm.total_bytes == dm.params_bytes + dm.grads_bytes + dm.optimizer_state_bytes + dm.buffer_bytes);
+        CHECK_OK(shardopt_optimizer_step_count(dev, &steps));
+        CHECK(steps == 3);
+        CHECK_OK(shardopt_optimizer_synchronize_state(dev));
+        CHECK_OK(shardopt_optimizer_should_early_stop(dev, 1, &stop));
+        CHECK(stop == 1);
+    }
+    CHECK_OK(shardopt_optimizer_destroy(dev));
+    CHECK_OK(shardopt_optimizer_destroy(host));
+}
+
+/* loss = 0.5 * |p - target|^2, target[i] = i / 4 - 1: host memory in the callback. */
+static int bowl_model(void *user_data, const void *params, void *grad, const int64_t *samples, size_t sample_count,
+                      double *loss) {
+    const float *p = (const float *)params;
+    float *g = (float *)grad;
+    double l = 0;
+    int i;
+    (void)user_data;
+    (void)samples;
+    (void)sample_count;
+    for (i = 0; i < N; ++i) {
+        const double d = p[i] - (i / 4.0 - 1.0);
+        g[i] = (float)d;
+        l += 0.5 * d * d;
+    }
+    *loss = l;
+    return 0;
+}
+
+/* optimize() and checkpoints: host memory at the boundary, the same files as host memory's. */
+static void optimize_and_checkpoints(shardopt_comm gpu, shardopt_comm host_comm) {
+    shardopt_optimizer dev = make(gpu, SHARDOPT_MEMORY_CUDA, SHARDOPT_ZERO1, SHARDOPT_ADAM);
+    shardopt_optimizer host = make(host_comm, SHARDOPT_MEMORY_HOST, SHARDOPT_ZERO1, SHARDOPT_ADAM);
+    shardopt_optimizer restored = make(host_comm, SHARDOPT_MEMORY_HOST, SHARDOPT_DDP, SHARDOPT_ADAM);
+    shardopt_optimizer dev2 = make(gpu, SHARDOPT_MEMORY_CUDA, SHARDOPT_DDP, SHARDOPT_ADAM);
+    shardopt_optimize_options oo;
+    shardopt_optimize_result dr = {.struct_size = sizeof dr}, hr = {.struct_size = sizeof hr};
+    float dbest[N], hbest[N], a[N], b[N];
+    double dhist[4], hhist[4];
+    void *bytes = NULL;
+    size_t size = 0;
+    CHECK_OK(shardopt_optimize_options_init(&oo));
+    oo.num_samples = 16;
+    oo.batch_size = 8;
+    oo.epochs = 4;
+    dr.best_parameters = dbest;
+    hr.best_parameters = hbest;
+    dr.best_parameters_count = hr.best_parameters_count = N;
+    dr.loss_history = dhist;
+    hr.loss_history = hhist;
+    dr.loss_history_capacity = hr.loss_history_capacity = 4;
+    CHECK_OK(shardopt_optimizer_optimize(dev, bowl_model, NULL, &oo, &dr));
+    CHECK_OK(shardopt_optimizer_optimize(host, bowl_model, NULL, &oo, &hr));
+    CHECK(dr.loss_history_count == 4 && dr.iterations == hr.iterations && dhist[3] < dhist[0]);
+    CHECK(close_all(dbest, hbest, N, 1e-5f) && fabs(dhist[3] - hhist[3]) <= 1e-5 * (1 + hhist[3]));
+
+    /* CUDA-memory bytes into a host-memory optimizer of another strategy, and back */
+    CHECK_OK(shardopt_optimizer_serialize(dev, &bytes, &size));
+    CHECK(size > 0);
+    CHECK_OK(shardopt_optimizer_deserialize(restored, bytes, size));
+    CHECK_OK(shardopt_optimizer_get_parameters(dev, a, N));
+    CHECK_OK(shardopt_optimizer_get_parameters(restored, b, N));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK_OK(shardopt_buffer_free(bytes));
+    bytes = NULL;
+    CHECK_OK(shardopt_optimizer_serialize(host, &bytes, &size));
+    CHECK_OK(shardopt_optimizer_deserialize(dev2, bytes, size));
+    CHECK_OK(shardopt_optimizer_get_parameters(host, a, N));
+    CHECK_OK(shardopt_optimizer_get_parameters(dev2, b, N));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    /* a bad checkpoint changes nothing */
+    ((unsigned char *)bytes)[0] ^= 0xff;
+    CHECK_ERR(shardopt_optimizer_deserialize(dev2, bytes, size), SHARDOPT_ERR_CORRUPT, "magic");
+    CHECK_OK(shardopt_optimizer_get_parameters(dev2, b, N));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK_OK(shardopt_buffer_free(bytes));
+    CHECK_OK(shardopt_optimizer_destroy(dev));
+    CHECK_OK(shardopt_optimizer_destroy(dev2));
+    CHECK_OK(shardopt_optimizer_destroy(host));
+    CHECK_OK(shardopt_optimizer_destroy(restored));
+}
+
+/* What CUDA memory does not support: UNSUPPORTED, nothing created. */
+static void unsupported(shardopt_comm gpu, int world) {
+    shardopt_params p = NULL;
+    shardopt_optimizer_options o;
+    shardopt_sharding_options s;
+    shardopt_optimizer sentinel = (shardopt_optimizer)&sentinel, opt = sentinel;
+    CHECK_OK(shardopt_params_create(SHARDOPT_F64, 0, &p));
+    CHECK_OK(shardopt_params_add(p, "w", 4, 0, NULL));
     CHECK_OK(shardopt_optimizer_options_init(&o));
     CHECK_OK(shardopt_sharding_options_init(&s));
-    CHECK_OK(shardopt_optimizer_create(c, p, &o, &s, NULL, &host));
-    CHECK_ERR(shardopt_device_optimizer_tensor_count((shardopt_device_optimizer)(void *)host, &count),
-              SHARDOPT_ERR_INVALID_ARGUMENT, "device optimizer handle is invalid");
-    CHECK_ERR(shardopt_device_optimizer_destroy((shardopt_device_optimizer)(void *)host),
-              SHARDOPT_ERR_INVALID_ARGUMENT, "device optimizer handle is invalid");
-    CHECK(count == -7);
-    CHECK_OK(shardopt_optimizer_tensor_count(host, &count)); /* still alive */
-    CHECK(count == 2);
-    CHECK_OK(shardopt_optimizer_destroy(host));
+    s.memory = SHARDOPT_MEMORY_CUDA;
+    CHECK_ERR(shardopt_optimizer_create(gpu, p, &o, &s, NULL, &opt), SHARDOPT_ERR_UNSUPPORTED, "f32");
     CHECK_OK(shardopt_params_destroy(p));
-    CHECK_OK(shardopt_comm_destroy(c));
+    p = make_params_a6_b3();
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_LAMB, &o));
+    s.strategy = SHARDOPT_ZERO2;
+    if (world > 1) {
+        CHECK_ERR(shardopt_optimizer_create(gpu, p, &o, &s, NULL, &opt), SHARDOPT_ERR_UNSUPPORTED, "LAMB");
+    } else { /* one rank: nothing is split */
+        CHECK_OK(shardopt_optimizer_create(gpu, p, &o, &s, NULL, &opt));
+        CHECK_OK(shardopt_optimizer_destroy(opt));
+    }
+    s.strategy = SHARDOPT_DDP; /* whole tensors: fine */
+    CHECK_OK(shardopt_optimizer_create(gpu, p, &o, &s, NULL, &opt));
+    CHECK_OK(shardopt_optimizer_destroy(opt));
+    CHECK_OK(shardopt_params_destroy(p));
+}
+
+int test_gpu_device_memory(const char *backend) {
+    shardopt_comm gpu = NULL, host_comm = NULL;
+    static const shardopt_strategy strategies[] = {SHARDOPT_DDP, SHARDOPT_ZERO1, SHARDOPT_ZERO2, SHARDOPT_FSDP,
+                                                   SHARDOPT_LOCAL_SGD};
+    size_t i;
+    int world = 0, rank = -1;
+    if (shardopt_comm_create_from_env(backend, &gpu) != SHARDOPT_OK) return 0; /* test_gpu_backends said why */
+    CHECK_OK(shardopt_comm_size(gpu, &world));
+    CHECK_OK(shardopt_comm_rank(gpu, &rank));
+    CHECK_OK(shardopt_comm_set_timeout(gpu, 60000));
+    printf("test_gpu: rank %d of %d: the optimizer in CUDA memory on backend '%s'\n", rank, world, backend);
+    CHECK_OK(shardopt_comm_create_inprocess(1, &host_comm)); /* the reference: host memory, one rank */
+    for (i = 0; i < sizeof strategies / sizeof strategies[0]; ++i)
+        step_protocol(gpu, host_comm, strategies[i], world);
+    optimize_and_checkpoints(gpu, host_comm);
+    unsupported(gpu, world);
+    CHECK_OK(shardopt_comm_destroy(host_comm));
+    CHECK_OK(shardopt_comm_destroy(gpu));
+    return 1;
 }
 
 void test_gpu(void) {
     test_gpu_backends();
     test_no_device();
-    test_null_handles();
-    test_wrong_kind();
+    unsetenv("SHARDOPT_WORLD_SIZE"); /* a world of one */
+    if (!test_gpu_device_memory("nccl")) test_gpu_device_memory("staged");
 }

@@ -6,6 +6,9 @@ int main(void) {
     CHECK(header_compiles_as_cxx() == SHARDOPT_ABI_VERSION);
     test_basics();
     test_options();
+    test_defaults();
+    test_knobs();
+    test_registry();
     test_collectives();
     test_optimizer();
     test_optimize();

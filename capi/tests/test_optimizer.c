@@ -38,7 +38,7 @@ static void creation_errors(shardopt_comm comm) {
     CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "invalid optimizer kind 12");
     CHECK_OK(shardopt_optimizer_options_init(&o));
-    s.staging_buffers = 0;
+    s.staging_buffers = -1; /* (0 is the default, 1) */
     CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "staging_buffers");
     CHECK_OK(shardopt_sharding_options_init(&s));
@@ -46,7 +46,7 @@ static void creation_errors(shardopt_comm comm) {
     CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "invalid strategy 42");
     CHECK_OK(shardopt_sharding_options_init(&s));
-    s.local_sgd_period = 0;
+    s.local_sgd_period = -1; /* (0 is the default, 4) */
     CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
               "local_sgd_period");
     CHECK_OK(shardopt_sharding_options_init(&s));
@@ -196,7 +196,7 @@ static void fsdp_rank(shardopt_comm comm) {
     o.lr = 0.1;
     CHECK_OK(shardopt_sharding_options_init(&s));
     s.strategy = SHARDOPT_FSDP;
-    s.fsdp_prefetch = 0;
+    s.fsdp_prefetch = SHARDOPT_DISABLE;
     CHECK_OK(shardopt_optimizer_create(comm, p, &o, &s, init, &opt));
     CHECK_ERR(shardopt_optimizer_parameters(opt, &ptr), SHARDOPT_ERR_INVALID_STATE, "FSDP keeps parameters sharded");
     CHECK_ERR(shardopt_optimizer_tensor_parameters(opt, 1, &ptr), SHARDOPT_ERR_INVALID_STATE,

@@ -9,6 +9,8 @@ static void test_optimizer_options(void) {
     shardopt_optimizer_options o;
     CHECK_OK(shardopt_optimizer_options_init(&o));
     CHECK(o.struct_size == sizeof o && o.kind == SHARDOPT_ADAM && o.lr == 1e-3 && o.beta2 == 0.999);
+    /* _init sets the bit of every field */
+    CHECK(o.field_mask == (uint64_t)((SHARDOPT_OPT_FIELD_INITIAL_ACCUMULATOR_VALUE << 1) - 1));
     CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_SGD, &o));
     CHECK(o.kind == SHARDOPT_SGD && o.momentum == 0.0);
     CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_LAMB, &o));
@@ -22,6 +24,9 @@ static void test_optimizer_options(void) {
     o.amsgrad = 77;
     CHECK_OK(shardopt_optimizer_options_init_sized(&o, offsetof(shardopt_optimizer_options, amsgrad), SHARDOPT_ADAM));
     CHECK(o.struct_size == offsetof(shardopt_optimizer_options, amsgrad) && o.amsgrad == 77 && o.eps == 1e-8);
+    /* ...and field_mask names only the fields in that prefix */
+    CHECK((o.field_mask & SHARDOPT_OPT_FIELD_EPS) && (o.field_mask & SHARDOPT_OPT_FIELD_KIND) &&
+          !(o.field_mask & SHARDOPT_OPT_FIELD_AMSGRAD) && !(o.field_mask & SHARDOPT_OPT_FIELD_ALPHA));
 }
 
 static void test_sharding_and_optimize_options(void) {
@@ -30,7 +35,19 @@ static void test_sharding_and_optimize_options(void) {
     CHECK_OK(shardopt_sharding_options_init(&s));
     CHECK(s.struct_size == sizeof s && s.strategy == SHARDOPT_DDP && s.gradient_accumulation_steps == 1 &&
           s.skip_nonfinite == 1 && s.staging_buffers == 1 && s.fsdp_prefetch == 1 && s.data_parallel_size == -1 &&
-          s.hybrid_data_strategy == SHARDOPT_ZERO2 && s.local_sgd_period == 4);
+          s.local_sgd_period == 4);
+    /* ABI 2: hybrid's data strategy defaults to DDP (was ZeRO-2), so that a zeroed struct means it;
+     * the switches are written explicitly; the fields appended in ABI 2 */
+    CHECK(s.hybrid_data_strategy == SHARDOPT_DDP && s.skip_nonfinite == SHARDOPT_ENABLE &&
+          s.fsdp_prefetch == SHARDOPT_ENABLE && s.pipeline_parallel_size == 1 && s.tensor_parallel_size == 1 &&
+          s.hsdp_replicas == 1);
+    CHECK(s.memory == SHARDOPT_MEMORY_HOST && s.cuda_stream == NULL && s.update_threads == 0 &&
+          s.overlap_param_gather == SHARDOPT_DISABLE);
+    /* an older caller's struct: only its prefix is written */
+    s.update_threads = 77;
+    CHECK_OK(shardopt_sharding_options_init_sized(&s, offsetof(shardopt_sharding_options, update_threads)));
+    CHECK(s.update_threads == 77 && s.memory == SHARDOPT_MEMORY_HOST &&
+          s.struct_size == offsetof(shardopt_sharding_options, update_threads));
     CHECK_ERR(shardopt_sharding_options_init(NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "sharding options is NULL");
     CHECK_ERR(shardopt_sharding_options_init_sized(&s, 0), SHARDOPT_ERR_INVALID_ARGUMENT, "too small");
     CHECK_OK(shardopt_optimize_options_init(&oo));

@@ -51,6 +51,7 @@ static void strategies_rank(shardopt_comm comm, int rank, void *arg) {
     CHECK_OK(shardopt_sharding_options_init(&s));
     s.strategy = SHARDOPT_HYBRID;
     s.tensor_parallel_size = 2;
+    s.hybrid_data_strategy = SHARDOPT_ZERO2; /* (the default is DDP) */
     opt = make(comm, &s, SHARDOPT_OK, "");
     r = step(opt, 1.f);
     CHECK(r.applied == 1);

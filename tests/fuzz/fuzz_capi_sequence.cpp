@@ -1,8 +1,12 @@
 // libFuzzer harness: the input is a program of C ABI calls on a few handle slots (an
 // in-process communicator of one rank, parameter sets, optimizers, pending works), with
 // arguments taken from the following bytes, NULL handles and out-of-range values included.
-// Checks: no crash, no sanitizer report, no leak (every handle is destroyed at the end), every
-// failing call returns a known status with a non-empty shardopt_last_error_message().
+// Options structs come from _init or zeroed (zero means default), with random switches, memory
+// spaces, field_mask bits and fields set without their bit. Checks: no crash, no sanitizer
+// report, no leak (every handle is destroyed at the end), every failing call returns a known
+// status with a non-empty shardopt_last_error_message().
+#define SHARDOPT_EXPERIMENTAL // shardopt_comm_create_inprocess_member
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -46,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
         const std::uint8_t code = in.byte();
         const int s = in.byte() % kSlots;
         const bool null_handle = (code & 0x80) != 0; // high bit: pass NULL instead of the slot
-        switch (code % 22) {
+        switch (code % 23) {
         case 0:
             if (!comm[s]) check(shardopt_comm_create_inprocess(1, &comm[s]));
             break;
@@ -72,13 +76,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
         case 4: check(shardopt_params_end_bucket(null_handle ? nullptr : params[s])); break;
         case 5: {
             if (opt[s]) break;
+            const std::uint8_t how = in.byte();
             shardopt_optimizer_options o;
-            shardopt_optimizer_options_defaults(shardopt_optimizer_kind(in.byte() % 7), &o);
-            o.lr = (in.byte() % 4) * 0.1 - 0.05;
             shardopt_sharding_options so;
-            shardopt_sharding_options_init(&so);
+            if (how & 1) { // explicit defaults
+                shardopt_optimizer_options_defaults(shardopt_optimizer_kind(in.byte() % 7), &o);
+                shardopt_sharding_options_init(&so);
+            } else { // zeroed: the defaults, with some bits of field_mask (an unknown one at times)
+                std::memset(&o, 0, sizeof o);
+                std::memset(&so, 0, sizeof so);
+                o.struct_size = sizeof o;
+                so.struct_size = sizeof so;
+                o.field_mask = in.u16() | (in.byte() == 0xff ? std::uint64_t(1) << 40 : 0);
+                o.kind = shardopt_optimizer_kind(in.byte() % 7);
+            }
+            if (how & 2) o.lr = (in.byte() % 4) * 0.1 - 0.05; // without its bit at times
+            if (how & 4) o.momentum = (in.byte() % 3) * 0.5;
             so.strategy = shardopt_strategy(in.byte() % 7);
-            so.gradient_accumulation_steps = in.byte() % 3;
+            so.gradient_accumulation_steps = int(in.byte() % 4) - 1;
+            so.skip_nonfinite = shardopt_switch(in.byte() % 4); // 3: not a switch
+            so.fsdp_prefetch = shardopt_switch(in.byte() % 4);
+            so.overlap_param_gather = shardopt_switch(in.byte() % 4);
+            so.memory = shardopt_memory_space(in.byte() % 3); // cuda: refused on inprocess; 2: invalid
+            so.update_threads = int(in.byte() % 4) - 1;
+            so.local_sgd_period = int(in.byte() % 3) - 1;
+            if (how & 8) so.struct_size = offsetof(shardopt_sharding_options, memory); // an older caller
             check(shardopt_optimizer_create(null_handle ? nullptr : comm[s], params[s], &o, &so, nullptr, &opt[s]));
             break;
         }
@@ -163,6 +185,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
             int rank = -1, sz = -1;
             check(shardopt_comm_rank(null_handle ? nullptr : comm[s], &rank));
             check(shardopt_comm_size(comm[s], null_handle ? nullptr : &sz));
+            break;
+        }
+        case 22: {
+            // In-process groups by name: a handle of a group of one goes into an empty slot (a
+            // complete group, safe to use); others are destroyed at once (their peers may never
+            // be claimed, so a collective on them would wait). Two ids keep the registry small.
+            const char *ids[2] = {"fuzz-a", "fuzz-b"};
+            const int size = 1 + in.byte() % 3, rank = int(in.byte() % 4) - 1;
+            shardopt_comm c = nullptr;
+            check(shardopt_comm_create_inprocess_member(null_handle ? nullptr : ids[in.byte() & 1], rank, size, &c));
+            if (c && size == 1 && !comm[s])
+                comm[s] = c;
+            else
+                check(shardopt_comm_destroy(c));
             break;
         }
         }

@@ -110,11 +110,23 @@ namespace Shardopt.DistributedTraining
 
     public struct StepResult
     {
-        public StepResult(bool applied, bool skipped, bool accumulating, double norm) { Applied = applied; SkippedNonFinite = skipped; Accumulating = accumulating; GradNorm = norm; }
+        public StepResult(bool applied, bool skipped, bool accumulating, double norm)
+            : this(applied, skipped, accumulating, norm, 0, 0, 0) { }
+        public StepResult(bool applied, bool skipped, bool accumulating, double norm, double reduceWaitSeconds,
+                          double updateSeconds, double postUpdateSeconds)
+        {
+            Applied = applied; SkippedNonFinite = skipped; Accumulating = accumulating; GradNorm = norm;
+            ReduceWaitSeconds = reduceWaitSeconds; UpdateSeconds = updateSeconds; PostUpdateSeconds = postUpdateSeconds;
+        }
         public bool Applied { get; }
         public bool SkippedNonFinite { get; }
         public bool Accumulating { get; }
         public double GradNorm { get; }
+        /// <summary>Where Step() spent its time, in seconds: waiting for gradient reductions, the update, the
+        /// collectives after it (ZeRO parameter allgather, Local SGD averaging).</summary>
+        public double ReduceWaitSeconds { get; }
+        public double UpdateSeconds { get; }
+        public double PostUpdateSeconds { get; }
     }
 
     /// <summary>The model of Optimize(): the mean loss over the sample indices at the parameters, with the mean
@@ -375,7 +387,8 @@ namespace Shardopt.DistributedTraining
             using (var r = new shardopt_step_result())
             {
                 shardopt_native.so_step(H, r);
-                return new StepResult(r.applied != 0, r.skipped_nonfinite != 0, r.accumulating != 0, r.grad_norm);
+                return new StepResult(r.applied != 0, r.skipped_nonfinite != 0, r.accumulating != 0, r.grad_norm,
+                                      r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds);
             }
         }
 
@@ -414,6 +427,7 @@ namespace Shardopt.DistributedTraining
         internal override void Configure(shardopt_sharding_options s)
         {
             s.pipeline_parallel_size = PipelineParallelSize; s.tensor_parallel_size = TensorParallelSize; s.data_parallel_size = DataParallelSize;
+            s.hybrid_data_strategy = shardopt_native.SHARDOPT_ZERO2; // the library's default is DDP
         }
     }
 }

@@ -82,7 +82,9 @@ static class ShardoptTests
                 int bucket = opt.TensorBucket(t);
                 if (t + 1 == tensors || opt.TensorBucket(t + 1) != bucket) opt.GradReady(bucket); // frees its staging buffer
             }
-            Assert(opt.Step().Applied, "applied");
+            var r = opt.Step();
+            Assert(r.Applied, "applied");
+            Assert(r.ReduceWaitSeconds >= 0 && r.UpdateSeconds >= 0 && r.PostUpdateSeconds >= 0, "step timings");
         }
     }
 
@@ -209,7 +211,9 @@ static class ShardoptTests
                 opt.Initialize(lay, Enumerable.Repeat(1f, 10).ToArray(), mine);
                 opt.ZeroGrad();
                 opt.BucketGradient(0).Fill(b.Rank + 1f);
-                Assert(opt.Step().Applied, "applied");
+                var r = opt.Step();
+            Assert(r.Applied, "applied");
+            Assert(r.ReduceWaitSeconds >= 0 && r.UpdateSeconds >= 0 && r.PostUpdateSeconds >= 0, "step timings");
                 Assert(Math.Abs(mine[3] - (1 - 0.5f * 2.5f)) < 1e-6, "updated in the caller's pinned array");
                 Assert(opt.Parameters[3] == mine[3], "Parameters is the same memory");
                 return opt.GetParameters()[0];

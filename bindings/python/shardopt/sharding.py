@@ -158,6 +158,11 @@ class StepResult:
     skipped_nonfinite: bool
     accumulating: bool
     grad_norm: float
+    # where step() spent its time, in seconds: waiting for gradient reductions, the update, the
+    # collectives after it (ZeRO parameter allgather, Local SGD averaging)
+    reduce_wait_seconds: float = 0.0
+    update_seconds: float = 0.0
+    post_update_seconds: float = 0.0
 
 
 @dataclass
@@ -247,8 +252,10 @@ class ShardedOptimizer(NativeResource):
         self._dtype = layout.dtype
         opts = _n.shardopt_optimizer_options()
         src = self._wrapped.options._native
-        for name in ("kind", "lr", "weight_decay", "maximize", "momentum", "dampening", "nesterov", "beta1",
-                     "beta2", "eps", "amsgrad", "alpha", "centered", "lr_decay", "initial_accumulator_value"):
+        # field_mask: which fields are set (all, after the library's defaults filled them)
+        for name in ("field_mask", "kind", "lr", "weight_decay", "maximize", "momentum", "dampening", "nesterov",
+                     "beta1", "beta2", "eps", "amsgrad", "alpha", "centered", "lr_decay",
+                     "initial_accumulator_value"):
             setattr(opts, name, getattr(src, name))
         opts.struct_size = src.struct_size
         if self._config.learning_rate is not None:
@@ -459,7 +466,8 @@ class ShardedOptimizer(NativeResource):
     def step(self):
         r = _n.shardopt_step_result()
         _n.so_step(self._h, r)
-        return StepResult(bool(r.applied), bool(r.skipped_nonfinite), bool(r.accumulating), r.grad_norm)
+        return StepResult(bool(r.applied), bool(r.skipped_nonfinite), bool(r.accumulating), r.grad_norm,
+                          r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds)
 
     def memory_stats(self):
         m = _n.shardopt_memory_stats()

@@ -1,58 +1,143 @@
-"""Without the SWIG module: one training step through libshardopt.so with ctypes only."""
+"""Without the SWIG module: training steps through libshardopt.so with ctypes only (the layouts of
+shardopt.h's structs, ABI version 2)."""
 import ctypes
 import os
+import threading
 
 import numpy as np
 import pytest
 
-c_size, c_int32, c_double = ctypes.c_size_t, ctypes.c_int32, ctypes.c_double
+c_size, c_int32, c_double, c_uint64 = ctypes.c_size_t, ctypes.c_int32, ctypes.c_double, ctypes.c_uint64
+
+ABI_VERSION = 2
+OPT_FIELD_LR = 1 << 1  # SHARDOPT_OPT_FIELD_LR
+SHARDOPT_DISABLE = 2   # shardopt_switch
 
 
 class OptimizerOptions(ctypes.Structure):  # shardopt_optimizer_options
-    _fields_ = [("struct_size", c_size), ("kind", ctypes.c_int), ("lr", c_double), ("weight_decay", c_double),
-                ("maximize", c_int32), ("momentum", c_double), ("dampening", c_double), ("nesterov", c_int32),
-                ("beta1", c_double), ("beta2", c_double), ("eps", c_double), ("amsgrad", c_int32),
-                ("alpha", c_double), ("centered", c_int32), ("lr_decay", c_double),
+    _fields_ = [("struct_size", c_size), ("field_mask", c_uint64), ("kind", ctypes.c_int), ("lr", c_double),
+                ("weight_decay", c_double), ("maximize", c_int32), ("momentum", c_double), ("dampening", c_double),
+                ("nesterov", c_int32), ("beta1", c_double), ("beta2", c_double), ("eps", c_double),
+                ("amsgrad", c_int32), ("alpha", c_double), ("centered", c_int32), ("lr_decay", c_double),
                 ("initial_accumulator_value", c_double)]
 
 
 class ShardingOptions(ctypes.Structure):  # shardopt_sharding_options
-    _fields_ = [("struct_size", c_size), ("strategy", ctypes.c_int)] + [
-        (n, c_int32) for n in ("gradient_accumulation_steps",)] + [("max_grad_norm", c_double)] + [
-        (n, c_int32) for n in ("skip_nonfinite", "staging_buffers", "fsdp_prefetch", "pipeline_parallel_size",
-                               "tensor_parallel_size", "data_parallel_size")] + [
-        ("hybrid_data_strategy", ctypes.c_int), ("hsdp_replicas", c_int32), ("local_sgd_period", c_int32)]
+    _fields_ = [("struct_size", c_size), ("strategy", ctypes.c_int), ("gradient_accumulation_steps", c_int32),
+                ("max_grad_norm", c_double), ("skip_nonfinite", ctypes.c_int), ("staging_buffers", c_int32),
+                ("fsdp_prefetch", ctypes.c_int), ("pipeline_parallel_size", c_int32),
+                ("tensor_parallel_size", c_int32), ("data_parallel_size", c_int32),
+                ("hybrid_data_strategy", ctypes.c_int), ("hsdp_replicas", c_int32), ("local_sgd_period", c_int32),
+                ("memory", ctypes.c_int), ("cuda_stream", ctypes.c_void_p), ("update_threads", c_int32),
+                ("overlap_param_gather", ctypes.c_int)]
 
 
-def test_one_step_with_ctypes():
+class StepResult(ctypes.Structure):  # shardopt_step_result
+    _fields_ = [("struct_size", c_size), ("applied", c_int32), ("skipped_nonfinite", c_int32),
+                ("accumulating", c_int32), ("grad_norm", c_double), ("reduce_wait_seconds", c_double),
+                ("update_seconds", c_double), ("post_update_seconds", c_double)]
+
+
+@pytest.fixture(scope="module")
+def lib():
     path = os.environ.get("SHARDOPT_LIBRARY")
     if not path:
         pytest.skip("SHARDOPT_LIBRARY not set")
     lib = ctypes.CDLL(path)
     lib.shardopt_last_error_message.restype = ctypes.c_char_p
+    assert lib.shardopt_abi_version() == ABI_VERSION
+    return lib
 
-    def ok(status):
-        assert status == 0, lib.shardopt_last_error_message().decode()
 
-    comm, params, opt = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-    ok(lib.shardopt_comm_create_inprocess(1, ctypes.byref(comm)))
-    ok(lib.shardopt_params_create(0, c_size(0), ctypes.byref(params)))  # SHARDOPT_F32
-    ok(lib.shardopt_params_add(params, b"w", c_size(4), 0, None))
-    sgd, sharding = OptimizerOptions(), ShardingOptions()
-    ok(lib.shardopt_optimizer_options_init_sized(ctypes.byref(sgd), c_size(ctypes.sizeof(sgd)), 0))  # SGD
-    ok(lib.shardopt_sharding_options_init_sized(ctypes.byref(sharding), c_size(ctypes.sizeof(sharding))))
-    sgd.lr = 0.5
-    initial = np.ones(4, np.float32)
-    ok(lib.shardopt_optimizer_create(comm, params, ctypes.byref(sgd), ctypes.byref(sharding),
-                                     initial.ctypes.data_as(ctypes.c_void_p), ctypes.byref(opt)))
-    ok(lib.shardopt_optimizer_zero_grad(opt))
+def check(lib, status):
+    assert status == 0, lib.shardopt_last_error_message().decode()
+
+
+def sgd_step(lib, comm, sgd, sharding, grad_values, n=4):
+    """Creates an optimizer over `comm` with ones, takes one step with `grad_values`, returns the
+    parameters and the step result."""
+    params, opt = ctypes.c_void_p(), ctypes.c_void_p()
+    check(lib, lib.shardopt_params_create(0, c_size(0), ctypes.byref(params)))  # SHARDOPT_F32
+    check(lib, lib.shardopt_params_add(params, b"w", c_size(n), 0, None))
+    initial = np.ones(n, np.float32)
+    check(lib, lib.shardopt_optimizer_create(comm, params, ctypes.byref(sgd), ctypes.byref(sharding),
+                                             initial.ctypes.data_as(ctypes.c_void_p), ctypes.byref(opt)))
+    check(lib, lib.shardopt_optimizer_zero_grad(opt))
     grad, count = ctypes.c_void_p(), c_size()
-    ok(lib.shardopt_optimizer_bucket_grad(opt, 0, ctypes.byref(grad), ctypes.byref(count)))
-    np.ctypeslib.as_array(ctypes.cast(grad, ctypes.POINTER(ctypes.c_float)), (count.value,))[:] = [1, 2, 3, 4]
-    ok(lib.shardopt_optimizer_step(opt, None))
-    out = np.empty(4, np.float32)
-    ok(lib.shardopt_optimizer_get_parameters(opt, out.ctypes.data_as(ctypes.c_void_p), c_size(4)))
+    check(lib, lib.shardopt_optimizer_bucket_grad(opt, 0, ctypes.byref(grad), ctypes.byref(count)))
+    np.ctypeslib.as_array(ctypes.cast(grad, ctypes.POINTER(ctypes.c_float)), (count.value,))[:] = grad_values
+    result = StepResult(struct_size=ctypes.sizeof(StepResult))
+    check(lib, lib.shardopt_optimizer_step(opt, ctypes.byref(result)))
+    out = np.empty(n, np.float32)
+    check(lib, lib.shardopt_optimizer_get_parameters(opt, out.ctypes.data_as(ctypes.c_void_p), c_size(n)))
+    check(lib, lib.shardopt_optimizer_destroy(opt))
+    check(lib, lib.shardopt_params_destroy(params))
+    return out, result
+
+
+def test_one_step_with_ctypes(lib):
+    comm = ctypes.c_void_p()
+    check(lib, lib.shardopt_comm_create_inprocess(1, ctypes.byref(comm)))
+    sgd, sharding = OptimizerOptions(), ShardingOptions()
+    check(lib, lib.shardopt_optimizer_options_init_sized(ctypes.byref(sgd), c_size(ctypes.sizeof(sgd)), 0))  # SGD
+    check(lib, lib.shardopt_sharding_options_init_sized(ctypes.byref(sharding), c_size(ctypes.sizeof(sharding))))
+    assert sgd.field_mask == (1 << 15) - 1 and sharding.skip_nonfinite == 1 and sharding.overlap_param_gather == 2
+    sgd.lr = 0.5
+    out, r = sgd_step(lib, comm, sgd, sharding, [1, 2, 3, 4])
     np.testing.assert_allclose(out, [0.5, 0.0, -0.5, -1.0])
-    ok(lib.shardopt_optimizer_destroy(opt))
-    ok(lib.shardopt_params_destroy(params))
-    ok(lib.shardopt_comm_destroy(comm))
+    assert r.applied == 1 and r.grad_norm == pytest.approx(30 ** 0.5)
+    assert min(r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds) >= 0
+    check(lib, lib.shardopt_comm_destroy(comm))
+
+
+def test_zeroed_structs_are_the_defaults(lib):
+    """A caller that never calls _init: zeroed structs with struct_size set are SGD and DDP with
+    their defaults; a field set without its field_mask bit is refused, naming it."""
+    comm = ctypes.c_void_p()
+    check(lib, lib.shardopt_comm_create_inprocess(1, ctypes.byref(comm)))
+    sgd = OptimizerOptions(struct_size=ctypes.sizeof(OptimizerOptions))
+    sharding = ShardingOptions(struct_size=ctypes.sizeof(ShardingOptions))
+    out, r = sgd_step(lib, comm, sgd, sharding, [1, 2, 3, 4])
+    np.testing.assert_allclose(out, 1 - 1e-3 * np.array([1, 2, 3, 4]), rtol=1e-6)  # SGD's lr 1e-3
+    out, r = sgd_step(lib, comm, sgd, sharding, [np.nan, 0, 0, 0])  # skip_nonfinite: AUTO = on
+    assert r.skipped_nonfinite == 1 and r.applied == 0
+    np.testing.assert_array_equal(out, np.ones(4, np.float32))
+    sharding.skip_nonfinite = SHARDOPT_DISABLE
+    out, r = sgd_step(lib, comm, sgd, sharding, [np.nan, 0, 0, 0])
+    assert r.applied == 1 and np.isnan(out[0])
+    sharding.skip_nonfinite = 0
+
+    sgd.lr = 0.5  # without its bit
+    params, opt = ctypes.c_void_p(), ctypes.c_void_p()
+    check(lib, lib.shardopt_params_create(0, c_size(0), ctypes.byref(params)))
+    check(lib, lib.shardopt_params_add(params, b"w", c_size(4), 0, None))
+    status = lib.shardopt_optimizer_create(comm, params, ctypes.byref(sgd), ctypes.byref(sharding), None,
+                                           ctypes.byref(opt))
+    assert status == 1 and b"SHARDOPT_OPT_FIELD_LR is not in field_mask" in lib.shardopt_last_error_message()
+    check(lib, lib.shardopt_params_destroy(params))
+    sgd.field_mask = OPT_FIELD_LR
+    out, r = sgd_step(lib, comm, sgd, sharding, [1, 2, 3, 4])
+    np.testing.assert_allclose(out, [0.5, 0.0, -0.5, -1.0])
+    check(lib, lib.shardopt_comm_destroy(comm))
+
+
+def test_inprocess_member_from_threads(lib):
+    """The experimental in-process group registry: each thread claims its own rank by name."""
+    sums, errors = [None] * 3, []
+
+    def rank(r):
+        try:
+            comm = ctypes.c_void_p()
+            check(lib, lib.shardopt_comm_create_inprocess_member(b"ctypes-group", r, 3, ctypes.byref(comm)))
+            x = np.array([r + 1.0])
+            check(lib, lib.shardopt_allreduce(comm, x.ctypes.data_as(ctypes.c_void_p),
+                                              x.ctypes.data_as(ctypes.c_void_p), c_size(1), 1, 0))  # F64, SUM
+            sums[r] = x[0]
+            check(lib, lib.shardopt_comm_destroy(comm))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(3)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors and sums == [6.0, 6.0, 6.0]

@@ -64,6 +64,7 @@ def test_step_api_matches_optimize_for_zero2():
                         opt.grad_ready(opt.tensor_bucket(t))
                 r = opt.step()
                 assert r.applied and not r.skipped_nonfinite and r.grad_norm > 0
+                assert min(r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds) >= 0
             assert opt.step_count == 2
             p = opt.get_parameters()
             opt.close()

@@ -22,6 +22,7 @@ public class HybridShardedOptimizer extends ShardedOptimizer {
         s.setPipeline_parallel_size(pipelineParallelSize);
         s.setTensor_parallel_size(tensorParallelSize);
         s.setData_parallel_size(dataParallelSize);
+        s.setHybrid_data_strategy(ZERO2); // the library's default is DDP
     }
 
     public int getPipelineParallelSize() { return pipelineParallelSize; }

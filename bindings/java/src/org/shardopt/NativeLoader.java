@@ -8,12 +8,13 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 
 /**
- * Loads libshardopt.so.1 and the SWIG JNI module libshardopt_java.so: from the directory named by
+ * Loads libshardopt.so.2 and the SWIG JNI module libshardopt_java.so: from the directory named by
  * the system property {@code shardopt.library.path} when set, else from this jar
  * ({@code org/shardopt/native/linux-x86_64/}), extracted to a temporary directory.
  */
 final class NativeLoader {
-    private static final String[] LIBS = {"libshardopt.so.1", "libshardopt_java.so"};
+    // libshardopt.so.<SHARDOPT_ABI_VERSION>: the soname the JNI module was linked against
+    private static final String[] LIBS = {"libshardopt.so.2", "libshardopt_java.so"};
     private static boolean loaded;
 
     private NativeLoader() {}

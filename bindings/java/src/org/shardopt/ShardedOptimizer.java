@@ -268,7 +268,8 @@ public abstract class ShardedOptimizer implements IShardedOptimizer {
         shardopt_step_result r = new shardopt_step_result();
         try {
             shardopt_native.so_step(h(), r);
-            return new StepResult(r.getApplied() != 0, r.getSkipped_nonfinite() != 0, r.getAccumulating() != 0, r.getGrad_norm());
+            return new StepResult(r.getApplied() != 0, r.getSkipped_nonfinite() != 0, r.getAccumulating() != 0, r.getGrad_norm(),
+                                  r.getReduce_wait_seconds(), r.getUpdate_seconds(), r.getPost_update_seconds());
         } finally {
             r.delete();
         }

@@ -4,11 +4,18 @@ package org.shardopt;
 public final class StepResult {
     public final boolean applied, skippedNonFinite, accumulating;
     public final double gradNorm;
+    /** Where step() spent its time, in seconds: waiting for gradient reductions, the update, the
+     * collectives after it (ZeRO parameter allgather, Local SGD averaging). */
+    public final double reduceWaitSeconds, updateSeconds, postUpdateSeconds;
 
-    StepResult(boolean applied, boolean skippedNonFinite, boolean accumulating, double gradNorm) {
+    StepResult(boolean applied, boolean skippedNonFinite, boolean accumulating, double gradNorm,
+               double reduceWaitSeconds, double updateSeconds, double postUpdateSeconds) {
         this.applied = applied;
         this.skippedNonFinite = skippedNonFinite;
         this.accumulating = accumulating;
         this.gradNorm = gradNorm;
+        this.reduceWaitSeconds = reduceWaitSeconds;
+        this.updateSeconds = updateSeconds;
+        this.postUpdateSeconds = postUpdateSeconds;
     }
 }

@@ -57,7 +57,9 @@ class TrainingTest {
                 opt.zeroGrad();
                 FloatBuffer g = opt.getBucketGradient(0).asFloatBuffer();
                 for (int i = 0; i < 10; ++i) g.put(i, b.getRank() + 1f);
-                assertTrue(opt.step().applied);
+                StepResult r = opt.step();
+                assertTrue(r.applied);
+                assertTrue(r.reduceWaitSeconds >= 0 && r.updateSeconds >= 0 && r.postUpdateSeconds >= 0);
                 assertEquals(1 - 0.5f * 2.5f, mine.get(3), 1e-6); // updated in the caller's buffer
                 assertEquals(mine.get(3), opt.getParameters().asFloatBuffer().get(3));
                 return opt.getParametersFloat();
