@@ -367,6 +367,10 @@ typedef struct shardopt_sharding_options {
      * from before must not be read until then. AUTO = off (step returns with parameters
      * complete). Results are the same either way. */
     shardopt_switch overlap_param_gather;
+    /* AUTO = on: the `initial` parameters given to create are rank 0's, broadcast over each
+     * data-parallel group (as PyTorch DDP does), so replicas cannot start apart. DISABLE keeps
+     * every rank's own. */
+    shardopt_switch broadcast_initial;
 } shardopt_sharding_options;
 
 /* Fills *opts with the defaults noted above (struct_size as given); prefer the inline _init.

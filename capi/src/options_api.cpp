@@ -73,6 +73,7 @@ shardopt_sharding_options sharding_defaults() {
     c.cuda_stream = o.cuda_stream;
     c.update_threads = o.update_threads;
     c.overlap_param_gather = o.overlap_param_gather ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    c.broadcast_initial = o.broadcast_initial ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     return c;
 }
 
@@ -181,6 +182,7 @@ ShardingOptions sharding_options_from(const shardopt_sharding_options *user) {
     o.cuda_stream = static_cast<CUstream_st *>(c.cuda_stream);
     o.update_threads = c.update_threads; // 0 = automatic, as in C++
     o.overlap_param_gather = switch_arg(c.overlap_param_gather, d.overlap_param_gather, "overlap_param_gather");
+    o.broadcast_initial = switch_arg(c.broadcast_initial, d.broadcast_initial, "broadcast_initial");
     return o;
 }
 

@@ -189,8 +189,13 @@ static void test_env(void) {
     CHECK_OK(shardopt_comm_destroy(c));
     c = NULL;
 #ifdef SHARDOPT_TEST_HAVE_UCX
-    /* No launcher environment: a UCX world of one. */
+    /* No launcher environment: refused (each process would be rank 0 of 1, unnoticed)... */
+    CHECK_ERR(shardopt_comm_create_from_env("ucx", &c), SHARDOPT_ERR_INVALID_ARGUMENT, "no world size");
+    CHECK(c == NULL);
+    /* ...unless a world of one is asked for. */
+    setenv("SHARDOPT_WORLD_SIZE", "1", 1);
     CHECK_OK(shardopt_comm_create_from_env("ucx", &c));
+    unsetenv("SHARDOPT_WORLD_SIZE");
     CHECK_OK(shardopt_comm_size(c, &size));
     CHECK(size == 1);
     CHECK_OK(shardopt_comm_destroy(c));

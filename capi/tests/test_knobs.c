@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "harness.h"
 #include "tests.h"
 
@@ -203,11 +205,38 @@ static void overlap_rank(shardopt_comm comm, int rank, void *arg) {
     CHECK_OK(shardopt_params_destroy(p));
 }
 
+/* Ranks given different initial parameters: rank 0's everywhere by default (AUTO), each rank's
+ * own with broadcast_initial DISABLE. */
+static void broadcast_initial_rank(shardopt_comm comm, int rank, void *arg) {
+    const shardopt_switch keep = arg ? SHARDOPT_DISABLE : SHARDOPT_AUTO;
+    shardopt_params params = NULL;
+    shardopt_optimizer opt = NULL;
+    shardopt_optimizer_options sgd;
+    shardopt_sharding_options sharding;
+    float initial[8], got[8];
+    size_t i;
+    memset(&sgd, 0, sizeof sgd);
+    memset(&sharding, 0, sizeof sharding);
+    sgd.struct_size = sizeof sgd;
+    sharding.struct_size = sizeof sharding;
+    CHECK_OK(shardopt_params_create(SHARDOPT_F32, 0, &params));
+    CHECK_OK(shardopt_params_add(params, "w", 8, 0, NULL));
+    for (i = 0; i < 8; ++i) initial[i] = (float)i + 10.0f * (float)rank;
+    sharding.broadcast_initial = keep;
+    CHECK_OK(shardopt_optimizer_create(comm, params, &sgd, &sharding, initial, &opt));
+    CHECK_OK(shardopt_optimizer_get_parameters(opt, got, 8));
+    for (i = 0; i < 8; ++i) CHECK(got[i] == (keep == SHARDOPT_DISABLE ? initial[i] : (float)i));
+    CHECK_OK(shardopt_optimizer_destroy(opt));
+    CHECK_OK(shardopt_params_destroy(params));
+}
+
 void test_knobs(void) {
     static const shardopt_strategy overlapped[] = {SHARDOPT_ZERO1, SHARDOPT_ZERO2};
     test_memory_space_errors();
     test_step_result_prefix();
     run_ranks(2, update_threads_rank, NULL);
+    run_ranks(3, broadcast_initial_rank, NULL);
+    run_ranks(3, broadcast_initial_rank, (void *)1);
     run_ranks(2, overlap_rank, (void *)&overlapped[0]);
     run_ranks(2, overlap_rank, (void *)&overlapped[1]);
 }

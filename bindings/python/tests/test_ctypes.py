@@ -29,7 +29,8 @@ class ShardingOptions(ctypes.Structure):  # shardopt_sharding_options
                 ("tensor_parallel_size", c_int32), ("data_parallel_size", c_int32),
                 ("hybrid_data_strategy", ctypes.c_int), ("hsdp_replicas", c_int32), ("local_sgd_period", c_int32),
                 ("memory", ctypes.c_int), ("cuda_stream", ctypes.c_void_p), ("update_threads", c_int32),
-                ("overlap_param_gather", ctypes.c_int)]
+                ("overlap_param_gather", ctypes.c_int),
+                ("broadcast_initial", ctypes.c_int)]
 
 
 class StepResult(ctypes.Structure):  # shardopt_step_result
