@@ -447,6 +447,8 @@ SHARDOPT_API shardopt_status shardopt_optimizer_element_count(shardopt_optimizer
                                                               size_t *padded_count);
 /* Learning rate of later steps (schedules); set the same on every rank. INVALID_ARGUMENT if < 0. */
 SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optimizer opt, double lr);
+/* The learning rate the next step uses (after set_learning_rate, or a load: the checkpoint's). */
+SHARDOPT_API shardopt_status shardopt_optimizer_learning_rate(shardopt_optimizer opt, double *lr);
 /* Updates applied so far (accumulation micro-steps and skipped steps not counted). */
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps);
 
@@ -540,6 +542,10 @@ typedef struct shardopt_optimize_options {
     int64_t max_iterations; /* 0 = no limit beyond epochs */
     int32_t patience;       /* epochs without improvement before stopping; 0 = never */
     double min_delta;       /* smaller improvements do not count; 0 */
+    /* ENABLE: each epoch visits the samples in a fresh random order, the same on every rank,
+     * drawn from (seed, epoch) by a fixed generator; AUTO = off (samples in order). */
+    shardopt_switch shuffle;
+    uint64_t seed;
 } shardopt_optimize_options;
 
 /* Fills *opts with the defaults noted above; prefer the inline _init. Errors: INVALID_ARGUMENT. */
@@ -564,7 +570,9 @@ typedef struct shardopt_optimize_result {
 
 /* Collective: trains with `model` (see shardopt_model_fn) as options say. result may be NULL.
  * Errors: INVALID_ARGUMENT (NULL model/options, invalid options, wrong best_parameters_count),
- * INVALID_STATE (the callback failed, here or on a peer), and those of the collectives. */
+ * INVALID_STATE (the callback failed, here or on a peer: the message names the rank and, when
+ * the callback gave one with shardopt_model_error, its reason; or the loss averaged over the
+ * ranks is NaN or infinite), and those of the collectives. */
 SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt, shardopt_model_fn model,
                                                          void *user_data, const shardopt_optimize_options *options,
                                                          shardopt_optimize_result *result);
@@ -626,6 +634,11 @@ extern "C" {
  * other than the group's, a rank already claimed), OUT_OF_MEMORY. */
 SHARDOPT_API shardopt_status shardopt_comm_create_inprocess_member(const char *group_id, int rank, int size,
                                                                    shardopt_comm *out);
+
+/* Called by a model callback (shardopt_model_fn) on its own thread before it returns non-zero:
+ * `message` (copied; NULL clears it) says why, and optimize's error on every rank then names
+ * this rank and the message instead of only the return code. */
+SHARDOPT_API void shardopt_model_error(const char *message);
 
 #ifdef __cplusplus
 } /* extern "C" */

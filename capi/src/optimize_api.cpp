@@ -7,7 +7,19 @@
 using namespace shardopt;
 using namespace shardopt::capi;
 
+namespace {
+// What the model callback on this thread said about its failure (shardopt_model_error).
+thread_local std::string model_error_message;
+} // namespace
+
 extern "C" {
+
+SHARDOPT_API void shardopt_model_error(const char *message) {
+    try {
+        model_error_message = message ? message : "";
+    } catch (...) { // out of memory: the failure is still reported, without its reason
+    }
+}
 
 SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt, shardopt_model_fn model,
                                                          void *user_data, const shardopt_optimize_options *options,
@@ -33,9 +45,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt,
         Communicator &world = o.communicator();
         ModelFunction fn = [&](const void *params, void *grad, const std::int64_t *samples, std::size_t n) {
             double loss = 0.0;
+            model_error_message.clear();
             const int rc = model(user_data, params, grad, samples, n, &loss);
             if (rc != 0) {
-                const std::string why = "model callback returned " + std::to_string(rc);
+                // The abort carries this to every rank: their errors name the rank and reason.
+                std::string why = "model callback returned " + std::to_string(rc) + " on rank " +
+                                  std::to_string(world.rank());
+                if (!model_error_message.empty()) why += ": " + model_error_message;
+                model_error_message.clear();
                 world.abort(why, ErrorCode::invalid_state);
                 throw Error(ErrorCode::invalid_state, why);
             }

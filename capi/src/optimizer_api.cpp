@@ -126,6 +126,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optim
     return guard(__func__, [&] { opt_of(opt).set_learning_rate(lr); });
 }
 
+SHARDOPT_API shardopt_status shardopt_optimizer_learning_rate(shardopt_optimizer opt, double *lr) {
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        not_null(lr, "lr");
+        *lr = o.optimizer_options().lr;
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps) {
     return guard(__func__, [&] {
         ShardedOptimizer &o = opt_of(opt);

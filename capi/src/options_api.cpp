@@ -87,6 +87,8 @@ shardopt_optimize_options optimize_defaults() {
     c.max_iterations = o.max_iterations;
     c.patience = o.patience;
     c.min_delta = o.min_delta;
+    c.shuffle = o.shuffle ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    c.seed = o.seed;
     return c;
 }
 
@@ -196,6 +198,8 @@ OptimizeOptions optimize_options_from(const shardopt_optimize_options *user) {
     o.max_iterations = c.max_iterations;
     o.patience = c.patience;
     o.min_delta = c.min_delta;
+    o.shuffle = switch_arg(c.shuffle, d.shuffle, "shuffle");
+    o.seed = c.seed;
     return o;
 }
 

@@ -1,6 +1,8 @@
 /* optimize() with a C model callback on 2 ranks: a quadratic bowl that must be found; option and
  * result errors; a failing callback stops every rank. */
+#define SHARDOPT_EXPERIMENTAL /* shardopt_model_error */
 #include <math.h>
+#include <string.h>
 
 #include "harness.h"
 #include "tests.h"
@@ -11,6 +13,7 @@ struct bowl {
     int calls;
     int fail_on_rank; /* -1: never */
     int rank;
+    const char *reason; /* given with shardopt_model_error when failing; NULL: none */
 };
 
 /* loss = 0.5 * |p - target|^2 with target[i] = i + 1, for every sample. */
@@ -23,7 +26,10 @@ static int bowl_model(void *user_data, const void *params, void *grad, const int
     int i;
     (void)samples;
     ++b->calls;
-    if (b->rank == b->fail_on_rank) return -1;
+    if (b->rank == b->fail_on_rank) {
+        if (b->reason) shardopt_model_error(b->reason);
+        return -1;
+    }
     if (sample_count == 0) return 1;
     for (i = 0; i < N; ++i) {
         const double d = p[i] - (i + 1.0);
@@ -54,7 +60,7 @@ static void optimize_rank(shardopt_comm comm, int rank, void *arg) {
     shardopt_optimizer opt = make_opt(comm);
     shardopt_optimize_options oo;
     shardopt_optimize_result r;
-    struct bowl b = {0, -1, 0};
+    struct bowl b = {0, -1, 0, NULL};
     float best[N];
     double history[4];
     int i, ok = 1;
@@ -103,17 +109,42 @@ static void optimize_rank(shardopt_comm comm, int rank, void *arg) {
 static void failing_rank(shardopt_comm comm, int rank, void *arg) {
     shardopt_optimizer opt = make_opt(comm);
     shardopt_optimize_options oo;
-    struct bowl b = {0, 1, 0};
-    (void)arg;
+    struct bowl b = {0, 1, 0, NULL};
     b.rank = rank;
+    b.reason = (const char *)arg;
     CHECK_OK(shardopt_optimize_options_init(&oo));
     oo.num_samples = 8;
     CHECK_ERR(shardopt_optimizer_optimize(opt, bowl_model, &b, &oo, NULL), SHARDOPT_ERR_INVALID_STATE,
               "model callback returned");
+    if (arg) { /* every rank names the failing rank and its reason */
+        CHECK(strstr(shardopt_last_error_message(), "on rank 1: ValueError: bad batch") != NULL);
+    }
+    CHECK_OK(shardopt_optimizer_destroy(opt));
+}
+
+/* A loss of NaN stops optimize on every rank, naming the epoch and iteration. */
+static int nan_model(void *user_data, const void *params, void *grad, const int64_t *samples, size_t sample_count,
+                     double *loss) {
+    (void)user_data, (void)params, (void)grad, (void)samples, (void)sample_count;
+    *loss = NAN;
+    return 0;
+}
+
+static void nan_rank(shardopt_comm comm, int rank, void *arg) {
+    shardopt_optimizer opt = make_opt(comm);
+    shardopt_optimize_options oo;
+    (void)rank, (void)arg;
+    memset(&oo, 0, sizeof oo);
+    oo.struct_size = sizeof oo;
+    oo.num_samples = 8;
+    CHECK_ERR(shardopt_optimizer_optimize(opt, nan_model, NULL, &oo, NULL), SHARDOPT_ERR_INVALID_STATE,
+              "the loss is NaN at epoch 1, iteration 1");
     CHECK_OK(shardopt_optimizer_destroy(opt));
 }
 
 void test_optimize(void) {
     run_ranks(2, optimize_rank, NULL);
     run_ranks(2, failing_rank, NULL);
+    run_ranks(2, failing_rank, (void *)"ValueError: bad batch");
+    run_ranks(2, nan_rank, NULL);
 }

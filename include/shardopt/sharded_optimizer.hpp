@@ -130,11 +130,16 @@ struct OptimizeOptions {
     std::int64_t max_iterations = 0; // 0 = no limit beyond epochs
     int patience = 0;                // epochs without improvement before stopping; 0 = never
     double min_delta = 0.0;          // improvement smaller than this does not count
+    // Visit the samples of each epoch in a fresh random order, the same on every rank (as a
+    // distributed sampler does): the permutation depends only on seed and the epoch.
+    bool shuffle = false;
+    std::uint64_t seed = 0;
 };
 
 // Model callback: mean loss over the given samples at `params` (packed, all tensors in order),
 // writing the mean gradient into `grad` (packed, same layout). Called on every rank with that
-// rank's samples.
+// rank's samples. A loss that is NaN or infinite (averaged over the data-parallel ranks) stops
+// optimize() on every rank with Error(invalid_state) naming the epoch and iteration.
 using ModelFunction = std::function<double(const void *params, void *grad, const std::int64_t *samples,
                                            std::size_t sample_count)>;
 

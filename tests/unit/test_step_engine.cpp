@@ -6,6 +6,7 @@
 // in CUDA memory in tests/gpu/sharded_device_main.cpp (on a GPU, or the CUDA stand-in).
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -600,6 +601,57 @@ BOOST_AUTO_TEST_CASE(initial_parameters_are_rank_0s_unless_kept) {
                 if (!keep) BOOST_TEST(got == rank0, strategy_name(s) << " rank " << comm.rank());
                 else if (s != Strategy::fsdp) BOOST_TEST(got == mine, strategy_name(s) << " rank " << comm.rank());
             });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// optimize() with shuffle: every epoch visits every sample exactly once across the ranks (they
+// drew the same permutation), epochs differ, and the seed alone decides the order.
+BOOST_AUTO_TEST_SUITE(optimize_shuffle)
+
+std::vector<std::vector<std::int64_t>> visited_orders(bool shuffle, std::uint64_t seed) {
+    constexpr int ranks = 2, epochs = 3;
+    std::vector<std::vector<std::vector<std::int64_t>>> seen(ranks); // rank -> batch -> samples
+    run_inprocess(ranks, [&](Communicator &comm) {
+        auto opt = ShardedOptimizer::create(comm.shared_from_this(), test_layout(),
+                                            OptimizerOptions::defaults(OptimizerKind::sgd), with(Strategy::ddp));
+        const ModelFunction model = [&](const void *, void *, const std::int64_t *samples, std::size_t count) {
+            seen[std::size_t(comm.rank())].emplace_back(samples, samples + count);
+            return 1.0;
+        };
+        OptimizeOptions run;
+        run.num_samples = 20;
+        run.batch_size = 8;
+        run.epochs = epochs;
+        run.shuffle = shuffle;
+        run.seed = seed;
+        opt->optimize(model, run);
+    });
+    std::vector<std::vector<std::int64_t>> orders(epochs); // epoch -> the global order
+    const std::size_t batches = seen[0].size() / epochs;
+    for (std::size_t k = 0; k < seen[0].size(); ++k)
+        for (int r = 0; r < ranks; ++r)
+            orders[k / batches].insert(orders[k / batches].end(), seen[std::size_t(r)][k].begin(),
+                                       seen[std::size_t(r)][k].end());
+    return orders;
+}
+
+BOOST_AUTO_TEST_CASE(one_permutation_per_epoch_shared_by_the_ranks) {
+    const auto plain = visited_orders(false, 0);
+    std::vector<std::int64_t> identity(20);
+    for (int i = 0; i < 20; ++i) identity[std::size_t(i)] = i;
+    for (const auto &order : plain) BOOST_TEST(order == identity);
+
+    const auto a = visited_orders(true, 7), again = visited_orders(true, 7), other = visited_orders(true, 8);
+    for (const auto &order : a) {
+        std::vector<std::int64_t> sorted = order;
+        std::sort(sorted.begin(), sorted.end());
+        BOOST_TEST(sorted == identity); // each sample once: the ranks drew the same permutation
+        BOOST_TEST(order != identity);
+    }
+    BOOST_TEST(a[0] != a[1]);
+    BOOST_TEST(a == again);
+    BOOST_TEST(a != other);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

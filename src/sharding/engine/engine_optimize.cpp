@@ -4,7 +4,9 @@
 // model callback works on host memory: parameters are copied out of the space for each call and
 // its gradient copied into the buckets.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <numeric>
 #include <limits>
 #include <vector>
 
@@ -14,6 +16,32 @@
 #include "step_engine.hpp"
 
 namespace shardopt::engine {
+namespace {
+
+// splitmix64: a fixed, portable generator, so the permutation is the same on every rank, build
+// and platform (std::shuffle's is implementation-defined).
+std::uint64_t splitmix64(std::uint64_t &state) {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// The order in which epoch `epoch` visits the samples: 0..n-1, or a Fisher-Yates permutation
+// drawn from (seed, epoch).
+std::vector<std::int64_t> epoch_order(std::int64_t n, bool shuffle, std::uint64_t seed, int epoch) {
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+    std::iota(order.begin(), order.end(), std::int64_t(0));
+    if (!shuffle) return order;
+    std::uint64_t state = seed ^ (0xd1b54a32d192ed03ull * std::uint64_t(epoch + 1));
+    for (std::int64_t i = n - 1; i > 0; --i) {
+        const std::int64_t j = std::int64_t(splitmix64(state) % std::uint64_t(i + 1));
+        std::swap(order[std::size_t(i)], order[std::size_t(j)]);
+    }
+    return order;
+}
+
+} // namespace
 
 void StepEngine::step_on_packed_gradient(const unsigned char *packed_grad) {
     zero_grad();
@@ -46,6 +74,7 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
     result.best_loss = std::numeric_limits<double>::infinity();
     int epochs_without_improvement = 0;
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
+        const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, epoch);
         double epoch_loss_sum = 0.0;
         std::int64_t epoch_samples = 0;
         bool hit_limit = false;
@@ -53,7 +82,8 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
             const std::int64_t batch_n = std::min(batch, o.num_samples - start);
             const BatchSlice slice = batch_slice(start, batch_n, dp_rank, dp);
             samples.resize(std::size_t(slice.size()));
-            for (std::int64_t i = slice.begin; i < slice.end; ++i) samples[std::size_t(i - slice.begin)] = i;
+            for (std::int64_t i = slice.begin; i < slice.end; ++i)
+                samples[std::size_t(i - slice.begin)] = order[std::size_t(i)];
 
             get_parameters(params.data());
             std::memset(grads.data(), 0, grads.size());
@@ -63,6 +93,12 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
             local_loss *= weight;
             step_on_packed_gradient(grads.data());
             const double batch_loss = space_->allreduce_scalar(*grid_.data, local_loss, ReduceOp::avg);
+            // Every rank sees the same average: all stop together, instead of skipping steps forever.
+            if (!std::isfinite(batch_loss))
+                throw Error(ErrorCode::invalid_state,
+                            "optimize: the loss is " + std::string(std::isnan(batch_loss) ? "NaN" : "infinite") +
+                                " at epoch " + std::to_string(epoch + 1) + ", iteration " +
+                                std::to_string(result.iterations + 1) + " (averaged over the data-parallel ranks)");
             epoch_loss_sum += batch_loss * double(batch_n);
             epoch_samples += batch_n;
             ++result.iterations;
