@@ -49,8 +49,9 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
     elem_ = layout_.element_size();
     // Ranks that disagree fail here, all of them, naming the difference (not later, silently).
     require_same_options(host_comm(*grid_.world), optimizer_, options_);
+    // Over the data group, whose ranks reduce gradients together (tensor-parallel ranks may
+    // hold unevenly split tensors; pipeline stages hold different ones).
     require_same_layout(host_comm(*grid_.data), layout_);
-    if (grid_.tensor) require_same_layout(host_comm(*grid_.tensor), layout_);
     state_slots_ = Optimizer::create(optimizer_)->state_slots();
     if (space_->host_accessible()) // refuse up front, with an estimate, what cannot fit
         require_fits(MemoryPlan::of(plan_, layout_, state_slots_, options_, external_params != nullptr),
