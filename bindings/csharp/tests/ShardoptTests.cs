@@ -7,7 +7,7 @@ using System.Linq;
 using System.Threading;
 using Shardopt.DistributedTraining;
 
-static class ShardoptTests
+static partial class ShardoptTests
 {
     static readonly MlpDemo Model = new MlpDemo();
 
@@ -77,7 +77,7 @@ static class ShardoptTests
             for (int t = 0; t < tensors; ++t)
             {
                 var g = opt.TensorGradient(t);
-                new ReadOnlySpan<float>(grad, off, g.Length).CopyTo(g);
+                g.CopyFrom(new ReadOnlySpan<float>(grad, off, g.Length));
                 off += g.Length;
                 int bucket = opt.TensorBucket(t);
                 if (t + 1 == tensors || opt.TensorBucket(t + 1) != bucket) opt.GradReady(bucket); // frees its staging buffer
