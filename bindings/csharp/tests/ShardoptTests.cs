@@ -372,7 +372,8 @@ static partial class ShardoptTests
     static int Main(string[] args)
     {
         if (args.Length > 0 && args[0] == "--ucx-worker") return UcxWorker();
-        var tests = new (string, Action)[] {
+        if (args.Length > 0 && args[0] == "--worldsize-worker") return WorldSizeWorker();
+        var tests = args.Length > 1 && args[0] == "--group" ? Group(args[1]) : new (string, Action)[] {
             ("FourRanksMatchSingleProcess", FourRanksMatchSingleProcess), ("StepApiZeroCopy", StepApiZeroCopy),
             ("ConfigurationChangesBehaviour", ConfigurationChangesBehaviour), ("DefaultsMatchLibrary", DefaultsMatchLibrary),
             ("ErrorsMapToExceptions", ErrorsMapToExceptions), ("NullArguments", NullArguments),
