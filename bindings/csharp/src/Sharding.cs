@@ -311,7 +311,7 @@ namespace Shardopt.DistributedTraining
         {
             int dt = Elem<T>.Check();
             if (dt != DType)
-                throw new ArgumentException($"{what}: this optimizer's elements are {DTypes.Name(DType)}, got {typeof(T).Name} (use {GetType().Name.Split('`')[0]}<{typeof(T).Name.ToLowerInvariant()}>)");
+                throw new ArgumentException($"{what}: this optimizer's elements are {DTypes.Name(DType)}, got {typeof(T).Name} (use {GetType().Name.Split('`')[0]}<{(typeof(T) == typeof(double) ? "double" : "float")}> for {typeof(T).Name} elements)");
         }
 
         // ---- creation ----
