@@ -764,5 +764,24 @@ void so_optimize_fn(shardopt_optimizer opt, void *FNPTR, void *USERDATA, const s
     SO_OPTIMIZE_FINISH(st);
 #undef so_foreign_pending
 }
+
+/* C#-only helpers (the C ABI calls the shared section does not wrap yet). */
+/* Called by the layer's model trampoline on the rank's thread before it returns non-zero, so every
+ * rank's error names this rank and the exception ("System.FormatException: ..."). */
+void so_cs_model_error(const char *message) { shardopt_model_error(message); }
+double so_cs_learning_rate(shardopt_optimizer opt) {
+    double lr = 0;
+    SO_TRY(shardopt_optimizer_learning_rate(opt, &lr), 0);
+    return lr;
+}
+void so_cs_reduce_scatter(shardopt_comm comm, const void *send, void *recv, size_t recv_count, int dtype, int op) {
+    SO_TRY(shardopt_reduce_scatter(comm, send, recv, recv_count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
+}
+void so_cs_send(shardopt_comm comm, const void *send, size_t count, int dtype, int peer, int tag) {
+    SO_TRY(shardopt_send(comm, send, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
+}
+void so_cs_recv(shardopt_comm comm, void *recv, size_t count, int dtype, int peer, int tag) {
+    SO_TRY(shardopt_recv(comm, recv, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
+}
 %}
 #endif

@@ -5,14 +5,17 @@ using Shardopt.Native;
 
 namespace Shardopt.DistributedTraining
 {
-    /// <summary>The model's float32 tensors in order. EndBucket() closes a gradient bucket (an FSDP unit);
-    /// otherwise tensors are grouped into buckets of MinimumParameterGroupSize elements.</summary>
+    /// <summary>The model's tensors in order (their element type is the optimizer's). EndBucket() closes a gradient
+    /// bucket (an FSDP unit); otherwise tensors are grouped into buckets of MinimumParameterGroupSize elements.</summary>
     public sealed class ParameterLayout
     {
         readonly List<(string name, ulong count, bool tp, bool end)> tensors = new List<(string, ulong, bool, bool)>();
 
         public ParameterLayout Add(string name, long count, bool tensorParallelReplicated = false)
         {
+            if (name == null) throw new ArgumentNullException(nameof(name));
+            if (count < 1)
+                throw new ArgumentOutOfRangeException(nameof(count), count, $"tensor '{name}' must have at least 1 element (got {count})");
             tensors.Add((name, (ulong)count, tensorParallelReplicated, false));
             return this;
         }
@@ -23,12 +26,15 @@ namespace Shardopt.DistributedTraining
             return this;
         }
 
+        public int TensorCount => tensors.Count;
         public long ElementCount { get { ulong n = 0; foreach (var t in tensors) n += t.count; return (long)n; } }
 
-        internal SWIGTYPE_p_shardopt_params_s ToNative(int bucketElements)
+        internal SWIGTYPE_p_shardopt_params_s ToNative(int bucketElements, int dtype)
         {
             NativeInit.Ensure();
-            var p = shardopt_native.so_params_create(shardopt_native.SHARDOPT_F32, (ulong)bucketElements * 4);
+            if (tensors.Count == 0) throw new ArgumentException("the parameter layout is empty: Add(name, count) its tensors first");
+            int elem = dtype == shardopt_native.SHARDOPT_F64 ? 8 : 4;
+            var p = shardopt_native.so_params_create(dtype, (ulong)bucketElements * (ulong)elem);
             try
             {
                 foreach (var t in tensors)
@@ -42,12 +48,56 @@ namespace Shardopt.DistributedTraining
         }
     }
 
+    /// <summary>A view of library memory (parameters, a gradient bucket, a gathered FSDP unit). It checks every
+    /// access: after its optimizer is disposed, or once the memory may move (gradient views after GradReady,
+    /// ZeroGrad, Step; gathered views after Release or Step), it throws ObjectDisposedException instead of
+    /// touching freed memory.</summary>
+    public sealed class NativeView<T> where T : struct
+    {
+        readonly ShardedOptimizer owner;
+        readonly long epoch; // -1: lives as long as the optimizer
+        readonly IntPtr ptr;
+
+        internal NativeView(ShardedOptimizer owner, IntPtr ptr, int length, bool transient)
+        {
+            this.owner = owner; this.ptr = ptr; Length = length; epoch = transient ? owner.ViewEpoch : -1;
+        }
+
+        public int Length { get; }
+        public bool IsValid => owner.ViewValid(epoch);
+
+        unsafe Span<T> Live()
+        {
+            owner.CheckView(epoch);
+            return new Span<T>((void*)ptr, Length);
+        }
+
+        public T this[int index]
+        {
+            get { if ((uint)index >= (uint)Length) throw new IndexOutOfRangeException($"index {index} of a view of {Length} elements"); return Live()[index]; }
+            set { if ((uint)index >= (uint)Length) throw new IndexOutOfRangeException($"index {index} of a view of {Length} elements"); var s = Live(); s[index] = value; }
+        }
+
+        public void Fill(T value) => Live().Fill(value);
+        public T[] ToArray() => Live().ToArray();
+        public void CopyTo(Span<T> destination)
+        {
+            if (destination.Length < Length) throw new ArgumentException($"the destination holds {destination.Length} elements; the view has {Length}", nameof(destination));
+            Live().CopyTo(destination);
+        }
+        public void CopyFrom(ReadOnlySpan<T> source)
+        {
+            if (source.Length != Length) throw new ArgumentException($"the source has {source.Length} elements; the view has {Length}", nameof(source));
+            source.CopyTo(Live());
+        }
+    }
+
     /// <summary>How a sharded optimizer communicates (AiDotNet's ShardingConfiguration).
     /// LearningRate: when set, the steps use it; when null (AiDotNet: 0.01) the wrapped optimizer's rate is used.
     /// AutoSyncGradients=false turns DDP/ZeRO-1 into Local SGD (averaging every LocalSteps steps).
     /// MinimumParameterGroupSize: the gradient bucket (FSDP unit) size in elements.
     /// EnableGradientCompression: not in the C ABI yet; setting true throws NotSupportedException.</summary>
-    public sealed class ShardingConfiguration
+    public class ShardingConfiguration
     {
         double? learningRate;
         int groupSize = 1024;
@@ -83,9 +133,24 @@ namespace Shardopt.DistributedTraining
             get => false;
             set { if (value) throw new NotSupportedException("gradient compression is not in the shardopt C ABI yet; use a larger MinimumParameterGroupSize for fewer messages"); }
         }
+        /// <summary>True (the default, as PyTorch DDP): the initial parameters are rank 0's, broadcast to every
+        /// rank of its data-parallel group, so replicas cannot start apart. False keeps each rank's own.</summary>
+        public bool BroadcastInitialParameters { get; set; } = true;
         public int LocalSteps { get; set; } = 4;
         public int GradientAccumulationSteps { get; set; } = 1;
         public double MaxGradNorm { get; set; }
+    }
+
+    /// <summary>AiDotNet's ShardingConfiguration&lt;T&gt; over a backend of element type T.</summary>
+    public class ShardingConfiguration<T> : ShardingConfiguration where T : struct
+    {
+        public ShardingConfiguration(CommunicationBackend<T> backend, double? learningRate = null) : base(backend, learningRate) { Elem<T>.Check(); }
+        public new CommunicationBackend<T> CommunicationBackend => (CommunicationBackend<T>)base.CommunicationBackend;
+        public static ShardingConfiguration<T> CreateDefault(CommunicationBackend<T> backend) => new ShardingConfiguration<T>(backend);
+        public static ShardingConfiguration<T> CreateForHighBandwidth(CommunicationBackend<T> backend) =>
+            new ShardingConfiguration<T>(backend) { MinimumParameterGroupSize = 512 };
+        public static ShardingConfiguration<T> CreateForLowBandwidth(CommunicationBackend<T> backend) =>
+            new ShardingConfiguration<T>(backend) { MinimumParameterGroupSize = 4096 };
     }
 
     /// <summary>The data set is the sample indices [0, NumSamples), split across data-parallel ranks.</summary>
@@ -97,6 +162,9 @@ namespace Shardopt.DistributedTraining
         public long MaxIterations { get; set; }
         public int Patience { get; set; }
         public double MinDelta { get; set; }
+        /// <summary>A fresh order each epoch from (Seed, epoch), the same on every rank.</summary>
+        public bool Shuffle { get; set; }
+        public ulong Seed { get; set; }
     }
 
     public sealed class OptimizationResult
@@ -132,6 +200,8 @@ namespace Shardopt.DistributedTraining
     /// <summary>The model of Optimize(): the mean loss over the sample indices at the parameters, with the mean
     /// gradient written into gradient (zeroed on entry). Spans view the library's memory during the call.</summary>
     public delegate double GradientModel(ReadOnlySpan<float> parameters, Span<float> gradient, ReadOnlySpan<long> samples);
+    /// <summary>GradientModel for either element type.</summary>
+    public delegate double GradientModel<T>(ReadOnlySpan<T> parameters, Span<T> gradient, ReadOnlySpan<long> samples) where T : struct;
 
     public interface IShardedOptimizer : IDisposable
     {
@@ -149,19 +219,33 @@ namespace Shardopt.DistributedTraining
         void LoadModel(string path);
     }
 
-    /// <summary>A sharded optimizer over a base optimizer. Initialize (or the constructor taking a layout) is
-    /// collective: every rank, same layout and initial values.</summary>
+    /// <summary>A sharded optimizer over a base optimizer. Initialize (or the first Optimize(inputData)) is
+    /// collective and checked: every rank must pass the same layout and options (else every rank fails naming
+    /// the first difference), and the initial parameters are rank 0's unless
+    /// ShardingConfiguration.BroadcastInitialParameters is false. The element type is float here, T in
+    /// ShardedOptimizer&lt;T&gt;.</summary>
     public abstract class ShardedOptimizer : IShardedOptimizer
     {
         readonly int strategy;
+        internal readonly int DType;
         SWIGTYPE_p_shardopt_optimizer_s handle;
         GCHandle external; // the caller's pinned parameter array
+        bool disposed;
+        long viewEpoch;
+        double pushedOptionsLr = double.NaN;
+        // what Reset() re-creates the native optimizer from
+        ParameterLayout lastLayout;
+        Array lastInitial;
 
         protected ShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration configuration, int strategy)
+            : this(wrappedOptimizer, configuration, strategy, shardopt_native.SHARDOPT_F32) { }
+
+        internal ShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration configuration, int strategy, int dtype)
         {
             WrappedOptimizer = wrappedOptimizer ?? throw new ArgumentNullException(nameof(wrappedOptimizer));
             ShardingConfiguration = configuration ?? throw new ArgumentNullException(nameof(configuration));
             this.strategy = strategy;
+            DType = dtype;
             ShardingOptions().Dispose(); // validates the configuration now
         }
 
@@ -183,6 +267,7 @@ namespace Shardopt.DistributedTraining
             s.local_sgd_period = c.LocalSteps;
             s.gradient_accumulation_steps = c.GradientAccumulationSteps;
             s.max_grad_norm = c.MaxGradNorm;
+            s.broadcast_initial = c.BroadcastInitialParameters ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
             Configure(s);
             return s;
         }
@@ -195,64 +280,168 @@ namespace Shardopt.DistributedTraining
         public int WorldSize => ShardingConfiguration.CommunicationBackend.WorldSize;
         public OptimizerOptions GetOptions() => WrappedOptimizer.Options;
         public bool IsInitialized => handle != null;
-        public double LearningRate { get; private set; }
+        /// <summary>The element type: typeof(float) or typeof(double).</summary>
+        public Type ElementType => DType == shardopt_native.SHARDOPT_F64 ? typeof(double) : typeof(float);
+        /// <summary>Applied per epoch by Optimize(OptimizationInputData); null = constant.</summary>
+        public LearningRateSchedule LearningRateSchedule { get; set; }
 
-        SWIGTYPE_p_shardopt_optimizer_s H
+        internal SWIGTYPE_p_shardopt_optimizer_s H
         {
-            get { if (handle == null) throw new InvalidOperationException("the optimizer is not initialized (or was disposed)"); return handle; }
+            get
+            {
+                if (disposed) throw new ObjectDisposedException(GetType().Name, "the optimizer was disposed");
+                if (handle == null) throw new InvalidOperationException("the optimizer is not initialized: call Initialize(layout, initial) or Optimize(inputData) first");
+                return handle;
+            }
         }
 
+        // ---- views ----
+        internal long ViewEpoch => viewEpoch;
+        internal bool ViewValid(long epoch) => !disposed && handle != null && (epoch < 0 || epoch == viewEpoch);
+        internal void CheckView(long epoch)
+        {
+            if (disposed || handle == null)
+                throw new ObjectDisposedException(GetType().Name, "this view's optimizer was disposed (or reset); its memory is gone");
+            if (epoch >= 0 && epoch != viewEpoch)
+                throw new ObjectDisposedException(GetType().Name, "this gradient/gathered view expired (GradReady, ZeroGrad, Step, Release or Optimize since): get a new one");
+        }
+        void Expire() => ++viewEpoch;
+
+        internal void CheckType<T>(string what) where T : struct
+        {
+            int dt = Elem<T>.Check();
+            if (dt != DType)
+                throw new ArgumentException($"{what}: this optimizer's elements are {DTypes.Name(DType)}, got {typeof(T).Name} (use {GetType().Name.Split('`')[0]}<{(typeof(T) == typeof(double) ? "double" : "float")}> for {typeof(T).Name} elements)");
+        }
+
+        // ---- creation ----
         /// <summary>Collective: creates this rank's native optimizer. parameters (optional): the caller's array of
         /// PaddedCountFor(layout) elements, pinned and updated in place (DDP, ZeRO-1, ZeRO-2, Local SGD).</summary>
-        public unsafe ShardedOptimizer Initialize(ParameterLayout layout, float[] initial = null, float[] parameters = null)
+        public ShardedOptimizer Initialize(ParameterLayout layout, float[] initial = null, float[] parameters = null) => InitializeT(layout, initial, parameters);
+
+        internal unsafe ShardedOptimizer InitializeT<T>(ParameterLayout layout, T[] initial, T[] parameters) where T : struct
         {
+            if (disposed) throw new ObjectDisposedException(GetType().Name);
             if (layout == null) throw new ArgumentNullException(nameof(layout));
+            CheckType<T>("Initialize");
             if (handle != null) throw new InvalidOperationException("the optimizer is already initialized");
+            if (initial != null && initial.Length != layout.ElementCount)
+                throw new ArgumentException($"initial has {initial.Length} elements; the layout has {layout.ElementCount}", nameof(initial));
+            if (parameters != null)
+            {
+                long padded = PaddedCountFor(layout);
+                if (parameters.Length != padded)
+                    throw new ArgumentException($"parameters has {parameters.Length} elements; it must hold PaddedCountFor(layout) = {padded}", nameof(parameters));
+            }
             using (var opts = WrappedOptimizer.Options.Copy())
             using (var s = ShardingOptions())
             {
                 if (ShardingConfiguration.LearningRate.HasValue) opts.lr = ShardingConfiguration.LearningRate.Value;
-                var p = layout.ToNative(ShardingConfiguration.MinimumParameterGroupSize);
+                var p = layout.ToNative(ShardingConfiguration.MinimumParameterGroupSize, DType);
+                GCHandle init = initial != null ? GCHandle.Alloc(initial, GCHandleType.Pinned) : default(GCHandle);
                 try
                 {
-                    fixed (float* init = initial)
+                    var initPtr = initial != null ? init.AddrOfPinnedObject() : IntPtr.Zero;
+                    var comm = ShardingConfiguration.CommunicationBackend.Handle;
+                    if (parameters != null)
                     {
-                        var comm = ShardingConfiguration.CommunicationBackend.Handle;
-                        if (parameters != null)
-                        {
-                            var pin = GCHandle.Alloc(parameters, GCHandleType.Pinned);
-                            try { handle = shardopt_native.so_optimizer_create_external(comm, p, opts, s, (IntPtr)init, pin.AddrOfPinnedObject(), (ulong)parameters.Length); }
-                            catch { pin.Free(); throw; }
-                            external = pin;
-                        }
-                        else handle = shardopt_native.so_optimizer_create(comm, p, opts, s, (IntPtr)init);
+                        var pin = GCHandle.Alloc(parameters, GCHandleType.Pinned);
+                        try { handle = shardopt_native.so_optimizer_create_external(comm, p, opts, s, initPtr, pin.AddrOfPinnedObject(), (ulong)parameters.Length); }
+                        catch { pin.Free(); throw; }
+                        external = pin;
                     }
-                    LearningRate = opts.lr;
+                    else handle = shardopt_native.so_optimizer_create(comm, p, opts, s, initPtr);
+                    pushedOptionsLr = WrappedOptimizer.Options.LearningRate;
+                    lastLayout = layout;
+                    lastInitial = initial == null ? null : (T[])initial.Clone();
                 }
-                finally { shardopt_native.so_params_destroy(p); }
+                finally
+                {
+                    if (init.IsAllocated) init.Free();
+                    shardopt_native.so_params_destroy(p);
+                }
             }
             return this;
         }
 
         public long PaddedCountFor(ParameterLayout layout)
         {
-            var p = layout.ToNative(ShardingConfiguration.MinimumParameterGroupSize);
+            if (layout == null) throw new ArgumentNullException(nameof(layout));
+            var p = layout.ToNative(ShardingConfiguration.MinimumParameterGroupSize, DType);
             try { return (long)shardopt_native.so_params_padded_count(p, WorldSize); }
             finally { shardopt_native.so_params_destroy(p); }
         }
 
+        /// <summary>AiDotNet's Reset(): collective; back to the initial parameters with fresh optimizer state
+        /// (re-creates the native optimizer from the last Initialize's layout and initial values).</summary>
+        public void Reset()
+        {
+            if (disposed) throw new ObjectDisposedException(GetType().Name);
+            if (handle == null) return;
+            var layout = lastLayout;
+            var initial = lastInitial;
+            DestroyNative();
+            if (DType == shardopt_native.SHARDOPT_F64) InitializeT(layout, (double[])initial, null);
+            else InitializeT(layout, (float[])initial, null);
+            History = new List<double>();
+        }
+
         public void SynchronizeOptimizerState() => shardopt_native.so_synchronize_state(H);
-        public bool ShouldEarlyStop() => ShouldEarlyStop(false);
+
+        // ---- early stopping ----
+        internal List<double> History = new List<double>();
+        /// <summary>AiDotNet's ShouldEarlyStop(), collective: true on every rank when any rank's options say stop
+        /// (UseEarlyStopping, and the score of the last Optimize has not improved by more than Tolerance over
+        /// its best for EarlyStoppingPatience epochs).</summary>
+        public bool ShouldEarlyStop() => ShouldEarlyStop(LocalWantsStop());
         /// <summary>Collective: true on every rank when any rank votes true.</summary>
         public bool ShouldEarlyStop(bool vote) => shardopt_native.so_should_early_stop(H, vote ? 1 : 0) != 0;
 
+        internal bool LocalWantsStop()
+        {
+            var o = WrappedOptimizer.Options;
+            if (!o.UseEarlyStopping || o.EarlyStoppingPatience < 1 || History.Count <= o.EarlyStoppingPatience) return false;
+            int bestAt = 0;
+            for (int i = 1; i < History.Count; ++i) if (History[i] < History[bestAt] - o.Tolerance) bestAt = i;
+            return History.Count - 1 - bestAt >= o.EarlyStoppingPatience;
+        }
+
+        // ---- learning rate ----
+        /// <summary>The rate the next step uses, read from the library (after a load: the checkpoint's); set is live.</summary>
+        public double LearningRate
+        {
+            get => shardopt_native.so_cs_learning_rate(H);
+            set => SetLearningRate(value);
+        }
+        public void SetLearningRate(double lr) { shardopt_native.so_set_learning_rate(H, lr); }
+
+        // GetOptions().LearningRate changed since Initialize (or the last sync): the next step uses it.
+        internal void SyncOptionsLearningRate()
+        {
+            double lr = WrappedOptimizer.Options.LearningRate;
+            if (!lr.Equals(pushedOptionsLr)) { SetLearningRate(lr); pushedOptionsLr = lr; }
+        }
+
+        // ---- optimize (the callback form) ----
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         delegate int NativeModel(IntPtr user, IntPtr parameters, IntPtr gradient, IntPtr samples, UIntPtr count, out double loss);
 
-        public unsafe OptimizationResult Optimize(GradientModel model, OptimizationInputData inputData)
+        public OptimizationResult Optimize(GradientModel model, OptimizationInputData inputData)
+        {
+            if (model == null) throw new ArgumentNullException(nameof(model));
+            var r = OptimizeT<float>((p, g, s) => model(p, g, s), inputData, out float[] best);
+            r.BestSolution = best;
+            return r;
+        }
+
+        internal unsafe OptimizationResult OptimizeT<T>(GradientModel<T> model, OptimizationInputData inputData, out T[] best) where T : struct
         {
             if (model == null) throw new ArgumentNullException(nameof(model));
             if (inputData == null) throw new ArgumentNullException(nameof(inputData));
+            CheckType<T>("Optimize");
+            var h = H;
+            SyncOptionsLearningRate();
+            Expire();
             int n = (int)ElementCount;
             Exception failure = null;
             NativeModel trampoline = (IntPtr user, IntPtr p, IntPtr g, IntPtr s, UIntPtr count, out double loss) =>
@@ -260,42 +449,52 @@ namespace Shardopt.DistributedTraining
                 loss = 0;
                 try
                 {
-                    loss = model(new ReadOnlySpan<float>((void*)p, n), new Span<float>((void*)g, n),
-                                 new ReadOnlySpan<long>((void*)s, (int)count));
+                    loss = model(new ReadOnlySpan<T>((void*)p, n), new Span<T>((void*)g, n), new ReadOnlySpan<long>((void*)s, (int)count));
                     return 0;
                 }
-                catch (Exception e) { failure = failure ?? e; return 1; } // never unwind through native frames
-            };
-            var best = new float[n];
-            var history = new double[Math.Max(inputData.Epochs, 1) + 1];
-            using (var o = new shardopt_optimize_options())
-            using (var r = new shardopt_optimize_result())
-            {
-                shardopt_native.so_optimize_options_defaults(o);
-                o.num_samples = inputData.NumSamples; o.batch_size = inputData.BatchSize; o.epochs = inputData.Epochs;
-                o.max_iterations = inputData.MaxIterations; o.patience = inputData.Patience; o.min_delta = inputData.MinDelta;
-                fixed (float* b = best)
-                fixed (double* h = history)
+                catch (Exception e) // never unwind through native frames; every rank's error names this one
                 {
-                    try
-                    {
-                        shardopt_native.so_optimize_fn(H, Marshal.GetFunctionPointerForDelegate(trampoline), IntPtr.Zero, o, r,
-                                                       (IntPtr)b, (ulong)n, (IntPtr)h, (ulong)history.Length);
-                    }
-                    catch (InvalidOperationException) when (failure != null)
-                    {
-                        System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(failure).Throw();
-                    }
-                    GC.KeepAlive(trampoline);
+                    failure = failure ?? e;
+                    try { shardopt_native.so_cs_model_error($"{e.GetType().FullName}: {e.Message}"); } catch { }
+                    return 1;
                 }
-                var hist = new double[Math.Min((long)r.loss_history_count, history.Length)];
-                Array.Copy(history, hist, hist.Length);
-                return new OptimizationResult { BestSolution = best, BestFitnessScore = r.best_loss, Iterations = r.iterations,
-                                                FitnessHistory = hist, StoppedEarly = r.stopped_early != 0 };
+            };
+            best = new T[n];
+            var history = new double[Math.Max(inputData.Epochs, 1) + 1];
+            var bestPin = GCHandle.Alloc(best, GCHandleType.Pinned);
+            try
+            {
+                using (var o = new shardopt_optimize_options())
+                using (var r = new shardopt_optimize_result())
+                {
+                    shardopt_native.so_optimize_options_defaults(o);
+                    o.num_samples = inputData.NumSamples; o.batch_size = inputData.BatchSize; o.epochs = inputData.Epochs;
+                    o.max_iterations = inputData.MaxIterations; o.patience = inputData.Patience; o.min_delta = inputData.MinDelta;
+                    o.shuffle = inputData.Shuffle ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
+                    o.seed = inputData.Seed;
+                    fixed (double* hp = history)
+                    {
+                        try
+                        {
+                            shardopt_native.so_optimize_fn(h, Marshal.GetFunctionPointerForDelegate(trampoline), IntPtr.Zero, o, r,
+                                                           bestPin.AddrOfPinnedObject(), (ulong)n, (IntPtr)hp, (ulong)history.Length);
+                        }
+                        catch (InvalidOperationException) when (failure != null)
+                        {
+                            System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(failure).Throw();
+                        }
+                        GC.KeepAlive(trampoline);
+                    }
+                    var hist = new double[Math.Min((long)r.loss_history_count, history.Length)];
+                    Array.Copy(history, hist, hist.Length);
+                    return new OptimizationResult { BestFitnessScore = r.best_loss, Iterations = r.iterations,
+                                                    FitnessHistory = hist, StoppedEarly = r.stopped_early != 0 };
+                }
             }
+            finally { bestPin.Free(); }
         }
 
-        // checkpoints (collective: every rank calls with the same arguments)
+        // ---- checkpoints (collective: every rank calls with the same arguments) ----
         /// <summary>The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank.</summary>
         public unsafe byte[] Serialize()
         {
@@ -320,8 +519,11 @@ namespace Shardopt.DistributedTraining
         public unsafe void Deserialize(byte[] data)
         {
             if (data == null) throw new ArgumentNullException(nameof(data));
+            var h = H;
+            Expire();
             byte none = 0; // an empty array pins as null; pass empty bytes, not "no bytes"
-            fixed (byte* p = data) shardopt_native.so_deserialize(H, (IntPtr)(data.Length > 0 ? p : &none), (ulong)data.Length);
+            fixed (byte* p = data) shardopt_native.so_deserialize(h, (IntPtr)(data.Length > 0 ? p : &none), (ulong)data.Length);
+            pushedOptionsLr = WrappedOptimizer.Options.LearningRate; // the checkpoint's rate wins until the options change
         }
 
         /// <summary>Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing.</summary>
@@ -339,10 +541,13 @@ namespace Shardopt.DistributedTraining
         public void LoadModel(string path)
         {
             if (path == null) throw new ArgumentNullException(nameof(path));
-            shardopt_native.so_load(H, path);
+            var h = H;
+            Expire();
+            shardopt_native.so_load(h, path);
+            pushedOptionsLr = WrappedOptimizer.Options.LearningRate;
         }
 
-        // layout
+        // ---- layout ----
         public int TensorCount => shardopt_native.so_tensor_count(H);
         public int BucketCount => shardopt_native.so_bucket_count(H);
         public long TensorSize(int tensor) => (long)shardopt_native.so_tensor_size(H, tensor);
@@ -351,51 +556,191 @@ namespace Shardopt.DistributedTraining
         public long ElementCount => (long)shardopt_native.so_element_count(H);
         public long PaddedCount => (long)shardopt_native.so_padded_count(H);
 
-        // parameters (views without copies are valid until the next step / Dispose)
-        /// <summary>The full flat (padded) parameter buffer; not for FSDP (sharded at rest).</summary>
-        public unsafe Span<float> Parameters => new Span<float>((void*)shardopt_native.so_parameters(H, 4), (int)PaddedCount);
-        public unsafe void GetParameters(Span<float> packed)
+        // ---- parameters ----
+        /// <summary>The full flat (padded) parameter buffer, valid until Dispose; not for FSDP (sharded at rest).</summary>
+        public NativeView<float> Parameters => ParametersT<float>();
+        internal NativeView<T> ParametersT<T>() where T : struct
         {
-            fixed (float* p = &System.Runtime.InteropServices.MemoryMarshal.GetReference(packed)) shardopt_native.so_get_parameters(H, (IntPtr)p, (ulong)packed.Length);
+            CheckType<T>("Parameters");
+            var h = H;
+            var p = shardopt_native.so_parameters(h, (ulong)Elem<T>.Size);
+            return new NativeView<T>(this, p, (int)PaddedCount, false);
         }
+        public void GetParameters(Span<float> packed) => GetParametersT<float>(packed);
         public float[] GetParameters() { var a = new float[ElementCount]; GetParameters(a); return a; }
-        public unsafe void SetParameters(ReadOnlySpan<float> packed)
-        {
-            fixed (float* p = &System.Runtime.InteropServices.MemoryMarshal.GetReference(packed)) shardopt_native.so_set_parameters(H, (IntPtr)p, (ulong)packed.Length);
-        }
-        /// <summary>FSDP: the unit's full parameters (collective), valid until Release(bucket).</summary>
-        public unsafe Span<float> Gather(int bucket) => new Span<float>((void*)shardopt_native.so_gather(H, bucket, 4), (int)BucketSize(bucket));
-        public void Release(int bucket) => shardopt_native.so_release(H, bucket);
+        public void SetParameters(ReadOnlySpan<float> packed) => SetParametersT<float>(packed);
 
-        // step protocol
-        public void SetLearningRate(double lr) { shardopt_native.so_set_learning_rate(H, lr); LearningRate = lr; }
+        internal unsafe void GetParametersT<T>(Span<T> packed) where T : struct
+        {
+            CheckType<T>("GetParameters");
+            var h = H;
+            long n = ElementCount;
+            if (packed.Length != n) throw new ArgumentException($"GetParameters: the destination holds {packed.Length} elements; the model has {n}", nameof(packed));
+            var b = MemoryMarshal.AsBytes(packed);
+            fixed (byte* p = &MemoryMarshal.GetReference(b)) shardopt_native.so_get_parameters(h, (IntPtr)p, (ulong)packed.Length);
+        }
+
+        internal unsafe void SetParametersT<T>(ReadOnlySpan<T> packed) where T : struct
+        {
+            CheckType<T>("SetParameters");
+            var h = H;
+            long n = ElementCount;
+            if (packed.Length != n) throw new ArgumentException($"SetParameters: got {packed.Length} elements; the model has {n}", nameof(packed));
+            var b = MemoryMarshal.AsBytes(packed);
+            fixed (byte* p = &MemoryMarshal.GetReference(b)) shardopt_native.so_set_parameters(h, (IntPtr)p, (ulong)packed.Length);
+        }
+
+        /// <summary>FSDP: the unit's full parameters (collective), valid until Release(bucket) or the next step.</summary>
+        public NativeView<float> Gather(int bucket) => GatherT<float>(bucket);
+        internal NativeView<T> GatherT<T>(int bucket) where T : struct
+        {
+            CheckType<T>("Gather");
+            var h = H;
+            var p = shardopt_native.so_gather(h, bucket, (ulong)Elem<T>.Size);
+            return new NativeView<T>(this, p, (int)BucketSize(bucket), true);
+        }
+        public void Release(int bucket) { var h = H; Expire(); shardopt_native.so_release(h, bucket); }
+
+        // ---- step protocol ----
         public long StepCount => shardopt_native.so_step_count(H);
-        public void ZeroGrad() => shardopt_native.so_zero_grad(H);
-        public unsafe Span<float> BucketGradient(int bucket)
+        public void ZeroGrad() { var h = H; Expire(); shardopt_native.so_zero_grad(h); }
+        /// <summary>The bucket's gradient, valid until GradReady, ZeroGrad or Step.</summary>
+        public NativeView<float> BucketGradient(int bucket) => BucketGradientT<float>(bucket);
+        public NativeView<float> TensorGradient(int tensor) => TensorGradientT<float>(tensor);
+        internal NativeView<T> BucketGradientT<T>(int bucket) where T : struct
         {
-            var p = shardopt_native.so_bucket_grad(H, bucket, 4);
-            return new Span<float>((void*)p, (int)BucketSize(bucket));
+            CheckType<T>("BucketGradient");
+            var h = H;
+            var p = shardopt_native.so_bucket_grad(h, bucket, (ulong)Elem<T>.Size);
+            return new NativeView<T>(this, p, (int)BucketSize(bucket), true);
         }
-        public unsafe Span<float> TensorGradient(int tensor)
+        internal NativeView<T> TensorGradientT<T>(int tensor) where T : struct
         {
-            var p = shardopt_native.so_tensor_grad(H, tensor, 4);
-            return new Span<float>((void*)p, (int)TensorSize(tensor));
+            CheckType<T>("TensorGradient");
+            var h = H;
+            var p = shardopt_native.so_tensor_grad(h, tensor, (ulong)Elem<T>.Size);
+            return new NativeView<T>(this, p, (int)TensorSize(tensor), true);
         }
-        public void GradReady(int bucket) => shardopt_native.so_grad_ready(H, bucket);
+        public void GradReady(int bucket) { var h = H; Expire(); shardopt_native.so_grad_ready(h, bucket); }
         public StepResult Step()
         {
+            var h = H;
+            SyncOptionsLearningRate();
+            Expire();
             using (var r = new shardopt_step_result())
             {
-                shardopt_native.so_step(H, r);
+                shardopt_native.so_step(h, r);
                 return new StepResult(r.applied != 0, r.skipped_nonfinite != 0, r.accumulating != 0, r.grad_norm,
                                       r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds);
             }
         }
 
-        public void Dispose()
+        void DestroyNative()
         {
+            Expire();
             if (handle != null) { var h = handle; handle = null; shardopt_native.so_optimizer_destroy(h); }
             if (external.IsAllocated) external.Free();
+        }
+
+        public void Dispose()
+        {
+            disposed = true;
+            DestroyNative();
+        }
+    }
+
+    /// <summary>A sharded optimizer of element type T (float or double; another T raises NotSupportedException).</summary>
+    public abstract class ShardedOptimizer<T> : ShardedOptimizer where T : struct
+    {
+        internal ShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration configuration, int strategy)
+            : base(wrappedOptimizer, configuration, strategy, Elem<T>.Check()) { }
+
+        public ShardedOptimizer<T> Initialize(ParameterLayout layout, T[] initial = null, T[] parameters = null)
+        {
+            InitializeT(layout, initial, parameters);
+            return this;
+        }
+
+        public new NativeView<T> Parameters => ParametersT<T>();
+        public new T[] GetParameters() { var a = new T[ElementCount]; GetParametersT<T>(a); return a; }
+        public void GetParameters(Span<T> packed) => GetParametersT(packed);
+        public void SetParameters(ReadOnlySpan<T> packed) => SetParametersT(packed);
+        public void SetParameters(T[] packed) { if (packed == null) throw new ArgumentNullException(nameof(packed)); SetParametersT<T>(packed); }
+        public new NativeView<T> Gather(int bucket) => GatherT<T>(bucket);
+        public new NativeView<T> BucketGradient(int bucket) => BucketGradientT<T>(bucket);
+        public new NativeView<T> TensorGradient(int tensor) => TensorGradientT<T>(tensor);
+
+        /// <summary>The callback form (lower level): the model sees library memory during each call.</summary>
+        public OptimizationResult<T> Optimize(GradientModel<T> model, OptimizationInputData inputData)
+        {
+            var r = OptimizeT(model, inputData, out T[] best);
+            return new OptimizationResult<T> { BestSolution = best, BestFitnessScore = r.BestFitnessScore, Iterations = r.Iterations,
+                                               FitnessHistory = r.FitnessHistory, TrainingLossHistory = r.FitnessHistory,
+                                               Epochs = r.FitnessHistory.Length, StoppedEarly = r.StoppedEarly };
+        }
+
+        /// <summary>AiDotNet's Optimize(inputData), collective: trains the wrapped optimizer's model on XTrain/YTrain
+        /// (initializing from the model on the first call), one epoch at a time with the options' BatchSize,
+        /// MaxIterations (epochs), ShuffleData/RandomSeed and LearningRateSchedule; the best solution is chosen on
+        /// the validation loss when XValidation is given (else the epoch's training loss); early stopping as
+        /// ShouldEarlyStop(). Reports training, validation and test losses of the best solution, and gives it to
+        /// the model (SetParameters). A model exception on one rank fails every rank naming it.</summary>
+        public OptimizationResult<T> Optimize<TInput, TOutput>(OptimizationInputData<T, TInput, TOutput> inputData)
+        {
+            if (inputData == null) throw new ArgumentNullException(nameof(inputData));
+            var model = (WrappedOptimizer as IModelOptimizer<T, TInput, TOutput>)?.Model
+                ?? throw new ArgumentException($"the wrapped optimizer carries no IGradientModel<{typeof(T).Name}, {typeof(TInput).Name}, {typeof(TOutput).Name}>: " +
+                                               "build it as new AdamOptimizer<T, TInput, TOutput>(model, options), or use Optimize(GradientModel<T>, OptimizationInputData)");
+            if (inputData.XTrain == null || inputData.YTrain == null) throw new ArgumentException("inputData needs XTrain and YTrain");
+            if (!IsInitialized) InitializeT(model.GetParameterLayout(), model.GetParameters(), null);
+            var o = WrappedOptimizer.Options;
+            int nTrain = model.SampleCount(inputData.XTrain);
+            bool hasVal = inputData.XValidation != null && inputData.YValidation != null;
+            int epochs = Math.Max(o.MaxIterations, 1);
+            SyncOptionsLearningRate();
+            double baseLr = LearningRate;
+            History = new List<double>();
+            var train = new List<double>();
+            T[] best = null;
+            double bestScore = double.PositiveInfinity;
+            long iterations = 0;
+            bool stopped = false;
+            const ulong mix = 0xd1b54a32d192ed03UL;
+            GradientModel<T> step = (p, g, s) => model.ComputeLossAndGradient(p, g, inputData.XTrain, inputData.YTrain, s);
+            for (int e = 0; e < epochs; ++e)
+            {
+                if (LearningRateSchedule != null) SetLearningRate(LearningRateSchedule.Rate(e, baseLr));
+                // one epoch per call: the library draws epoch e's order from seed ^ mix*(e+1); this call's epoch is 0
+                ulong seed = unchecked(o.RandomSeed ^ (mix * (ulong)(e + 1)) ^ mix);
+                var r = OptimizeT(step, new OptimizationInputData { NumSamples = nTrain, BatchSize = o.BatchSize, Epochs = 1,
+                                                                    Shuffle = o.ShuffleData, Seed = seed }, out T[] _);
+                iterations += r.Iterations;
+                train.Add(r.FitnessHistory[0]);
+                var current = GetParameters();
+                double score = hasVal ? Loss(model, current, inputData.XValidation, inputData.YValidation) : r.FitnessHistory[0];
+                History.Add(score);
+                if (best == null || score < bestScore - o.Tolerance) { best = current; bestScore = score; }
+                if (e + 1 < epochs && ShouldEarlyStop()) { stopped = true; break; }
+            }
+            var result = new OptimizationResult<T> { BestSolution = best, BestFitnessScore = bestScore, Iterations = iterations,
+                                                     Epochs = train.Count, FitnessHistory = History.ToArray(),
+                                                     TrainingLossHistory = train.ToArray(), StoppedEarly = stopped };
+            result.TrainingResult = Evaluate(model, best, inputData.XTrain, inputData.YTrain);
+            if (hasVal) result.ValidationResult = Evaluate(model, best, inputData.XValidation, inputData.YValidation);
+            if (inputData.XTest != null && inputData.YTest != null) result.TestResult = Evaluate(model, best, inputData.XTest, inputData.YTest);
+            model.SetParameters((T[])best.Clone());
+            return result;
+        }
+
+        static DatasetResult Evaluate<TInput, TOutput>(IGradientModel<T, TInput, TOutput> model, T[] parameters, TInput x, TOutput y) =>
+            new DatasetResult { Loss = Loss(model, parameters, x, y), SampleCount = model.SampleCount(x) };
+
+        static double Loss<TInput, TOutput>(IGradientModel<T, TInput, TOutput> model, T[] parameters, TInput x, TOutput y)
+        {
+            int n = model.SampleCount(x);
+            var samples = new long[n];
+            for (int i = 0; i < n; ++i) samples[i] = i;
+            return model.ComputeLossAndGradient(parameters, new T[parameters.Length], x, y, samples);
         }
     }
 
@@ -424,10 +769,51 @@ namespace Shardopt.DistributedTraining
         public int PipelineParallelSize { get; }
         public int TensorParallelSize { get; }
         public int DataParallelSize { get; }
-        internal override void Configure(shardopt_sharding_options s)
+        internal override void Configure(shardopt_sharding_options s) => Hybrid.Configure(s, PipelineParallelSize, TensorParallelSize, DataParallelSize);
+    }
+
+    internal static class Hybrid
+    {
+        internal static void Configure(shardopt_sharding_options s, int pp, int tp, int dp)
         {
-            s.pipeline_parallel_size = PipelineParallelSize; s.tensor_parallel_size = TensorParallelSize; s.data_parallel_size = DataParallelSize;
+            s.pipeline_parallel_size = pp; s.tensor_parallel_size = tp; s.data_parallel_size = dp;
             s.hybrid_data_strategy = shardopt_native.SHARDOPT_ZERO2; // the library's default is DDP
         }
+    }
+
+    // ---- AiDotNet's generic forms: element type T (float or double) ----
+    public class DDPOptimizer<T> : ShardedOptimizer<T> where T : struct { public DDPOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config, shardopt_native.SHARDOPT_DDP) { } }
+    public class ZeRO1Optimizer<T> : ShardedOptimizer<T> where T : struct { public ZeRO1Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config, shardopt_native.SHARDOPT_ZERO1) { } }
+    public class ZeRO2Optimizer<T> : ShardedOptimizer<T> where T : struct { public ZeRO2Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config, shardopt_native.SHARDOPT_ZERO2) { } }
+    public class FSDPOptimizer<T> : ShardedOptimizer<T> where T : struct { public FSDPOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config, shardopt_native.SHARDOPT_FSDP) { } }
+    public class ZeRO3Optimizer<T> : FSDPOptimizer<T> where T : struct { public ZeRO3Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
+    public class LocalSGDOptimizer<T> : ShardedOptimizer<T> where T : struct { public LocalSGDOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config, shardopt_native.SHARDOPT_LOCAL_SGD) { } }
+    public class HybridShardedOptimizer<T> : ShardedOptimizer<T> where T : struct
+    {
+        public HybridShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, int pipelineParallelSize = 1,
+                                      int tensorParallelSize = 1, int dataParallelSize = -1)
+            : base(wrappedOptimizer, config, shardopt_native.SHARDOPT_HYBRID)
+        {
+            PipelineParallelSize = pipelineParallelSize; TensorParallelSize = tensorParallelSize; DataParallelSize = dataParallelSize;
+        }
+        public int PipelineParallelSize { get; }
+        public int TensorParallelSize { get; }
+        public int DataParallelSize { get; }
+        internal override void Configure(shardopt_sharding_options s) => Hybrid.Configure(s, PipelineParallelSize, TensorParallelSize, DataParallelSize);
+    }
+
+    // AiDotNet's <T, TInput, TOutput> spelling (FSDPOptimizer<double, Tensor<double>, Tensor<double>>): the same
+    // optimizers; Optimize(OptimizationInputData<T, TInput, TOutput>) trains the wrapped optimizer's model.
+    public class DDPOptimizer<T, TInput, TOutput> : DDPOptimizer<T> where T : struct { public DDPOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
+    public class ZeRO1Optimizer<T, TInput, TOutput> : ZeRO1Optimizer<T> where T : struct { public ZeRO1Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
+    public class ZeRO2Optimizer<T, TInput, TOutput> : ZeRO2Optimizer<T> where T : struct { public ZeRO2Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
+    public class FSDPOptimizer<T, TInput, TOutput> : FSDPOptimizer<T> where T : struct { public FSDPOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
+    public class ZeRO3Optimizer<T, TInput, TOutput> : ZeRO3Optimizer<T> where T : struct { public ZeRO3Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
+    public class LocalSGDOptimizer<T, TInput, TOutput> : LocalSGDOptimizer<T> where T : struct { public LocalSGDOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
+    public class HybridShardedOptimizer<T, TInput, TOutput> : HybridShardedOptimizer<T> where T : struct
+    {
+        public HybridShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, int pipelineParallelSize = 1,
+                                      int tensorParallelSize = 1, int dataParallelSize = -1)
+            : base(wrappedOptimizer, config, pipelineParallelSize, tensorParallelSize, dataParallelSize) { }
     }
 }

@@ -7,7 +7,7 @@ using System.Linq;
 using System.Threading;
 using Shardopt.DistributedTraining;
 
-static class ShardoptTests
+static partial class ShardoptTests
 {
     static readonly MlpDemo Model = new MlpDemo();
 
@@ -77,7 +77,7 @@ static class ShardoptTests
             for (int t = 0; t < tensors; ++t)
             {
                 var g = opt.TensorGradient(t);
-                new ReadOnlySpan<float>(grad, off, g.Length).CopyTo(g);
+                g.CopyFrom(new ReadOnlySpan<float>(grad, off, g.Length));
                 off += g.Length;
                 int bucket = opt.TensorBucket(t);
                 if (t + 1 == tensors || opt.TensorBucket(t + 1) != bucket) opt.GradReady(bucket); // frees its staging buffer
@@ -372,7 +372,8 @@ static class ShardoptTests
     static int Main(string[] args)
     {
         if (args.Length > 0 && args[0] == "--ucx-worker") return UcxWorker();
-        var tests = new (string, Action)[] {
+        if (args.Length > 0 && args[0] == "--worldsize-worker") return WorldSizeWorker();
+        var tests = args.Length > 1 && args[0] == "--group" ? Group(args[1]) : new (string, Action)[] {
             ("FourRanksMatchSingleProcess", FourRanksMatchSingleProcess), ("StepApiZeroCopy", StepApiZeroCopy),
             ("ConfigurationChangesBehaviour", ConfigurationChangesBehaviour), ("DefaultsMatchLibrary", DefaultsMatchLibrary),
             ("ErrorsMapToExceptions", ErrorsMapToExceptions), ("NullArguments", NullArguments),
