@@ -232,7 +232,8 @@ _EPOCH_MIX = 0xd1b54a32d192ed03  # the core's per-epoch seed mixing (engine_opti
 def _epoch_seed(seed, epoch):
     """The seed that makes a one-epoch optimize() call draw epoch `epoch`'s permutation of `seed`,
     so training epoch by epoch visits the samples exactly as one call over every epoch would."""
-    return (seed ^ ((_EPOCH_MIX * (epoch + 1)) & _U64) ^ _EPOCH_MIX) & _U64
+    s = (seed ^ ((_EPOCH_MIX * (epoch + 1)) & _U64) ^ _EPOCH_MIX) & _U64
+    return s - (1 << 64) if s >= (1 << 63) else s  # the struct's uint64_t is a signed 64-bit field in Python
 
 
 class ShardedOptimizer(NativeResource):
