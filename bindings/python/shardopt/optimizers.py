@@ -47,7 +47,7 @@ class OptimizerOptions:
     def __init__(self, **kwargs):
         self._native = _n.shardopt_optimizer_options()
         _n.so_optimizer_options_defaults(self._native, self._kind)
-        self._py = {"batch_size": 32, "epochs": 1, "use_early_stopping": False, "early_stopping_patience": 10,
+        self._py = {"batch_size": 0, "epochs": 1, "use_early_stopping": False, "early_stopping_patience": 10,
                     "tolerance": 1e-6, "shuffle": False, "seed": 0}
         self._defaults()
         for k, v in kwargs.items():
@@ -75,7 +75,7 @@ class OptimizerOptions:
     initial_learning_rate = _field("lr", doc="AiDotNet's name for learning_rate")
 
     # the training loop's settings (optimize(input_data)); OptimizationInputData may override them
-    batch_size = _py_field("batch_size", int, 0, "global batch per step; 0 = the whole data set (32)")
+    batch_size = _py_field("batch_size", int, 0, "global batch per step; 0 (the default) = the whole data set")
     epochs = _py_field("epochs", int, 1, "passes over the training data (1)")
     max_epochs = epochs
     use_early_stopping = _py_field("use_early_stopping", bool, None, "stop when the score stops improving")

@@ -159,7 +159,8 @@ class OptimizationInputData:
     The lower-level form: num_samples with a callable model(params, grad, samples) -> loss that
     indexes its own data by the sample indices.
 
-    batch_size, epochs: None takes the wrapped optimizer's options' (batch_size 32, epochs 1).
+    batch_size, epochs: None takes the wrapped optimizer's options' (batch_size 0 = the whole data
+    set, as before; epochs 1).
     shuffle / seed: each epoch visits the samples in a fresh order drawn from (seed, epoch),
     the same on every rank (a distributed sampler); None takes the options'.
     """
