@@ -100,15 +100,37 @@ typedef struct so_py_model {
     size_t param_bytes;
 } so_py_model;
 
-/* shardopt_model_fn calling fn(params: memoryview, grad: memoryview, samples: memoryview) -> float */
+/* Tells the library why the callback failed (shardopt_model_error), so optimize's error on every
+ * rank names this rank and "<ExceptionType>: <message>"; the exception itself is kept (not
+ * cleared) so this rank re-raises it. */
+static void so_py_report_model_error(PyObject *et, PyObject *ev) {
+    char buf[1024];
+    const char *tname = "exception";
+    const char *msg = NULL;
+    PyObject *str = NULL, *bytes = NULL;
+    if (et && PyType_Check(et)) tname = ((PyTypeObject *)et)->tp_name;
+    if (ev) str = PyObject_Str(ev);
+    if (str) bytes = PyUnicode_AsEncodedString(str, "utf-8", "replace");
+    if (bytes) msg = PyBytes_AsString(bytes);
+    if (msg && *msg) snprintf(buf, sizeof buf, "%s: %s", tname, msg);
+    else snprintf(buf, sizeof buf, "%s", tname);
+    PyErr_Clear(); /* from str()/encode failing, if they did */
+    shardopt_model_error(buf);
+    Py_XDECREF(bytes);
+    Py_XDECREF(str);
+}
+
+/* shardopt_model_fn calling fn(params_address: int, grad_address: int, samples: bytes) -> float.
+ * The layer builds guarded numpy views over the two addresses (invalid once the call returns);
+ * the sample indices are copied, since their buffer lives only as long as optimize(). */
 static int so_py_model_call(void *user_data, const void *params, void *grad, const int64_t *samples,
                             size_t n, double *loss) {
     so_py_model *m = (so_py_model *)user_data;
     PyGILState_STATE gil = PyGILState_Ensure();
     int rc = 1;
-    PyObject *p = PyMemoryView_FromMemory((char *)params, (Py_ssize_t)m->param_bytes, PyBUF_READ);
-    PyObject *g = PyMemoryView_FromMemory((char *)grad, (Py_ssize_t)m->param_bytes, PyBUF_WRITE);
-    PyObject *s = PyMemoryView_FromMemory((char *)samples, (Py_ssize_t)(n * sizeof(int64_t)), PyBUF_READ);
+    PyObject *p = PyLong_FromVoidPtr((void *)params);
+    PyObject *g = PyLong_FromVoidPtr(grad);
+    PyObject *s = PyBytes_FromStringAndSize((const char *)samples, (Py_ssize_t)(n * sizeof(int64_t)));
     PyObject *r = (p && g && s) ? PyObject_CallFunctionObjArgs(m->fn, p, g, s, NULL) : NULL;
     if (r) {
         double v = PyFloat_AsDouble(r);
@@ -119,8 +141,15 @@ static int so_py_model_call(void *user_data, const void *params, void *grad, con
         Py_DECREF(r);
     }
     if (rc != 0 && PyErr_Occurred()) {
-        if (!so_py_et) PyErr_Fetch(&so_py_et, &so_py_ev, &so_py_tb);
-        else PyErr_Clear();
+        if (!so_py_et) {
+            PyErr_Fetch(&so_py_et, &so_py_ev, &so_py_tb);
+            PyErr_NormalizeException(&so_py_et, &so_py_ev, &so_py_tb);
+            so_py_report_model_error(so_py_et, so_py_ev);
+        } else {
+            PyErr_Clear();
+        }
+    } else if (rc != 0) {
+        shardopt_model_error("the model returned no loss");
     }
     Py_XDECREF(p);
     Py_XDECREF(g);
@@ -165,9 +194,11 @@ static int so_py_model_call(void *user_data, const void *params, void *grad, con
     }
     $1 = $input;
 }
+/* (address, bytes): the layer wraps it in a guarded numpy view that keeps the optimizer alive
+ * and raises once the optimizer is closed (a bare memoryview would dangle). */
 %typemap(out) so_bytes {
     if ($1.ptr) {
-        $result = PyMemoryView_FromMemory((char *)$1.ptr, (Py_ssize_t)$1.bytes, PyBUF_WRITE);
+        $result = Py_BuildValue("(NN)", PyLong_FromVoidPtr($1.ptr), PyLong_FromSize_t($1.bytes));
     } else {
         Py_INCREF(Py_None);
         $result = Py_None;
@@ -720,6 +751,92 @@ void so_optimize_py(shardopt_optimizer opt, PyObject *CALLABLE, size_t element_s
 #define so_foreign_pending (so_py_et != NULL)
     SO_OPTIMIZE_FINISH(st);
 #undef so_foreign_pending
+}
+%}
+/* Python-only helpers (the other languages have their own blocks). Buffer sizes are checked here
+ * against the element counts, so a short array is an error instead of an out-of-bounds access. */
+%{
+static size_t so_py_dtype_size(int dtype) {
+    switch (dtype) {
+    case SHARDOPT_F32: case SHARDOPT_I32: return 4;
+    case SHARDOPT_F64: case SHARDOPT_I64: return 8;
+    case SHARDOPT_U8: return 1;
+    default: return 2; /* the 16-bit kinds */
+    }
+}
+static int so_py_check(const char *what, size_t have_bytes, size_t count, int dtype) {
+    size_t need = count * so_py_dtype_size(dtype);
+    if (have_bytes < need) {
+        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "%s holds %zu bytes, %zu elements need %zu", what, have_bytes,
+                count, need);
+        return 0;
+    }
+    return 1;
+}
+%}
+%typemap(in) (void *WBUF, size_t WBYTES) (Py_buffer view = {0}) {
+    if ($input == Py_None) {
+        $1 = NULL; $2 = 0;
+    } else {
+        if (PyObject_GetBuffer($input, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+        $1 = view.buf; $2 = (size_t)view.len;
+    }
+}
+%typemap(freearg) (void *WBUF, size_t WBYTES) { PyBuffer_Release(&view$argnum); }
+%typemap(in) (const void *RBUF, size_t RBYTES) (Py_buffer view = {0}) {
+    if ($input == Py_None) {
+        $1 = NULL; $2 = 0;
+    } else {
+        if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+        $1 = view.buf; $2 = (size_t)view.len;
+    }
+}
+%typemap(freearg) (const void *RBUF, size_t RBYTES) { PyBuffer_Release(&view$argnum); }
+%inline %{
+double so_py_learning_rate(shardopt_optimizer opt) {
+    double lr = 0.0;
+    SO_TRY(shardopt_optimizer_learning_rate(opt, &lr), 0.0);
+    return lr;
+}
+void so_py_allreduce(shardopt_comm comm, void *WBUF, size_t WBYTES, size_t count, int dtype, int op) {
+    if (!so_py_check("data", WBYTES, count, dtype)) return;
+    SO_TRY(shardopt_allreduce(comm, WBUF, WBUF, count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
+}
+void so_py_broadcast(shardopt_comm comm, void *WBUF, size_t WBYTES, size_t count, int dtype, int root) {
+    if (!so_py_check("data", WBYTES, count, dtype)) return;
+    SO_TRY(shardopt_broadcast(comm, WBUF, count, (shardopt_dtype)dtype, root), SO_VOID);
+}
+void so_py_allgather(shardopt_comm comm, const void *RBUF, size_t RBYTES, void *WBUF, size_t WBYTES,
+                     size_t send_count, int dtype) {
+    int size = 0;
+    SO_TRY(shardopt_comm_size(comm, &size), SO_VOID);
+    if (!so_py_check("send", RBYTES, send_count, dtype) ||
+        !so_py_check("recv", WBYTES, send_count * (size_t)size, dtype)) return;
+    SO_TRY(shardopt_allgather(comm, RBUF, WBUF, send_count, (shardopt_dtype)dtype), SO_VOID);
+}
+void so_py_reduce_scatter(shardopt_comm comm, const void *RBUF, size_t RBYTES, void *WBUF, size_t WBYTES,
+                          size_t recv_count, int dtype, int op) {
+    int size = 0;
+    SO_TRY(shardopt_comm_size(comm, &size), SO_VOID);
+    if (!so_py_check("send", RBYTES, recv_count * (size_t)size, dtype) ||
+        !so_py_check("recv", WBYTES, recv_count, dtype)) return;
+    SO_TRY(shardopt_reduce_scatter(comm, RBUF, WBUF, recv_count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
+}
+void so_py_send(shardopt_comm comm, const void *RBUF, size_t RBYTES, size_t count, int dtype, int peer, int tag) {
+    if (!so_py_check("data", RBYTES, count, dtype)) return;
+    SO_TRY(shardopt_send(comm, RBUF, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
+}
+void so_py_recv(shardopt_comm comm, void *WBUF, size_t WBYTES, size_t count, int dtype, int peer, int tag) {
+    if (!so_py_check("data", WBYTES, count, dtype)) return;
+    SO_TRY(shardopt_recv(comm, WBUF, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
+}
+void so_py_get_parameters(shardopt_optimizer opt, void *WBUF, size_t WBYTES, size_t count, int dtype) {
+    if (!so_py_check("out", WBYTES, count, dtype)) return;
+    SO_TRY(shardopt_optimizer_get_parameters(opt, WBUF, count), SO_VOID);
+}
+void so_py_set_parameters(shardopt_optimizer opt, const void *RBUF, size_t RBYTES, size_t count, int dtype) {
+    if (!so_py_check("values", RBYTES, count, dtype)) return;
+    SO_TRY(shardopt_optimizer_set_parameters(opt, RBUF, count), SO_VOID);
 }
 %}
 #elif defined(SWIGJAVA)

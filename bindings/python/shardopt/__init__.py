@@ -6,6 +6,12 @@ The classes mirror AiDotNet.DistributedTraining in Python naming. They sit on th
 Errors: ValueError (invalid argument), RuntimeError (invalid state, timeout, mismatch, lost peer),
 OSError (I/O, corrupt data), NotImplementedError (not built in / not in the ABI yet),
 MemoryError; the message starts with the library's status name (SHARDOPT_ERR_...).
+A closed optimizer or backend, and every view of an optimizer's memory once it is closed, raise
+ObjectDisposedError (a ValueError, as for a closed file, and a RuntimeError).
+
+Porting from AiDotNet: `from shardopt import *` (or `import shardopt as so`) in place of
+`using AiDotNet.DistributedTraining;`; the element type is the model's dtype (numpy.float64 for
+`double`, numpy.float32 for `float`), so no generic arguments are written.
 """
 from . import shardopt_native as native
 from .backends import (CommunicationBackend, InMemoryCommunicationBackend, NcclCommunicationBackend,
@@ -15,9 +21,13 @@ from .optimizers import (AdagradOptimizer, AdagradOptimizerOptions, AdamOptimize
                          MomentumOptimizer, MomentumOptimizerOptions, Optimizer, OptimizerOptions,
                          RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions,
                          StochasticGradientDescentOptimizer, StochasticGradientDescentOptimizerOptions)
-from .sharding import (DDPOptimizer, FSDPOptimizer, HybridShardedOptimizer, LocalSGDOptimizer, MemoryStats,
-                       OptimizationInputData, OptimizationResult, ParameterLayout, ShardedOptimizer,
+from .sharding import (DatasetResult, DDPOptimizer, FSDPOptimizer, HybridShardedOptimizer, LocalSGDOptimizer,
+                       MemoryStats, OptimizationInputData, OptimizationResult, ParameterLayout, ShardedOptimizer,
                        ShardingConfiguration, StepResult, ZeRO1Optimizer, ZeRO2Optimizer, ZeRO3Optimizer)
+from ._views import NativeArray, ObjectDisposedError
+from .models import Model
+from .schedules import (ConstantSchedule, CosineAnnealingSchedule, LambdaSchedule, LearningRateSchedule,
+                        StepDecaySchedule, WarmupSchedule)
 
 IShardedOptimizer = ShardedOptimizer
 

@@ -1,5 +1,6 @@
 """Communication backends (AiDotNet's ICommunicationBackend, in Python naming)."""
 import enum
+import os
 import threading
 import uuid
 
@@ -7,9 +8,13 @@ import numpy as np
 
 from . import shardopt_native as _n
 from ._native_resource import NativeResource
+from ._views import NativeArray, ObjectDisposedError
 
 __all__ = ["ReductionOperation", "CommunicationBackend", "InMemoryCommunicationBackend",
            "UcxCommunicationBackend", "NcclCommunicationBackend", "launch_in_memory"]
+
+
+_ENV_LOCK = threading.Lock()
 
 
 class ReductionOperation(enum.IntEnum):
@@ -34,10 +39,23 @@ def _dtype_code(array):
 
 def _contiguous(array, name="data"):
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array")
+        raise TypeError(f"{name} must be a numpy array, not {type(array).__name__}")
+    if isinstance(array, NativeArray):
+        array._so_check()
     if not array.flags.c_contiguous or not array.flags.writeable:
         raise ValueError(f"{name} must be a writable C-contiguous array (collectives work in place)")
     return array
+
+
+def _readable(array, name="data"):
+    if isinstance(array, NativeArray):
+        array._so_check()
+    if not isinstance(array, np.ndarray):
+        if isinstance(array, (list, tuple)):
+            raise TypeError(f"{name} must be a numpy array (its element type is the message's), "
+                            f"not {type(array).__name__}")
+        array = np.asarray(array)
+    return np.ascontiguousarray(array)
 
 
 class CommunicationBackend(NativeResource):
@@ -49,7 +67,7 @@ class CommunicationBackend(NativeResource):
     @property
     def handle(self):
         if self._handle is None:
-            raise RuntimeError("the communication backend was closed")
+            raise ObjectDisposedError(f"the {type(self).__name__} was closed")
         return self._handle
 
     @property
@@ -64,6 +82,12 @@ class CommunicationBackend(NativeResource):
     def is_initialized(self):
         return self._handle is not None
 
+    def initialize(self):
+        """AiDotNet's Initialize(): the backend is ready once constructed (the rendezvous ran then);
+        raises ObjectDisposedError after close()."""
+        self.handle  # noqa: B018 - raises when closed
+        return self
+
     def set_timeout(self, milliseconds):
         _n.so_comm_set_timeout(self.handle, int(milliseconds))
 
@@ -73,19 +97,72 @@ class CommunicationBackend(NativeResource):
     def all_reduce(self, data, operation=ReductionOperation.SUM):
         """Reduces `data` in place across ranks and returns it."""
         data = _contiguous(data)
-        _n.so_allreduce(self.handle, data, data.size, _dtype_code(data), int(operation))
+        _n.so_py_allreduce(self.handle, data, data.size, _dtype_code(data), int(operation))
         return data
 
     def broadcast(self, data, root=0):
+        """Root's `data` into every rank's `data` (in place; same size and dtype everywhere)."""
         data = _contiguous(data)
-        _n.so_broadcast(self.handle, data, data.size, _dtype_code(data), int(root))
+        _n.so_py_broadcast(self.handle, data, data.size, _dtype_code(data), int(root))
         return data
 
     def all_gather(self, data):
         """Every rank's `data`, concatenated in rank order (a new array)."""
-        data = np.ascontiguousarray(data)
+        data = _readable(data)
         out = np.empty(data.size * self.world_size, dtype=data.dtype)
-        _n.so_allgather(self.handle, data, out, data.size, _dtype_code(data))
+        _n.so_py_allgather(self.handle, data, out, data.size, _dtype_code(data))
+        return out
+
+    def reduce_scatter(self, data, operation=ReductionOperation.SUM):
+        """`data` (world_size * k elements on every rank) reduced across ranks; this rank gets its
+        block [rank * k, (rank + 1) * k) of the result (a new array of k elements)."""
+        data = _readable(data)
+        ws = self.world_size
+        if data.size % ws:
+            raise ValueError(f"reduce_scatter needs a multiple of the world size ({ws}) elements, got {data.size}")
+        out = np.empty(data.size // ws, dtype=data.dtype)
+        _n.so_py_reduce_scatter(self.handle, data, out, out.size, _dtype_code(data), int(operation))
+        return out
+
+    def scatter(self, data=None, root=0, count=None, dtype=None):
+        """Root's `data` (world_size * k elements) split in rank order: rank r gets block r (a new
+        array of k elements). Other ranks pass an array of root's size and dtype (its content is
+        ignored) or data=None with count=k and dtype=.
+
+        Cost: the C ABI has no scatter, so this is a broadcast of all world_size * k elements from
+        root, each rank then keeping its block: world_size times the bytes a true scatter moves."""
+        ws, rank = self.world_size, self.rank
+        if data is not None:
+            data = _readable(data)
+            if data.size % ws:
+                raise ValueError(f"scatter needs a multiple of the world size ({ws}) elements, got {data.size}")
+            k, dt = data.size // ws, data.dtype
+        elif rank == root:
+            raise TypeError("data must not be None on the root rank")
+        elif count is None:
+            raise TypeError("with data=None, pass count= (elements per rank) and dtype=")
+        else:
+            k, dt = int(count), np.dtype(dtype or np.float64)
+        buf = data.copy() if rank == root else np.empty(k * ws, dt)
+        _n.so_py_broadcast(self.handle, buf, buf.size, _dtype_code(buf), int(root))
+        return buf[rank * k:(rank + 1) * k].copy()
+
+    def send(self, data, destination, tag=0):
+        """Sends `data` to rank `destination` (buffered: returns once it is on its way)."""
+        data = _readable(data)
+        if int(tag) < 0:
+            raise ValueError(f"tag must be >= 0 (got {tag})")
+        _n.so_py_send(self.handle, data, data.size, _dtype_code(data), int(destination), int(tag))
+
+    def receive(self, source, count, tag=0, dtype=np.float64):
+        """Receives `count` elements of `dtype` from rank `source` (a new array). The sender's
+        element type and count must match."""
+        if int(count) < 0:
+            raise ValueError(f"count must be >= 0 (got {count})")
+        if int(tag) < 0:
+            raise ValueError(f"tag must be >= 0 (got {tag})")
+        out = np.empty(int(count), dtype=np.dtype(dtype))
+        _n.so_py_recv(self.handle, out, out.size, _dtype_code(out), int(source), int(tag))
         return out
 
     def abort(self, reason=None):
@@ -103,6 +180,11 @@ class CommunicationBackend(NativeResource):
 
     def shutdown(self):
         self.close()
+
+    def reset(self):
+        """Nothing to reset in a communicator (AiDotNet's backends have no Reset); raises
+        ObjectDisposedError after close()."""
+        self.handle  # noqa: B018
 
     def __repr__(self):
         if self._handle is None:
@@ -123,10 +205,31 @@ class InMemoryCommunicationBackend(CommunicationBackend):
 
 
 class UcxCommunicationBackend(CommunicationBackend):
-    """This process's rank over UCX, from the environment (tools/shardopt-run, torchrun, mpirun, srun)."""
+    """This process's rank over UCX, from the environment (tools/shardopt-run, torchrun, mpirun, srun).
 
-    def __init__(self):
-        super().__init__(_n.so_comm_from_env("ucx"))
+    Without a launcher's environment it raises ValueError (SHARDOPT_ERR_INVALID_ARGUMENT: found no
+    world size in the environment ...) instead of quietly becoming rank 0 of 1; pass
+    single_process=True to ask for a world of one explicitly."""
+
+    def __init__(self, single_process=False):
+        if not single_process:
+            super().__init__(_n.so_comm_from_env("ucx"))
+            return
+        size = os.environ.get("SHARDOPT_WORLD_SIZE")
+        if size is not None and size.strip() != "1":
+            raise ValueError(f"single_process=True, but the environment says SHARDOPT_WORLD_SIZE={size}")
+        saved = {k: os.environ.get(k) for k in ("SHARDOPT_WORLD_SIZE", "SHARDOPT_RANK")}
+        with _ENV_LOCK:
+            try:
+                os.environ["SHARDOPT_WORLD_SIZE"] = "1"
+                os.environ.setdefault("SHARDOPT_RANK", "0")
+                super().__init__(_n.so_comm_from_env("ucx"))
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
 
 
 class NcclCommunicationBackend(CommunicationBackend):

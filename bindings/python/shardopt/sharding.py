@@ -5,12 +5,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import ctypes
+
 from . import shardopt_native as _n
 from ._native_resource import NativeResource
+from ._views import (NativeOwner, ObjectDisposedError, Guard, as_native_array, native_view,
+                     writable_native_array)
 from .backends import CommunicationBackend
 from .optimizers import Optimizer
 
-__all__ = ["ParameterLayout", "ShardingConfiguration", "OptimizationInputData", "OptimizationResult",
+__all__ = ["ParameterLayout", "ShardingConfiguration", "OptimizationInputData", "OptimizationResult", "DatasetResult",
            "StepResult", "MemoryStats", "ShardedOptimizer", "DDPOptimizer", "ZeRO1Optimizer", "ZeRO2Optimizer",
            "FSDPOptimizer", "ZeRO3Optimizer", "HybridShardedOptimizer", "LocalSGDOptimizer"]
 
@@ -29,7 +33,13 @@ class ParameterLayout:
         self.tensors = []  # (name, count, tp_replicated, ends_bucket)
 
     def add(self, name, count, tp_replicated=False):
-        self.tensors.append([str(name), int(count), bool(tp_replicated), False])
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a tensor needs a non-empty name (got {name!r})")
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+            raise TypeError(f"tensor '{name}': count must be an integer, not {type(count).__name__}")
+        if count < 1:
+            raise ValueError(f"tensor '{name}': count must be >= 1 (got {count})")
+        self.tensors.append([name, int(count), bool(tp_replicated), False])
         return self
 
     def end_bucket(self):
@@ -64,6 +74,8 @@ class ShardingConfiguration:
       (ZeRO-2, FSDP, hybrid) need per-step reduction and raise ValueError.
     - minimum_parameter_group_size (1024): the gradient bucket (and FSDP unit) size in elements;
       buckets are reduced as units, so larger means fewer, bigger messages.
+    - broadcast_initial_parameters (True): the initial parameters are rank 0's (as PyTorch DDP
+      does); False keeps each rank's own (then ranks that start apart stay apart under DDP).
     - enable_gradient_compression (False): the C ABI has no compressed reduction yet, so setting it
       True raises NotImplementedError instead of storing a flag that does nothing.
     """
@@ -81,6 +93,9 @@ class ShardingConfiguration:
         self.local_steps = 4
         self.gradient_accumulation_steps = 1
         self.max_grad_norm = 0.0
+        # True (PyTorch DDP's behaviour): the initial parameters are rank 0's, broadcast over each
+        # data-parallel group, so replicas cannot start apart. False keeps every rank's own.
+        self.broadcast_initial_parameters = True
 
     @property
     def learning_rate(self):
@@ -134,13 +149,45 @@ class ShardingConfiguration:
 
 @dataclass
 class OptimizationInputData:
-    """The data set is the sample indices [0, num_samples), split across data-parallel ranks."""
-    num_samples: int
-    batch_size: int = 0          # global batch per step; 0 = the whole data set
-    epochs: int = 1
+    """What optimize() trains on.
+
+    AiDotNet's form: x_train / y_train (rows are samples; any indexable by an integer index
+    array, e.g. numpy arrays), optional x_validation / y_validation (the best solution is chosen
+    on the validation loss when given) and x_test / y_test (reported in the result). The samples
+    [0, len(x_train)) are split across the data-parallel ranks.
+
+    The lower-level form: num_samples with a callable model(params, grad, samples) -> loss that
+    indexes its own data by the sample indices.
+
+    batch_size, epochs: None takes the wrapped optimizer's options' (batch_size 0 = the whole data
+    set, as before; epochs 1).
+    shuffle / seed: each epoch visits the samples in a fresh order drawn from (seed, epoch),
+    the same on every rank (a distributed sampler); None takes the options'.
+    """
+    num_samples: int = None
+    batch_size: int = None       # global batch per step; 0 = the whole data set
+    epochs: int = None
     max_iterations: int = 0      # 0 = no limit beyond epochs
-    patience: int = 0            # epochs without improvement before stopping; 0 = never
+    patience: int = 0            # epochs without improvement before stopping; 0 = the options'
     min_delta: float = 0.0
+    x_train: object = None
+    y_train: object = None
+    x_validation: object = None
+    y_validation: object = None
+    x_test: object = None
+    y_test: object = None
+    shuffle: bool = None
+    seed: int = None
+    initial_solution: object = None  # packed parameters to start from (set on every rank)
+
+
+@dataclass
+class DatasetResult:
+    """The loss of the best solution on one data set (AiDotNet's DatasetResult, loss only)."""
+    loss: float
+    x: object = None
+    y: object = None
+    predictions: object = None
 
 
 @dataclass
@@ -148,8 +195,12 @@ class OptimizationResult:
     best_solution: np.ndarray
     best_fitness_score: float
     iterations: int
-    fitness_history: list = field(default_factory=list)
+    fitness_history: list = field(default_factory=list)   # training loss per epoch
     stopped_early: bool = False
+    validation_history: list = field(default_factory=list)  # validation loss per epoch, when given
+    training_result: DatasetResult = None
+    validation_result: DatasetResult = None
+    test_result: DatasetResult = None
 
 
 @dataclass
@@ -175,13 +226,29 @@ class MemoryStats:
     total_bytes: int
 
 
+_U64 = (1 << 64) - 1
+_EPOCH_MIX = 0xd1b54a32d192ed03  # the core's per-epoch seed mixing (engine_optimize.cpp)
+
+
+def _epoch_seed(seed, epoch):
+    """The seed that makes a one-epoch optimize() call draw epoch `epoch`'s permutation of `seed`,
+    so training epoch by epoch visits the samples exactly as one call over every epoch would."""
+    s = (seed ^ ((_EPOCH_MIX * (epoch + 1)) & _U64) ^ _EPOCH_MIX) & _U64
+    return s - (1 << 64) if s >= (1 << 63) else s  # the struct's uint64_t is a signed 64-bit field in Python
+
+
 class ShardedOptimizer(NativeResource):
     """IShardedOptimizer: wraps a base optimizer and runs it over the configuration's backend.
 
-    The model's parameter layout is given to the constructor (`layout=`) or later to
-    initialize(); both are collective (every rank, same layout and initial values). Pass
-    `parameters=` (a float array of padded_count elements) to keep the parameters in your own
-    array without copies (DDP, ZeRO-1, ZeRO-2, Local SGD).
+    The model's parameter layout comes from the wrapped optimizer's model (AdamOptimizer(model,
+    options)), the constructor (`layout=`) or initialize(); creation is collective and checked:
+    ranks whose layouts or options differ fail on every rank (RuntimeError SHARDOPT_ERR_MISMATCH
+    naming the first difference). The initial parameters are rank 0's unless the configuration's
+    broadcast_initial_parameters is False. Pass `parameters=` (a float array of padded_count
+    elements) to keep the parameters in your own array without copies (DDP, ZeRO-1, ZeRO-2,
+    Local SGD).
+
+    After close() every method and every view it returned raises ObjectDisposedError.
     """
 
     _strategy = _n.SHARDOPT_DDP
@@ -197,11 +264,25 @@ class ShardedOptimizer(NativeResource):
             raise TypeError("sharding_configuration must be a ShardingConfiguration")
         self._wrapped = wrapped_optimizer
         self._config = sharding_configuration
-        self._handle = None
-        self._external = None
+        self._owner = None
+        self._closed = False
+        self._gather_guards = {}
+        self._init_args = None
+        self.learning_rate_schedule = None
+        self._reset_history()
         self._sharding = self._sharding_options()  # validates the configuration now
+        model = getattr(wrapped_optimizer, "model", None)
+        if layout is None and model is not None:
+            layout = model.parameter_layout()
+            if initial is None:
+                initial = model.get_parameters()
         if layout is not None:
             self.initialize(layout, initial, parameters)
+
+    def _reset_history(self):
+        self._best_score = float("inf")
+        self._epochs_without_improvement = 0
+        self._history = []
 
     # ---- IShardedOptimizer ----
     @property
@@ -220,7 +301,12 @@ class ShardedOptimizer(NativeResource):
     def sharding_configuration(self):
         return self._config
 
+    @property
+    def model(self):
+        return getattr(self._wrapped, "model", None)
+
     def get_options(self):
+        """The wrapped optimizer's options; a learning_rate set on them applies from the next step."""
         return self._wrapped.get_options()
 
     def _sharding_options(self):
@@ -236,6 +322,7 @@ class ShardedOptimizer(NativeResource):
         s.local_sgd_period = int(c.local_steps)
         s.gradient_accumulation_steps = int(c.gradient_accumulation_steps)
         s.max_grad_norm = float(c.max_grad_norm)
+        s.broadcast_initial = _n.SHARDOPT_ENABLE if c.broadcast_initial_parameters else _n.SHARDOPT_DISABLE
         self._configure(s)
         return s
 
@@ -244,10 +331,14 @@ class ShardedOptimizer(NativeResource):
 
     def initialize(self, layout, initial=None, parameters=None):
         """Collective: creates this rank's native optimizer for `layout` (a ParameterLayout)."""
-        if self._handle is not None:
+        if self._closed:
+            raise ObjectDisposedError(f"the {type(self).__name__} was closed")
+        if self._owner is not None:
             raise RuntimeError("the optimizer is already initialized")
         if not isinstance(layout, ParameterLayout):
-            raise TypeError("layout must be a ParameterLayout")
+            raise TypeError(f"layout must be a ParameterLayout, not {type(layout).__name__}")
+        if not layout.tensors:
+            raise ValueError("the layout has no tensors")
         self._layout = layout
         self._dtype = layout.dtype
         opts = _n.shardopt_optimizer_options()
@@ -261,24 +352,26 @@ class ShardedOptimizer(NativeResource):
         if self._config.learning_rate is not None:
             opts.lr = self._config.learning_rate
         if initial is not None:
-            initial = np.ascontiguousarray(initial, dtype=self._dtype)
-            if initial.size != layout.element_count:
-                raise ValueError(f"initial has {initial.size} elements, the layout {layout.element_count}")
-        self._lr = opts.lr
+            initial = as_native_array(initial, self._dtype, "initial", layout.element_count)
         comm = self._config.communication_backend.handle
+        if parameters is not None:
+            parameters = writable_native_array(parameters, self._dtype, "parameters", self.padded_count_for(layout))
         params = layout._native(self._config.minimum_parameter_group_size)
         try:
             if parameters is not None:
-                if not isinstance(parameters, np.ndarray) or parameters.dtype != self._dtype or \
-                        not parameters.flags.c_contiguous or not parameters.flags.writeable:
-                    raise ValueError(f"parameters must be a writable C-contiguous {self._dtype} array")
-                self._handle = _n.so_optimizer_create_external(comm, params, opts, self._sharding, initial,
-                                                               parameters, parameters.size)
-                self._external = parameters  # must outlive the optimizer
+                handle = _n.so_optimizer_create_external(comm, params, opts, self._sharding, initial,
+                                                         parameters, parameters.size)
             else:
-                self._handle = _n.so_optimizer_create(comm, params, opts, self._sharding, initial)
+                handle = _n.so_optimizer_create(comm, params, opts, self._sharding, initial)
         finally:
             _n.so_params_destroy(params)
+        # the handle, freed once this object is closed and no view of its memory is left;
+        # `keep`: caller parameters must outlive it
+        self._owner = NativeOwner(handle, _n.so_optimizer_destroy,
+                                  f"the {type(self).__name__} was closed (this view of its memory is invalid)",
+                                  keep=parameters)
+        self._options_lr_seen = self._wrapped.options.learning_rate
+        self._init_args = (layout, None if initial is None else initial.copy(), parameters)
         return self
 
     def padded_count_for(self, layout):
@@ -291,44 +384,210 @@ class ShardedOptimizer(NativeResource):
 
     @property
     def _h(self):
-        if self._handle is None:
-            raise RuntimeError("the optimizer is not initialized (pass layout= or call initialize())")
-        return self._handle
+        if self._closed:
+            raise ObjectDisposedError(f"the {type(self).__name__} was closed")
+        if self._owner is None:
+            raise RuntimeError("the optimizer is not initialized (pass layout= or a model to the wrapped "
+                               "optimizer, or call initialize())")
+        return self._owner.handle
 
     @property
     def is_initialized(self):
-        return self._handle is not None
+        return self._owner is not None
 
     def synchronize_optimizer_state(self):
         _n.so_synchronize_state(self._h)
 
-    def should_early_stop(self, vote=False):
-        """Collective: True on every rank when any rank votes True."""
+    def should_early_stop(self, vote=None):
+        """Collective: True on every rank when any rank votes to stop (a max-allreduce, as in
+        AiDotNet). vote=None votes with this optimizer's own criterion: the options'
+        use_early_stopping and early_stopping_patience epochs without an improvement of the
+        best score (validation loss when given, else training loss) by more than `tolerance`."""
+        if vote is None:
+            o = self._wrapped.options
+            vote = bool(o.use_early_stopping) and self._epochs_without_improvement >= o.early_stopping_patience
         return bool(_n.so_should_early_stop(self._h, int(bool(vote))))
 
-    def optimize(self, model, input_data):
-        """Collective training loop. `model(params, grad, samples) -> loss`: the mean loss over the
-        sample indices `samples` at `params` (read-only), with the mean gradient written into `grad`
-        (zeroed on entry); both are views of the library's buffers, valid during the call only."""
-        if model is None or not callable(model):
-            raise TypeError("model must be a callable (params, grad, samples) -> loss")
+    # ---- learning rate ----
+    def _sync_options_lr(self):
+        """A learning_rate changed on get_options() since we last looked applies from now on."""
+        lr = self._wrapped.options.learning_rate
+        if lr != self._options_lr_seen:
+            _n.so_set_learning_rate(self._h, float(lr))
+            self._options_lr_seen = lr
+
+    def _lr_from_native(self):
+        """After a load the checkpoint's rate is the optimizer's: reflect it in get_options()."""
+        lr = _n.so_py_learning_rate(self._h)
+        self._wrapped.options.learning_rate = lr
+        self._options_lr_seen = self._wrapped.options.learning_rate
+
+    @property
+    def learning_rate(self):
+        """The learning rate of later steps, read from the library (set it the same on every rank)."""
+        self._sync_options_lr()
+        return _n.so_py_learning_rate(self._h)
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._sync_options_lr()
+        _n.so_set_learning_rate(self._h, float(value))
+
+    def apply_learning_rate_schedule(self, epoch):
+        """Sets the learning rate of the schedule (learning_rate_schedule) for `epoch` (0-based);
+        optimize() calls it before every epoch."""
+        if self.learning_rate_schedule is not None:
+            self.learning_rate = float(self.learning_rate_schedule(epoch))
+
+    # ---- optimize ----
+    def optimize(self, model_or_input, input_data=None):
+        """Collective training loop, epoch by epoch.
+
+        optimize(input_data): AiDotNet's form. The model is the wrapped optimizer's
+        (AdamOptimizer(model, options)); input_data carries x_train/y_train and optionally
+        validation and test sets; see OptimizationInputData and OptimizationResult.
+
+        optimize(model, input_data): `model(params, grad, samples) -> loss` computes the mean loss
+        over the sample indices `samples` at `params` (read-only) and writes the mean gradient into
+        `grad` (zeroed on entry): arrays of the parameters' dtype owned by this call.
+
+        An exception raised by the model on one rank fails optimize on every rank: that rank
+        re-raises it; the others raise RuntimeError naming that rank and the exception."""
+        if input_data is None and isinstance(model_or_input, OptimizationInputData):
+            input_data, model = model_or_input, None
+            if self.model is None:
+                raise TypeError("optimize(input_data) needs the wrapped optimizer's model "
+                                "(e.g. AdamOptimizer(model, options)); or call optimize(model_fn, input_data)")
+        else:
+            model = model_or_input
+            if model is None or not callable(model):
+                raise TypeError("model must be a callable (params, grad, samples) -> loss")
         if not isinstance(input_data, OptimizationInputData):
-            raise TypeError("input_data must be an OptimizationInputData")
+            raise TypeError(f"input_data must be an OptimizationInputData, not {type(input_data).__name__}")
+        return self._run(model, input_data)
+
+    def _run(self, model_fn, d):
+        h = self._h
+        o = self._wrapped.options
+        m = self.model if model_fn is None else None
+        if m is not None:
+            if d.x_train is None or d.y_train is None:
+                raise ValueError("input_data needs x_train and y_train")
+            n = len(d.x_train)
+            if len(d.y_train) != n:
+                raise ValueError(f"x_train has {n} samples, y_train {len(d.y_train)}")
+            if d.num_samples is not None and int(d.num_samples) != n:
+                raise ValueError(f"num_samples {d.num_samples} disagrees with x_train ({n} samples)")
+            if (d.x_validation is None) != (d.y_validation is None):
+                raise ValueError("pass both x_validation and y_validation, or neither")
+            if (d.x_test is None) != (d.y_test is None):
+                raise ValueError("pass both x_test and y_test, or neither")
+            x_train, y_train = d.x_train, d.y_train
+
+            def model_fn(p, g, s):
+                return m.loss_and_gradient(p, g, x_train[s], y_train[s])
+        else:
+            if d.num_samples is None:
+                raise ValueError("input_data needs num_samples (or x_train/y_train with the wrapped optimizer's model)")
+            n = int(d.num_samples)
+        if n < 1:
+            raise ValueError(f"there must be at least one sample (got {n})")
+        batch = o.batch_size if d.batch_size is None else int(d.batch_size)
+        epochs = o.epochs if d.epochs is None else int(d.epochs)
+        epochs = max(epochs, 1)
+        shuffle = o.shuffle if d.shuffle is None else bool(d.shuffle)
+        seed = (o.seed if d.seed is None else int(d.seed)) & _U64
+        patience = int(d.patience) or (int(o.early_stopping_patience) if o.use_early_stopping else 0)
+        min_delta = float(d.min_delta) or (float(o.tolerance) if o.use_early_stopping else 0.0)
+        max_iterations = int(d.max_iterations)
+        if batch < 0 or max_iterations < 0 or patience < 0 or min_delta < 0:
+            raise ValueError("batch_size, max_iterations, patience and min_delta must be >= 0")
+        if d.initial_solution is not None:
+            self.set_parameters(d.initial_solution)
+        self._sync_options_lr()
+
         dtype = self._dtype
-        o = _n.shardopt_optimize_options()
-        _n.so_optimize_options_defaults(o)
-        o.num_samples, o.batch_size, o.epochs = input_data.num_samples, input_data.batch_size, input_data.epochs
-        o.max_iterations, o.patience, o.min_delta = input_data.max_iterations, input_data.patience, input_data.min_delta
+        count = self.element_count
+        nbytes = count * dtype.itemsize
 
-        def trampoline(p, g, s):
-            return float(model(np.frombuffer(p, dtype), np.frombuffer(g, dtype), np.frombuffer(s, np.int64)))
+        def trampoline(paddr, gaddr, sbytes):
+            # copies in and out: nothing the model keeps can point into library memory
+            p = np.empty(count, dtype)
+            ctypes.memmove(p.ctypes.data, paddr, nbytes)
+            p.flags.writeable = False
+            g = np.zeros(count, dtype)
+            loss = float(model_fn(p, g, np.frombuffer(sbytes, np.int64)))
+            ctypes.memmove(gaddr, g.ctypes.data, nbytes)
+            return loss
 
-        best = np.empty(self.element_count, dtype=dtype)
-        history = np.empty(max(int(input_data.epochs), 1) + 1, dtype=np.float64)
-        r = _n.shardopt_optimize_result()
-        _n.so_optimize_py(self._h, trampoline, dtype.itemsize, o, r, best, best.size, history, history.size)
-        n = min(r.loss_history_count, history.size)
-        return OptimizationResult(best, r.best_loss, r.iterations, history[:n].tolist(), bool(r.stopped_early))
+        opts = _n.shardopt_optimize_options()
+        _n.so_optimize_options_defaults(opts)
+        opts.num_samples, opts.batch_size, opts.epochs = n, batch, 1
+        opts.patience, opts.min_delta = 0, 0.0
+        opts.shuffle = _n.SHARDOPT_ENABLE if shuffle else _n.SHARDOPT_DISABLE
+
+        self._reset_history()
+        best = None
+        train_history, val_history = [], []
+        iterations, stopped = 0, False
+        after = np.empty(count, dtype=dtype)
+        history = np.empty(1, dtype=np.float64)
+        for epoch in range(epochs):
+            self.apply_learning_rate_schedule(epoch)
+            opts.seed = _epoch_seed(seed, epoch) if shuffle else 0
+            opts.max_iterations = max_iterations - iterations if max_iterations else 0
+            r = _n.shardopt_optimize_result()
+            try:
+                _n.so_optimize_py(h, trampoline, dtype.itemsize, opts, r, after, after.size, history, history.size)
+            except BaseException as e:
+                if not isinstance(e, RuntimeError) or "SHARDOPT_ERR" not in str(e):
+                    if hasattr(e, "add_note"):
+                        e.add_note(f"(raised by the model on rank {self.rank}; every rank's optimize failed)")
+                raise
+            iterations += r.iterations
+            train_loss = float(history[0])
+            train_history.append(train_loss)
+            score = train_loss
+            if m is not None and d.x_validation is not None:
+                score = float(m.loss(after, d.x_validation, d.y_validation))
+                val_history.append(score)
+            if score < self._best_score - min_delta:
+                self._best_score = score
+                self._epochs_without_improvement = 0
+                best = after.copy()
+            else:
+                self._epochs_without_improvement += 1
+            self._history.append(score)
+            if max_iterations and iterations >= max_iterations:
+                break
+            want = patience > 0 and self._epochs_without_improvement >= patience
+            if epoch + 1 < epochs and bool(_n.so_should_early_stop(h, int(want))):
+                stopped = True
+                break
+        if best is None:
+            best = after.copy()
+        result = OptimizationResult(best, self._best_score, iterations, train_history, stopped, val_history)
+        if m is not None:
+            def dataset(x, y):
+                if x is None:
+                    return None
+                pred = m.predict(x, best) if hasattr(m, "predict") else None
+                return DatasetResult(float(m.loss(best, x, y)), x, y, pred)
+            result.training_result = dataset(d.x_train, d.y_train)
+            result.validation_result = dataset(d.x_validation, d.y_validation)
+            result.test_result = dataset(d.x_test, d.y_test)
+            m.set_parameters(best)
+        return result
+
+    def reset(self):
+        """Collective: back to the state right after initialize() (the initial parameters, fresh
+        optimizer state, step 0, no history); the learning rate is the options' again."""
+        if self._init_args is None:
+            self._h  # noqa: B018 - raises the right error
+        layout, initial, parameters = self._init_args
+        self._release_owner()
+        self.initialize(layout, initial, parameters)
+        self._reset_history()
 
     # ---- checkpoints (collective: every rank calls with the same arguments) ----
     def serialize(self):
@@ -348,10 +607,14 @@ class ShardedOptimizer(NativeResource):
         (SHARDOPT_ERR_CORRUPT), ValueError when they hold another layout; a failed load changes nothing."""
         if data is None:
             raise TypeError("data must not be None")
-        view = memoryview(data)
+        try:
+            view = memoryview(data)
+        except TypeError:
+            raise TypeError(f"data must be bytes-like, not {type(data).__name__}") from None
         if not view.c_contiguous:
             view = memoryview(view.tobytes())
         _n.so_deserialize(self._h, view, view.nbytes)
+        self._lr_from_native()
 
     def save_model(self, path, consolidated=False):
         """Saves a checkpoint into directory `path` (created if missing): sharded (every rank
@@ -362,6 +625,7 @@ class ShardedOptimizer(NativeResource):
         """Loads a checkpoint of either form from directory `path`, saved by any strategy and world
         size. OSError for a missing or unreadable checkpoint or a corrupt file."""
         _n.so_load(self._h, self._path(path))
+        self._lr_from_native()
 
     @staticmethod
     def _path(path):
@@ -397,8 +661,11 @@ class ShardedOptimizer(NativeResource):
         return _n.so_padded_count(self._h)
 
     # ---- parameters ----
-    def _view(self, mv):
-        return np.frombuffer(mv, self._dtype) if mv is not None else None
+    def _view(self, region, *guards):
+        if region is None:
+            return None
+        address, nbytes = region
+        return native_view(address, nbytes, self._dtype, self._owner, (self._owner,) + guards)
 
     @property
     def parameters(self):
@@ -410,23 +677,35 @@ class ShardedOptimizer(NativeResource):
 
     def get_parameters(self, out=None):
         """Packed copy of all parameters (collective for FSDP and hybrid)."""
+        h = self._h
+        count = self.element_count
         if out is None:
-            out = np.empty(self.element_count, dtype=self._dtype)
-        elif out.dtype != self._dtype:
-            raise ValueError(f"out must be {self._dtype}")
-        _n.so_get_parameters(self._h, out, out.size)
+            out = np.empty(count, dtype=self._dtype)
+        else:
+            out = writable_native_array(out, self._dtype, "out", count)
+        _n.so_py_get_parameters(h, out, out.size, _FLOAT_DTYPES[self._dtype])
         return out
 
     def set_parameters(self, values):
-        values = np.ascontiguousarray(values, dtype=self._dtype)
-        _n.so_set_parameters(self._h, values, values.size)
+        h = self._h
+        values = as_native_array(values, self._dtype, "values", self.element_count)
+        _n.so_py_set_parameters(h, values, values.size, _FLOAT_DTYPES[self._dtype])
 
     def gather(self, bucket):
         """FSDP: the unit's full parameters (collective) as a view until release(bucket)."""
-        return self._view(_n.so_gather(self._h, bucket, self._dtype.itemsize))
+        region = _n.so_gather(self._h, bucket, self._dtype.itemsize)
+        guard = Guard(f"unit {bucket} was released (gather it again for a valid view)")
+        old = self._gather_guards.pop(bucket, None)
+        if old is not None:
+            old.invalidate()
+        self._gather_guards[bucket] = guard
+        return self._view(region, guard)
 
     def release(self, bucket):
         _n.so_release(self._h, bucket)
+        guard = self._gather_guards.pop(bucket, None)
+        if guard is not None:
+            guard.invalidate()
 
     @contextlib.contextmanager
     def gathered(self, bucket):
@@ -437,16 +716,6 @@ class ShardedOptimizer(NativeResource):
             self.release(bucket)
 
     # ---- step protocol ----
-    @property
-    def learning_rate(self):
-        """The learning rate of later steps (set it the same on every rank, e.g. for schedules)."""
-        return self._lr
-
-    @learning_rate.setter
-    def learning_rate(self, value):
-        _n.so_set_learning_rate(self._h, float(value))
-        self._lr = float(value)
-
     @property
     def step_count(self):
         return _n.so_step_count(self._h)
@@ -464,8 +733,10 @@ class ShardedOptimizer(NativeResource):
         _n.so_grad_ready(self._h, bucket)
 
     def step(self):
+        h = self._h
+        self._sync_options_lr()
         r = _n.shardopt_step_result()
-        _n.so_step(self._h, r)
+        _n.so_step(h, r)
         return StepResult(bool(r.applied), bool(r.skipped_nonfinite), bool(r.accumulating), r.grad_norm,
                           r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds)
 
@@ -476,15 +747,29 @@ class ShardedOptimizer(NativeResource):
                            m.peak_buffer_bytes, m.total_bytes)
 
     # ---- lifetime ----
-    def _destroy(self, handle):
-        _n.so_optimizer_destroy(handle)
+    def _release_owner(self):
+        owner, self._owner = self._owner, None
+        for g in self._gather_guards.values():
+            g.invalidate()
+        self._gather_guards.clear()
+        if owner is not None:
+            owner.invalidate()  # every view raises from now on
+            # the native optimizer goes with the last reference: now, or when the last view does
 
     def close(self):
-        super().close()
-        self._external = None
+        """Releases the native optimizer; later calls do nothing. Every later use of this object
+        or of a view it returned raises ObjectDisposedError."""
+        self._release_owner()
+        self._closed = True
 
     def dispose(self):
         self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 class DDPOptimizer(ShardedOptimizer):
