@@ -49,7 +49,7 @@ if(SHARDOPT_BUILD_TESTS)
     add_test(NAME samples.java_seed_example_ucx
              COMMAND python3 ${SO_RUN} -n 4 --timeout 120 -- ${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample ucx)
     set_tests_properties(samples.java_seed_example_inmemory samples.java_seed_example_ucx PROPERTIES
-      PASS_REGULAR_EXPRESSION "equal to single-process training" FAIL_REGULAR_EXPRESSION "Exception|AssertionError")
+      PASS_REGULAR_EXPRESSION "equal to the C\\+\\+ core.s reference bit for bit" FAIL_REGULAR_EXPRESSION "Exception|AssertionError")
     set_tests_properties(bindings.java samples.java_fsdp_adam bindings.java_reference_f64 samples.java_seed_example_inmemory
                          samples.java_seed_example_ucx PROPERTIES LABELS java TIMEOUT 300
       ENVIRONMENT "SHARDOPT_RUN=${SO_RUN};SHARDOPT_JAVA_CP=${J_JAR}:${J_DIR}/test-classes;JAVA=${Java_JAVA_EXECUTABLE};SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>")

@@ -78,6 +78,17 @@ public final class SeedExample {
                 if (!java.util.Arrays.equals(o, out[0])) throw new AssertionError("ranks ended with different parameters");
             distributed = out[0];
         }
+        String reference = System.getenv("SHARDOPT_REFERENCE_F64"); // bindings_reference_f64: the C++ core's result
+        if (reference != null && rank == 0) {
+            Process p = new ProcessBuilder(reference).redirectErrorStream(true).start();
+            String[] lines = new String(p.getInputStream().readAllBytes()).trim().split("\\s+");
+            if (p.waitFor() != 0 || lines.length != distributed.length) throw new AssertionError("reference failed: " + String.join(" ", lines));
+            for (int i = 0; i < lines.length; ++i)
+                if (Long.parseLong(lines[i]) != Double.doubleToRawLongBits(distributed[i]))
+                    throw new AssertionError("parameter " + i + " differs from the C++ core's reference: " + distributed[i] + " vs "
+                                             + Double.longBitsToDouble(Long.parseLong(lines[i])));
+            System.out.println("equal to the C++ core's reference bit for bit");
+        }
         double[] single;
         try (var backend = new InMemoryCommunicationBackend<Double>(0, 1, "seed-example-single-" + rank)) {
             single = train(backend, false);
