@@ -112,6 +112,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
      * {@link #paddedCountFor} elements (zero copy; DDP, ZeRO-1, ZeRO-2, Local SGD). */
     public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters) {
         if (layout == null) throw new NullPointerException("layout");
+        notWhileOptimizing();
         if (handle != null) throw new IllegalStateException("the optimizer is already initialized");
         if (initial != null) checkData(initial, layout.getElementCount(), layout.getPrecision(), "initial", false);
         if (parameters != null) {
@@ -184,6 +185,22 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return handle;
     }
 
+    private volatile Thread optimizing; // the thread inside the native optimize(), if any
+
+    /** h() for calls that change the optimizer or communicate: refused while optimize() runs (from the model
+     *  callback or another thread), where they would destroy or corrupt what the training loop is using. */
+    SWIGTYPE_p_shardopt_optimizer_s m() {
+        notWhileOptimizing();
+        return h();
+    }
+
+    private void notWhileOptimizing() {
+        Thread t = optimizing;
+        if (t != null)
+            throw new IllegalStateException("not while optimize() is running on this optimizer ("
+                    + (t == Thread.currentThread() ? "called from the model callback" : "called from another thread") + ")");
+    }
+
     public boolean isInitialized() { return handle != null; }
     public ParameterLayout getParameterLayout() { return layout; }
     @Override public int getRank() { return config.getCommunicationBackend().getRank(); }
@@ -192,13 +209,13 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override public ShardingConfiguration<T> getShardingConfiguration() { return config; }
     /** The wrapped optimizer's options: changing their LearningRate takes effect at the next step/optimize. */
     @Override public OptimizerOptions getOptions() { return wrapped.getOptions(); }
-    @Override public void synchronizeOptimizerState() { shardopt_native.so_synchronize_state(h()); }
+    @Override public void synchronizeOptimizerState() { shardopt_native.so_synchronize_state(m()); }
     /** Collective (every rank calls it): true on every rank when any rank voted to stop in the last
      *  optimize (its early stopping), as AiDotNet's Max-allreduce vote. */
     @Override public boolean shouldEarlyStop() { return shouldEarlyStop(stoppedEarly); }
     private boolean stoppedEarly;
     /** Collective: true on every rank when any rank votes true. */
-    public boolean shouldEarlyStop(boolean vote) { return shardopt_native.so_should_early_stop(h(), vote ? 1 : 0) != 0; }
+    public boolean shouldEarlyStop(boolean vote) { return shardopt_native.so_should_early_stop(m(), vote ? 1 : 0) != 0; }
 
     @Override
     public OptimizationResult optimize(GradientModel model, OptimizationInputData<T, TInput, TOutput> input) {
@@ -288,7 +305,13 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             o.setMin_delta(minDelta);
             o.setShuffle(shuffle ? SWITCH_ENABLE : 0);
             o.setSeed(seed);
-            shardopt_native.so_optimize_java(h(), raw, layout.elementSize(), o, r, best, n, history, history.length);
+            SWIGTYPE_p_shardopt_optimizer_s x = m();
+            optimizing = Thread.currentThread();
+            try {
+                shardopt_native.so_optimize_java(x, raw, layout.elementSize(), o, r, best, n, history, history.length);
+            } finally {
+                optimizing = null;
+            }
             double[] h = java.util.Arrays.copyOf(history, (int) Math.min(r.getLoss_history_count(), history.length));
             stoppedEarly = r.getStopped_early() != 0;
             return new OptimizationResult(best, r.getBest_loss(), r.getIterations(), h, stoppedEarly);
@@ -310,6 +333,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override
     public OptimizationResult optimize(OptimizationInputData<T, TInput, TOutput> input) {
         if (input == null) throw new NullPointerException("inputData");
+        notWhileOptimizing();
         final IGradientModel<T, TInput, TOutput> model = wrapped.getModel();
         if (model == null) {
             if (input.numSamples > 0 && input.XTrain == null)
@@ -414,7 +438,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     /** The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank. */
     @Override
     public byte[] serialize() throws IOException {
-        long n = shardopt_native.so_serialize(h());
+        long n = shardopt_native.so_serialize(m());
         if (n > Integer.MAX_VALUE - 8) {
             shardopt_native.so_serialized_discard();
             throw new OutOfMemoryError("the checkpoint (" + n + " bytes) does not fit in a Java array");
@@ -435,7 +459,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override
     public void deserialize(byte[] data) throws IOException {
         if (data == null) throw new NullPointerException("data");
-        shardopt_native.so_deserialize(h(), data, data.length);
+        shardopt_native.so_deserialize(m(), data, data.length);
     }
 
     /** Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing. */
@@ -445,7 +469,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     /** Saves into directory path: sharded, or consolidated (rank 0 writes one file) when consolidated is true. */
     public void saveModel(String path, boolean consolidated) throws IOException {
         if (path == null) throw new NullPointerException("path");
-        shardopt_native.so_save(h(), path, consolidated ? 1 : 0);
+        shardopt_native.so_save(m(), path, consolidated ? 1 : 0);
     }
 
     /** Loads a checkpoint of either form, saved by any strategy and world size; IOException when it is
@@ -453,7 +477,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override
     public void loadModel(String path) throws IOException {
         if (path == null) throw new NullPointerException("path");
-        shardopt_native.so_load(h(), path);
+        shardopt_native.so_load(m(), path);
     }
 
     // ---- layout ----
@@ -474,7 +498,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public void getParameters(Object out) {
         long n = getElementCount();
         checkData(out, n, layout.getPrecision(), "out", false);
-        shardopt_native.so_get_parameters(h(), native_(out), n);
+        shardopt_native.so_get_parameters(m(), native_(out), n);
     }
     /** As {@link #getParameters(Object)}; count must be getElementCount(). */
     public void getParameters(Object out, long count) {
@@ -502,18 +526,18 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         if (values == null) throw new NullPointerException("values");
         long n = getElementCount();
         checkData(values, n, layout.getPrecision(), "values", false);
-        shardopt_native.so_set_parameters(h(), native_(values), n);
+        shardopt_native.so_set_parameters(m(), native_(values), n);
     }
     /** FSDP: the unit's full parameters (collective), valid until release(bucket) or close. */
     public NativeView gather(int bucket) {
-        ByteBuffer b = shardopt_native.so_gather(h(), bucket, layout.elementSize());
+        ByteBuffer b = shardopt_native.so_gather(m(), bucket, layout.elementSize());
         Lifetime l = new Lifetime("FSDP unit " + bucket);
         Lifetime old = gathered.put(bucket, l);
         if (old != null) old.invalidate("the unit was gathered again");
         return view(b, l);
     }
     public void release(int bucket) {
-        shardopt_native.so_release(h(), bucket);
+        shardopt_native.so_release(m(), bucket);
         Lifetime l = gathered.remove(bucket);
         if (l != null) l.invalidate("release(" + bucket + ") was called");
     }
@@ -530,7 +554,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             requestedLr = lr;
         }
     }
-    private void setNativeLr(double lr) { shardopt_native.so_set_learning_rate(h(), lr); }
+    private void setNativeLr(double lr) { shardopt_native.so_set_learning_rate(m(), lr); }
     /** The rate the next step uses, read from the library: after setLearningRate, a load (the checkpoint's),
      *  or a change of getOptions().setLearningRate / the configuration's. */
     public double getLearningRate() {
@@ -539,24 +563,24 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return shardopt_native.so_java_learning_rate(handle);
     }
     public void setLearningRate(double lr) {
-        h();
+        m();
         applyRequestedLr();
-        shardopt_native.so_set_learning_rate(h(), lr);
+        shardopt_native.so_set_learning_rate(m(), lr);
     }
 
     // ---- step protocol ----
     public long getStepCount() { return shardopt_native.so_step_count(h()); }
-    public void zeroGrad() { shardopt_native.so_zero_grad(h()); }
+    public void zeroGrad() { shardopt_native.so_zero_grad(m()); }
     public NativeView getBucketGradient(int bucket) { return view(shardopt_native.so_bucket_grad(h(), bucket, layout.elementSize()), life); }
     public NativeView getTensorGradient(int tensor) { return view(shardopt_native.so_tensor_grad(h(), tensor, layout.elementSize()), life); }
-    public void gradReady(int bucket) { shardopt_native.so_grad_ready(h(), bucket); }
+    public void gradReady(int bucket) { shardopt_native.so_grad_ready(m(), bucket); }
 
     public StepResult step() {
-        h();
+        m();
         applyRequestedLr();
         shardopt_step_result r = new shardopt_step_result();
         try {
-            shardopt_native.so_step(h(), r);
+            shardopt_native.so_step(m(), r);
             return new StepResult(r.getApplied() != 0, r.getSkipped_nonfinite() != 0, r.getAccumulating() != 0, r.getGrad_norm(),
                                   r.getReduce_wait_seconds(), r.getUpdate_seconds(), r.getPost_update_seconds());
         } finally {
@@ -566,6 +590,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     @Override
     public void close() {
+        notWhileOptimizing();
         life.invalidate(getClass().getSimpleName() + " was closed");
         for (Lifetime l : gathered.values()) l.invalidate(getClass().getSimpleName() + " was closed");
         gathered.clear();

@@ -152,6 +152,27 @@ class SafetyTest {
         closed.close(); // twice is fine
     }
 
+    interface Reentrant { void call(DDPOptimizer o, OptimizationInputData in); }
+
+    /** A model callback that calls back into its optimizer: the optimizer refuses instead of freeing or corrupting
+     *  what optimize() uses (the callback's failure then aborts the group, as any model exception does). */
+    @Test
+    void closingOrSteppingFromTheModelCallbackRaises() {
+        Reentrant[] cases = {
+            (o, in) -> o.close(), (o, in) -> o.step(), (o, in) -> o.zeroGrad(), (o, in) -> o.reset(),
+            (o, in) -> o.optimize((p2, g2, s2) -> 1.0, in), (o, in) -> o.setParameters(new float[9])};
+        int k = 0;
+        for (Reentrant c : cases) {
+            try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-reentrant-" + k++);
+                 DDPOptimizer o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b), NINE, null)) {
+                OptimizationInputData in = new OptimizationInputData(4, 0, 2);
+                contains(assertThrows(IllegalStateException.class, () -> o.optimize((p, g, s) -> { c.call(o, in); return 1.0; }, in)),
+                         "not while optimize() is running", "from the model callback");
+                assertEquals(9, o.getElementCount()); // not freed
+            }
+        }
+    }
+
     @Test
     void optimizerAfterCloseRaises() {
         InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-opt-closed");
