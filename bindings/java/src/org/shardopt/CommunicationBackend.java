@@ -133,13 +133,22 @@ public class CommunicationBackend<T> implements AutoCloseable {
         // every rank learns the slice length from root
         long[] k = new long[1];
         double[] kk = new double[1];
+        RuntimeException rootError = null;
         if (rank == root) {
-            Data d = new Data(data, "data");
-            if (d.count % size != 0)
-                throw new IllegalArgumentException("scatter: data has " + d.count + " elements, not a multiple of the world size " + size);
-            kk[0] = d.count / size;
+            // a mistake on root still reaches the others (slice length -1), so they fail at once instead of waiting
+            try {
+                Data d = new Data(data, "data");
+                if (d.count % size != 0)
+                    throw new IllegalArgumentException("scatter: data has " + d.count + " elements, not a multiple of the world size " + size);
+                kk[0] = d.count / size;
+            } catch (RuntimeException e) {
+                rootError = e;
+                kk[0] = -1;
+            }
         }
         shardopt_native.so_broadcast(handle(), kk, 1, shardopt_dtype.SHARDOPT_F64, root);
+        if (rootError != null) throw rootError;
+        if (kk[0] < 0) throw new IllegalArgumentException("scatter: root rank " + root + " rejected its data");
         k[0] = (long) kk[0];
         Object out = f32 ? new float[(int) k[0]] : new double[(int) k[0]];
         if (rank == root) {

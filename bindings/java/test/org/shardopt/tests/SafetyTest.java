@@ -174,6 +174,15 @@ class SafetyTest {
     }
 
     @Test
+    void scatterMistakeOnRootFailsEveryRankAtOnce() {
+        Throwable[] errs = Ranks.runAll(2, b -> b.scatter(b.getRank() == 0 ? new double[3] : null, 0));
+        assertTrue(errs[0] instanceof IllegalArgumentException, String.valueOf(errs[0]));
+        contains(errs[0], "not a multiple of the world size 2");
+        assertTrue(errs[1] instanceof IllegalArgumentException, String.valueOf(errs[1]));
+        contains(errs[1], "root rank 0 rejected its data");
+    }
+
+    @Test
     void optimizerAfterCloseRaises() {
         InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-opt-closed");
         DDPOptimizer o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b), NINE, null);
