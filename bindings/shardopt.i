@@ -786,7 +786,13 @@ void so_java_recv(shardopt_comm comm, void *recv, size_t count, int dtype, int p
 /* The UCX backend for a world of one process, asked for explicitly (no launcher environment). */
 shardopt_comm so_java_comm_ucx_single(void) {
     shardopt_comm c = NULL;
-    if (!getenv("SHARDOPT_WORLD_SIZE")) setenv("SHARDOPT_WORLD_SIZE", "1", 0);
+    const char *ws = getenv("SHARDOPT_WORLD_SIZE");
+    if (ws && strcmp(ws, "1") != 0) {
+        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "a single-process UCX world was asked for, but SHARDOPT_WORLD_SIZE=%s is set "
+                "(launched by tools/shardopt-run?): use new UcxCommunicationBackend() instead", ws);
+        return NULL;
+    }
+    if (!ws) setenv("SHARDOPT_WORLD_SIZE", "1", 1);
     SO_TRY(shardopt_comm_create_from_env("ucx", &c), NULL);
     return c;
 }
