@@ -46,7 +46,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     private Buffer external; // the caller's parameter buffer, kept alive with the optimizer
     private Object initialCopy; // for reset()
     private Lifetime life = new Lifetime("an uninitialized optimizer");
-    private final Map<Integer, Lifetime> gathered = new HashMap<>();
+    private Map<Integer, Lifetime> gathered; // FSDP units handed out by gather(), created on first use
     private double requestedLr = Double.NaN; // the options'/configuration's rate last given to the library
 
     protected ShardedOptimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config, int strategy) {
@@ -532,13 +532,14 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public NativeView gather(int bucket) {
         ByteBuffer b = shardopt_native.so_gather(m(), bucket, layout.elementSize());
         Lifetime l = new Lifetime("FSDP unit " + bucket);
+        if (gathered == null) gathered = new HashMap<>();
         Lifetime old = gathered.put(bucket, l);
         if (old != null) old.invalidate("the unit was gathered again");
         return view(b, l);
     }
     public void release(int bucket) {
         shardopt_native.so_release(m(), bucket);
-        Lifetime l = gathered.remove(bucket);
+        Lifetime l = gathered == null ? null : gathered.remove(bucket);
         if (l != null) l.invalidate("release(" + bucket + ") was called");
     }
 
@@ -592,8 +593,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public void close() {
         notWhileOptimizing();
         life.invalidate(getClass().getSimpleName() + " was closed");
-        for (Lifetime l : gathered.values()) l.invalidate(getClass().getSimpleName() + " was closed");
-        gathered.clear();
+        if (gathered != null) {
+            for (Lifetime l : gathered.values()) l.invalidate(getClass().getSimpleName() + " was closed");
+            gathered = null;
+        }
         if (handle != null) {
             SWIGTYPE_p_shardopt_optimizer_s x = handle;
             handle = null;

@@ -52,7 +52,8 @@ class ModelApiTest {
 
         @Override
         public double computeLossAndGradient(NativeView pv, NativeView g, double[][] x, double[] y, long[] samples) {
-            double[] p = pv.toDoubleArray();
+            double[] p = new double[pv.size()];
+            for (int i = 0; i < p.length; ++i) p[i] = pv.get(i); // float32 or float64 views alike
             double loss = 0.0, gb = 0.0;
             double[] gw = new double[D];
             for (long s : samples) {
@@ -243,6 +244,48 @@ class ModelApiTest {
             b.barrier();
             return null;
         });
+    }
+
+    /** T = Float: the same model over float32 parameters. */
+    static final class LinearF32 extends Linear {
+        float[] fparams = new float[D + 1];
+        @Override public ParameterLayout getParameterLayout() { return new ParameterLayout().add("weight", D).add("bias", 1); }
+        @Override public Object getParameters() { return fparams.clone(); }
+        @Override public void setParameters(Object p) { fparams = ((float[]) p).clone(); }
+    }
+
+    @Test
+    void float32ModelAndCheckpointsInBothTypes() throws Exception {
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("shardopt-java-f64");
+        try {
+            Ranks.run(2, b -> {
+                for (boolean f32 : new boolean[] {true, false}) {
+                    Linear model = f32 ? new LinearF32() : new Linear();
+                    AdamOptimizerOptions opts = new AdamOptimizerOptions();
+                    opts.setLearningRate(0.05);
+                    opts.setMaxIterations(3);
+                    opts.setBatchSize(16);
+                    try (ZeRO1Optimizer<Double, double[][], double[]> o = new ZeRO1Optimizer<>(new AdamOptimizer<>(model, opts), new ShardingConfiguration<>(b))) {
+                        OptimizationResult r = o.optimize(model.data(64));
+                        double[] h = r.getFitnessHistory();
+                        assertTrue(h[2] < h[0], Arrays.toString(h));
+                        assertTrue(f32 ? r.getBestSolution() instanceof float[] : r.getBestSolution() instanceof double[]);
+                        Object before = o.packedParameters();
+                        String d = dir.resolve(f32 ? "f32" : "f64").toString();
+                        try { o.saveModel(d); } catch (java.io.IOException e) { throw new RuntimeException(e); }
+                        if (f32) o.setParameters(new float[9]); else o.setParameters(new double[9]);
+                        try { o.loadModel(d); } catch (java.io.IOException e) { throw new RuntimeException(e); }
+                        if (f32) assertArrayEquals((float[]) before, o.getParametersFloat());
+                        else assertArrayEquals((double[]) before, o.getParametersDouble());
+                    }
+                }
+                return null;
+            });
+        } finally {
+            try (var w = java.nio.file.Files.walk(dir)) {
+                w.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+            }
+        }
     }
 
     @Test
