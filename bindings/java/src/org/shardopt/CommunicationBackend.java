@@ -46,6 +46,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
 
         Data(Object data, String what) {
             if (data == null) throw new NullPointerException(what);
+            if (data instanceof FloatBuffer || data instanceof DoubleBuffer) nativeOrder(data, what);
             if (data instanceof float[]) { ref = data; count = ((float[]) data).length; dtype = shardopt_dtype.SHARDOPT_F32; size = 4; }
             else if (data instanceof double[]) { ref = data; count = ((double[]) data).length; dtype = shardopt_dtype.SHARDOPT_F64; size = 8; }
             else if (data instanceof FloatBuffer) { ref = direct((Buffer) data); count = ((Buffer) data).remaining(); dtype = shardopt_dtype.SHARDOPT_F32; size = 4; }
@@ -194,6 +195,15 @@ public class CommunicationBackend<T> implements AutoCloseable {
         Data d = new Data(data, "data");
         shardopt_native.so_java_recv(handle(), d.ref, d.count, d.dtype, source, tag);
         return data;
+    }
+
+    /** A Float/DoubleBuffer over bytes in another order would be reinterpreted by native code. */
+    static void nativeOrder(Object data, String what) {
+        java.nio.ByteOrder o = data instanceof FloatBuffer ? ((FloatBuffer) data).order()
+                             : data instanceof DoubleBuffer ? ((DoubleBuffer) data).order() : null;
+        if (o != null && o != java.nio.ByteOrder.nativeOrder())
+            throw new IllegalArgumentException(what + " is in " + o + " byte order; native code reads " + java.nio.ByteOrder.nativeOrder()
+                    + " (make it with ByteBuffer.allocateDirect(n).order(ByteOrder.nativeOrder()))");
     }
 
     static Buffer direct(Buffer b) {

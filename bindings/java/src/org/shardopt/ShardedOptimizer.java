@@ -95,6 +95,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
                 + data.getClass().getName());
         if (data instanceof Buffer && !((Buffer) data).isDirect())
             throw new IllegalArgumentException(what + " must be a direct buffer (ByteBuffer.allocateDirect)");
+        CommunicationBackend.nativeOrder(data, what);
         if (got != p)
             throw new IllegalArgumentException(what + " holds " + (got == ParameterLayout.Precision.FLOAT32 ? "float32" : "float64")
                     + " elements but the layout is " + (p == ParameterLayout.Precision.FLOAT32 ? "float32 (use float[] / FloatBuffer)" : "float64 (use double[] / DoubleBuffer)"));

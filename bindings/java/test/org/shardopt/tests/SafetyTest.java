@@ -46,6 +46,11 @@ class SafetyTest {
             contains(assertThrows(IllegalArgumentException.class, () -> o.getParameters(new double[9])), "holds float64 elements");
             contains(assertThrows(IllegalArgumentException.class, o::getParametersDouble), "FLOAT32");
             contains(assertThrows(IllegalArgumentException.class, () -> o.getParameters(new long[9])), "must be a float[], double[]");
+            FloatBuffer bigEndian = ByteBuffer.allocateDirect(36).order(ByteOrder.BIG_ENDIAN).asFloatBuffer();
+            if (ByteOrder.nativeOrder() != ByteOrder.BIG_ENDIAN) {
+                contains(assertThrows(IllegalArgumentException.class, () -> o.setParameters(bigEndian)), "BIG_ENDIAN byte order");
+                contains(assertThrows(IllegalArgumentException.class, () -> b.allReduce(bigEndian, ReductionOperation.SUM)), "BIG_ENDIAN byte order");
+            }
             contains(assertThrows(IllegalArgumentException.class, () -> o.optimizeDouble((p, g, s) -> 0, new OptimizationInputData(4, 0, 1))),
                      "use optimize");
             NativeView v = o.getTensorParameters(0);
