@@ -289,6 +289,21 @@ typedef struct so_java_model {
     size_t param_bytes;
 } so_java_model;
 
+/* Tells the library why the callback failed (the exception's toString(): its class and message), so
+ * optimize's error on every other rank names this rank and the reason. */
+static void so_java_model_error(JNIEnv *env, jthrowable t) {
+    jclass c = (*env)->FindClass(env, "java/lang/Object");
+    jmethodID ts = c ? (*env)->GetMethodID(env, c, "toString", "()Ljava/lang/String;") : NULL;
+    jstring js = ts ? (jstring)(*env)->CallObjectMethod(env, t, ts) : NULL;
+    const char *msg = NULL;
+    if ((*env)->ExceptionCheck(env)) (*env)->ExceptionClear(env);
+    if (js) msg = (*env)->GetStringUTFChars(env, js, NULL);
+    shardopt_model_error(msg ? msg : "a Java exception (toString() failed)");
+    if (msg) (*env)->ReleaseStringUTFChars(env, js, msg);
+    if (js) (*env)->DeleteLocalRef(env, js);
+    if (c) (*env)->DeleteLocalRef(env, c);
+}
+
 /* shardopt_model_fn calling model.evaluate(ByteBuffer params, ByteBuffer grad, ByteBuffer samples) */
 static int so_java_model_call(void *user_data, const void *params, void *grad, const int64_t *samples,
                               size_t n, double *loss) {
@@ -309,6 +324,7 @@ static int so_java_model_call(void *user_data, const void *params, void *grad, c
     if ((*env)->ExceptionCheck(env)) {
         jthrowable t = (*env)->ExceptionOccurred(env);
         (*env)->ExceptionClear(env);
+        so_java_model_error(env, t);
         if (!so_java_exc) so_java_exc = (jthrowable)(*env)->NewGlobalRef(env, t);
         (*env)->DeleteLocalRef(env, t);
         return 1;
@@ -866,6 +882,36 @@ void so_optimize_java(JNIEnv *JENV, shardopt_optimizer opt, jobject MODEL, size_
 #define so_foreign_pending (so_java_exc != NULL)
     SO_OPTIMIZE_FINISH(st);
 #undef so_foreign_pending
+}
+
+/* The rest of the C ABI the Java layer needs (its arrays are checked for length and element type
+ * by the layer before they get here). */
+double so_java_learning_rate(shardopt_optimizer opt) {
+    double lr = 0;
+    SO_TRY(shardopt_optimizer_learning_rate(opt, &lr), 0);
+    return lr;
+}
+void so_java_reduce_scatter(shardopt_comm comm, const void *send, void *recv, size_t recv_count, int dtype, int op) {
+    SO_TRY(shardopt_reduce_scatter(comm, send, recv, recv_count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
+}
+void so_java_send(shardopt_comm comm, const void *send, size_t count, int dtype, int peer, int tag) {
+    SO_TRY(shardopt_send(comm, send, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
+}
+void so_java_recv(shardopt_comm comm, void *recv, size_t count, int dtype, int peer, int tag) {
+    SO_TRY(shardopt_recv(comm, recv, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
+}
+/* The UCX backend for a world of one process, asked for explicitly (no launcher environment). */
+shardopt_comm so_java_comm_ucx_single(void) {
+    shardopt_comm c = NULL;
+    const char *ws = getenv("SHARDOPT_WORLD_SIZE");
+    if (ws && strcmp(ws, "1") != 0) {
+        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "a single-process UCX world was asked for, but SHARDOPT_WORLD_SIZE=%s is set "
+                "(launched by tools/shardopt-run?): use new UcxCommunicationBackend() instead", ws);
+        return NULL;
+    }
+    if (!ws) setenv("SHARDOPT_WORLD_SIZE", "1", 1);
+    SO_TRY(shardopt_comm_create_from_env("ucx", &c), NULL);
+    return c;
 }
 %}
 #elif defined(SWIGCSHARP)

@@ -39,8 +39,20 @@ if(SHARDOPT_BUILD_TESTS)
              COMMAND ${Java_JAVA_EXECUTABLE} -Xmx512m -jar ${JUNIT_JAR} --disable-banner --details=summary
                      --fail-if-no-tests -cp ${J_JAR}:${J_DIR}/test-classes --select-package org.shardopt.tests)
     add_test(NAME samples.java_fsdp_adam COMMAND ${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes FsdpAdam)
-    set_tests_properties(bindings.java samples.java_fsdp_adam PROPERTIES LABELS java TIMEOUT 300
-      ENVIRONMENT "SHARDOPT_RUN=${SO_RUN};SHARDOPT_JAVA_CP=${J_JAR}:${J_DIR}/test-classes;JAVA=${Java_JAVA_EXECUTABLE}")
+    # issue 19: the f64 path against the C++ core's reference, bit for bit (also run within bindings.java)
+    add_test(NAME bindings.java_reference_f64
+             COMMAND ${Java_JAVA_EXECUTABLE} -Xmx512m -jar ${JUNIT_JAR} --disable-banner --details=summary
+                     --fail-if-no-tests -cp ${J_JAR}:${J_DIR}/test-classes
+                     "--select-method=org.shardopt.tests.ModelApiTest#f64BitForBitWithTheCore")
+    # the seed example of AiDotNet's FSDPOptimizer page, ported: 4 in-memory ranks, and 4 UCX processes
+    add_test(NAME samples.java_seed_example_inmemory COMMAND ${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample)
+    add_test(NAME samples.java_seed_example_ucx
+             COMMAND python3 ${SO_RUN} -n 4 --timeout 120 -- ${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample ucx)
+    set_tests_properties(samples.java_seed_example_inmemory samples.java_seed_example_ucx PROPERTIES
+      PASS_REGULAR_EXPRESSION "equal to the C\\+\\+ core.s reference bit for bit" FAIL_REGULAR_EXPRESSION "Exception|AssertionError")
+    set_tests_properties(bindings.java samples.java_fsdp_adam bindings.java_reference_f64 samples.java_seed_example_inmemory
+                         samples.java_seed_example_ucx PROPERTIES LABELS java TIMEOUT 300
+      ENVIRONMENT "SHARDOPT_RUN=${SO_RUN};SHARDOPT_JAVA_CP=${J_JAR}:${J_DIR}/test-classes;JAVA=${Java_JAVA_EXECUTABLE};SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>")
   else()
     message(STATUS "shardopt bindings: ${JUNIT_JAR} missing (apt-get install junit5), Java tests skipped")
   endif()

@@ -4,12 +4,12 @@ import org.shardopt.internal.shardopt_sharding_options;
 
 /** A data x tensor x pipeline process grid (dataParallelSize -1 = the rest of the world), ZeRO-2 inside each
  * data-parallel group. */
-public class HybridShardedOptimizer extends ShardedOptimizer {
+public class HybridShardedOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TInput, TOutput> {
     private final int pipelineParallelSize, tensorParallelSize, dataParallelSize;
 
-    public HybridShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) { this(wrappedOptimizer, config, 1, 1, -1); }
+    public HybridShardedOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { this(wrappedOptimizer, config, 1, 1, -1); }
 
-    public HybridShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, int pipelineParallelSize,
+    public HybridShardedOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, int pipelineParallelSize,
                                   int tensorParallelSize, int dataParallelSize) {
         super(wrappedOptimizer, config, HYBRID);
         this.pipelineParallelSize = pipelineParallelSize;

@@ -3,13 +3,16 @@ package org.shardopt;
 import java.io.IOException;
 
 /** AiDotNet's IShardedOptimizer, in Java naming. */
-public interface IShardedOptimizer extends AutoCloseable {
+public interface IShardedOptimizer<T, TInput, TOutput> extends AutoCloseable {
     int getRank();
     int getWorldSize();
-    Optimizer getWrappedOptimizer();
-    ShardingConfiguration getShardingConfiguration();
+    Optimizer<T, TInput, TOutput> getWrappedOptimizer();
+    ShardingConfiguration<T> getShardingConfiguration();
     void synchronizeOptimizerState();
-    OptimizationResult optimize(GradientModel model, OptimizationInputData input);
+    OptimizationResult optimize(GradientModel model, OptimizationInputData<T, TInput, TOutput> input);
+    /** AiDotNet's Optimize(inputData): trains the wrapped optimizer's model. */
+    OptimizationResult optimize(OptimizationInputData<T, TInput, TOutput> input);
+    void reset();
     boolean shouldEarlyStop();
     OptimizerOptions getOptions();
     byte[] serialize() throws IOException;

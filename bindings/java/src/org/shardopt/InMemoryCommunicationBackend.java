@@ -4,7 +4,7 @@ import org.shardopt.internal.shardopt_native;
 
 /** Rank {@code rank} of an in-process group of {@code worldSize} ranks (threads of this process). Ranks
  * sharing {@code environmentId} form one group; build each rank's object on the thread that drives it. */
-public final class InMemoryCommunicationBackend extends CommunicationBackend {
+public final class InMemoryCommunicationBackend<T> extends CommunicationBackend<T> {
     private final String environmentId;
 
     public InMemoryCommunicationBackend(int rank, int worldSize) { this(rank, worldSize, "default"); }

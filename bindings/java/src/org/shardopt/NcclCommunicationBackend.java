@@ -3,7 +3,7 @@ package org.shardopt;
 import org.shardopt.internal.shardopt_native;
 
 /** NCCL (device buffers): throws UnsupportedOperationException until NCCL lands in the C ABI. */
-public final class NcclCommunicationBackend extends CommunicationBackend {
+public final class NcclCommunicationBackend<T> extends CommunicationBackend<T> {
     public NcclCommunicationBackend() { this(0, 1, -1); }
 
     public NcclCommunicationBackend(int rank, int worldSize, int deviceId) { super(create(rank, worldSize, deviceId)); }

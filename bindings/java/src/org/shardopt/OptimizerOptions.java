@@ -42,6 +42,50 @@ public class OptimizerOptions {
     public double getInitialAccumulatorValue() { return nat.getInitial_accumulator_value(); }
     public void setInitialAccumulatorValue(double v) { nat.setInitial_accumulator_value(v); }
 
+    // ---- the training loop's options (AiDotNet's OptimizationAlgorithmOptions); the layer's, not the C ABI's ----
+    private int maxIterations = 100;
+    private long batchSize = 32;
+    private boolean shuffleData;
+    private long seed;
+    private boolean useEarlyStopping;
+    private int earlyStoppingPatience = 10;
+    private double tolerance = 1e-6;
+    private LearningRateSchedule schedule;
+
+    /** Epochs optimize(OptimizationInputData) runs (AiDotNet's MaxIterations; 100). */
+    public int getMaxIterations() { return maxIterations; }
+    public void setMaxIterations(int v) {
+        if (v < 1) throw new IllegalArgumentException("MaxIterations must be >= 1 (got " + v + ")");
+        maxIterations = v;
+    }
+    /** Global batch per step (32); 0 = the whole training set. */
+    public long getBatchSize() { return batchSize; }
+    public void setBatchSize(long v) {
+        if (v < 0) throw new IllegalArgumentException("BatchSize must be >= 0 (got " + v + ")");
+        batchSize = v;
+    }
+    /** Shuffle the training samples every epoch (false), the same permutation on every rank. */
+    public boolean getShuffleData() { return shuffleData; }
+    public void setShuffleData(boolean v) { shuffleData = v; }
+    public long getSeed() { return seed; }
+    public void setSeed(long v) { seed = v; }
+    /** Stop when the validation (else training) loss has not improved by Tolerance for EarlyStoppingPatience epochs. */
+    public boolean getUseEarlyStopping() { return useEarlyStopping; }
+    public void setUseEarlyStopping(boolean v) { useEarlyStopping = v; }
+    public int getEarlyStoppingPatience() { return earlyStoppingPatience; }
+    public void setEarlyStoppingPatience(int v) {
+        if (v < 1) throw new IllegalArgumentException("EarlyStoppingPatience must be >= 1 (got " + v + ")");
+        earlyStoppingPatience = v;
+    }
+    public double getTolerance() { return tolerance; }
+    public void setTolerance(double v) {
+        if (!(v >= 0)) throw new IllegalArgumentException("Tolerance must be >= 0 (got " + v + ")");
+        tolerance = v;
+    }
+    /** The learning-rate schedule optimize applies per epoch (null: constant). */
+    public LearningRateSchedule getLearningRateSchedule() { return schedule; }
+    public void setLearningRateSchedule(LearningRateSchedule v) { schedule = v; }
+
     shardopt_optimizer_options copy() {
         shardopt_optimizer_options c = new shardopt_optimizer_options();
         shardopt_native.so_optimizer_options_defaults(c, nat.getKind());

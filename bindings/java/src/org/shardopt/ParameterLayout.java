@@ -26,6 +26,10 @@ public final class ParameterLayout {
     public ParameterLayout add(String name, long count) { return add(name, count, false); }
 
     public ParameterLayout add(String name, long count, boolean tensorParallelReplicated) {
+        if (name == null) throw new NullPointerException("name");
+        if (count < 1) throw new IllegalArgumentException("tensor '" + name + "': count must be >= 1 (got " + count + ")");
+        if (count > Integer.MAX_VALUE - 8)
+            throw new IllegalArgumentException("tensor '" + name + "': " + count + " elements do not fit in a Java array");
         tensors.add(new Object[] {name, count, tensorParallelReplicated, false});
         return this;
     }
@@ -44,6 +48,8 @@ public final class ParameterLayout {
         for (Object[] t : tensors) n += (Long) t[1];
         return n;
     }
+
+    public int getTensorCount() { return tensors.size(); }
 
     SWIGTYPE_p_shardopt_params_s toNative(long bucketElements) {
         SWIGTYPE_p_shardopt_params_s p = shardopt_native.so_params_create(dtype(), bucketElements * elementSize());

@@ -12,42 +12,43 @@ package org.shardopt;
  *     UnsupportedOperationException rather than storing a flag that does nothing.</li>
  * </ul>
  */
-public final class ShardingConfiguration {
-    private final CommunicationBackend backend;
+public final class ShardingConfiguration<T> {
+    private final CommunicationBackend<T> backend;
     private double learningRate = Double.NaN;
     private boolean autoSyncGradients = true;
     private int minimumParameterGroupSize = 1024;
     private int localSteps = 4;
     private int gradientAccumulationSteps = 1;
     private double maxGradNorm = 0;
+    private boolean broadcastInitialParameters = true;
 
-    public ShardingConfiguration(CommunicationBackend backend) {
+    public ShardingConfiguration(CommunicationBackend<T> backend) {
         if (backend == null) throw new NullPointerException("backend");
         this.backend = backend;
     }
 
-    public ShardingConfiguration(CommunicationBackend backend, double learningRate) {
+    public ShardingConfiguration(CommunicationBackend<T> backend, double learningRate) {
         this(backend);
         setLearningRate(learningRate);
     }
 
-    public static ShardingConfiguration createDefault(CommunicationBackend backend) { return new ShardingConfiguration(backend); }
+    public static <T> ShardingConfiguration<T> createDefault(CommunicationBackend<T> backend) { return new ShardingConfiguration<>(backend); }
 
     /** Small buckets (512 elements): more, earlier reductions overlapping the backward pass. */
-    public static ShardingConfiguration createForHighBandwidth(CommunicationBackend backend) {
-        ShardingConfiguration c = new ShardingConfiguration(backend);
+    public static <T> ShardingConfiguration<T> createForHighBandwidth(CommunicationBackend<T> backend) {
+        ShardingConfiguration<T> c = new ShardingConfiguration<>(backend);
         c.setMinimumParameterGroupSize(512);
         return c;
     }
 
     /** Large buckets (4096 elements): fewer messages (AiDotNet also enables compression, which shardopt lacks). */
-    public static ShardingConfiguration createForLowBandwidth(CommunicationBackend backend) {
-        ShardingConfiguration c = new ShardingConfiguration(backend);
+    public static <T> ShardingConfiguration<T> createForLowBandwidth(CommunicationBackend<T> backend) {
+        ShardingConfiguration<T> c = new ShardingConfiguration<>(backend);
         c.setMinimumParameterGroupSize(4096);
         return c;
     }
 
-    public CommunicationBackend getCommunicationBackend() { return backend; }
+    public CommunicationBackend<T> getCommunicationBackend() { return backend; }
     /** The configured learning rate, or NaN when the wrapped optimizer's is used. */
     public double getLearningRate() { return learningRate; }
     public void setLearningRate(double v) {
@@ -70,6 +71,10 @@ public final class ShardingConfiguration {
     public void setLocalSteps(int v) { localSteps = v; }
     public int getGradientAccumulationSteps() { return gradientAccumulationSteps; }
     public void setGradientAccumulationSteps(int v) { gradientAccumulationSteps = v; }
+    /** true (default): the initial parameters are rank 0's, broadcast when the optimizer is created (as PyTorch
+     *  DDP does), so replicas cannot start apart; false keeps every rank's own. */
+    public boolean getBroadcastInitialParameters() { return broadcastInitialParameters; }
+    public void setBroadcastInitialParameters(boolean v) { broadcastInitialParameters = v; }
     public double getMaxGradNorm() { return maxGradNorm; }
     public void setMaxGradNorm(double v) { maxGradNorm = v; }
 }

@@ -1,11 +1,11 @@
 package org.shardopt;
 
 /** FSDPOptimizer under DeepSpeed's name. */
-public class ZeRO3Optimizer extends ShardedOptimizer {
-    public ZeRO3Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) { super(wrappedOptimizer, config, FSDP); }
+public class ZeRO3Optimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TInput, TOutput> {
+    public ZeRO3Optimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { super(wrappedOptimizer, config, FSDP); }
 
     /** Constructs and initializes (collective). */
-    public ZeRO3Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, ParameterLayout layout, Object initial) {
+    public ZeRO3Optimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, ParameterLayout layout, Object initial) {
         this(wrappedOptimizer, config);
         initialize(layout, initial);
     }

@@ -51,9 +51,9 @@ class CheckpointTest {
             opt.zeroGrad();
             int off = 0, tensors = opt.getTensorCount();
             for (int t = 0; t < tensors; ++t) {
-                FloatBuffer g = opt.getTensorGradient(t).asFloatBuffer();
-                g.put(grad, off, g.remaining());
-                off += g.capacity();
+                NativeView g = opt.getTensorGradient(t);
+                g.copyFrom(Arrays.copyOfRange(grad, off, off + g.size()));
+                off += g.size();
                 int bucket = opt.getTensorBucket(t);
                 if (t + 1 == tensors || opt.getTensorBucket(t + 1) != bucket) opt.gradReady(bucket);
             }

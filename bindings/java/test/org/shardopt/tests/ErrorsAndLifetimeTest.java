@@ -46,7 +46,7 @@ class ErrorsAndLifetimeTest {
         assertTrue(e.getMessage().contains("NCCL"));
         try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-unsup");
              FSDPOptimizer o = new FSDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b))) {
-            java.nio.FloatBuffer mine = java.nio.ByteBuffer.allocateDirect(16).asFloatBuffer();
+            java.nio.FloatBuffer mine = java.nio.ByteBuffer.allocateDirect(16).order(java.nio.ByteOrder.nativeOrder()).asFloatBuffer();
             assertThrows(UnsupportedOperationException.class, () -> o.initialize(new ParameterLayout().add("w", 4), null, mine));
             o.initialize(new ParameterLayout().add("w", 4), null);
         }

@@ -43,6 +43,30 @@ final class Ranks {
         return results;
     }
 
+    /** Runs body on every rank without aborting the group on a failure; returns each rank's exception (null
+     *  when it returned). */
+    static Throwable[] runAll(int worldSize, java.util.function.Consumer<CommunicationBackend> body) {
+        String env = "test-" + UUID.randomUUID();
+        Throwable[] errors = new Throwable[worldSize];
+        Thread[] threads = new Thread[worldSize];
+        for (int r = 0; r < worldSize; ++r) {
+            final int rank = r;
+            threads[r] = new Thread(() -> {
+                try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(rank, worldSize, env)) {
+                    b.setTimeout(20000);
+                    body.accept(b);
+                } catch (Throwable t) {
+                    errors[rank] = t;
+                }
+            });
+            threads[r].start();
+        }
+        for (Thread t : threads) {
+            try { t.join(); } catch (InterruptedException e) { throw new RuntimeException(e); }
+        }
+        return errors;
+    }
+
     @SuppressWarnings("unchecked")
     static <E extends Throwable> void sneaky(Throwable t) throws E { throw (E) t; }
 }

@@ -55,13 +55,13 @@ class TrainingTest {
                 java.util.Arrays.fill(ones, 1f);
                 opt.initialize(lay, ones, mine);
                 opt.zeroGrad();
-                FloatBuffer g = opt.getBucketGradient(0).asFloatBuffer();
-                for (int i = 0; i < 10; ++i) g.put(i, b.getRank() + 1f);
+                NativeView g = opt.getBucketGradient(0);
+                for (int i = 0; i < 10; ++i) g.set(i, b.getRank() + 1f);
                 StepResult r = opt.step();
                 assertTrue(r.applied);
                 assertTrue(r.reduceWaitSeconds >= 0 && r.updateSeconds >= 0 && r.postUpdateSeconds >= 0);
                 assertEquals(1 - 0.5f * 2.5f, mine.get(3), 1e-6); // updated in the caller's buffer
-                assertEquals(mine.get(3), opt.getParameters().asFloatBuffer().get(3));
+                assertEquals(mine.get(3), (float) opt.getParameters().get(3));
                 return opt.getParametersFloat();
             }
         });

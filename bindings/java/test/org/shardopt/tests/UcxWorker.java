@@ -6,6 +6,11 @@ import org.shardopt.*;
 public final class UcxWorker {
     public static void main(String[] args) {
         MlpDemo model = new MlpDemo();
+        try (UcxCommunicationBackend<Double> single = UcxCommunicationBackend.singleProcess()) {
+            throw new AssertionError("singleProcess() under a launcher of 2 gave a world of " + single.getWorldSize());
+        } catch (IllegalArgumentException e) {
+            if (!e.getMessage().contains("SHARDOPT_WORLD_SIZE=2 is set")) throw e;
+        }
         try (UcxCommunicationBackend b = new UcxCommunicationBackend()) {
             if (b.getWorldSize() != 2) throw new AssertionError("world size " + b.getWorldSize());
             float[] p;
