@@ -40,6 +40,9 @@ InProcessGroup::Slot &InProcessGroup::arrive(std::uint64_t seq, int rank, const 
     const bool all = cv_.wait_until(lock, deadline, [&] {
         return slot.arrived_count == size_ || !abort_reason_.empty();
     });
+    // Every rank arrived: the collective completes, even if one of them has since aborted the
+    // group (it finished this call and failed later); the abort stops the next call.
+    if (slot.arrived_count == size_) return slot;
     if (!abort_reason_.empty()) throw_aborted();
     if (!all) {
         std::string reason = describe(call) + " (collective #" + std::to_string(seq) + ") timed out after " +
@@ -59,6 +62,7 @@ void InProcessGroup::finish_and_wait(std::uint64_t seq, Slot &slot, Clock::time_
     const bool all = cv_.wait_until(lock, deadline, [&] {
         return slot.finished_count == size_ || !abort_reason_.empty();
     });
+    if (slot.finished_count == size_) return; // done everywhere: a later abort is the next call's
     if (!abort_reason_.empty()) throw_aborted();
     if (!all) {
         abort_reason_ = "collective #" + std::to_string(seq) + " timed out while ranks copied data";
