@@ -43,6 +43,9 @@ struct shardopt_params_s {
 struct shardopt_optimizer_s {
     HandleTag tag = HandleTag::optimizer;
     std::unique_ptr<shardopt::ShardedOptimizer> opt;
+    // True while shardopt_optimizer_optimize runs: its model callback must not call back into
+    // (or destroy) the optimizer whose buffers the loop is using.
+    bool in_optimize = false;
 };
 
 namespace shardopt::capi {
@@ -73,7 +76,17 @@ template <typename H> H *check(H *handle, HandleTag tag, const char *what) {
     return handle;
 }
 inline Communicator &comm_of(shardopt_comm c) { return *check(c, HandleTag::comm, "communicator")->comm; }
-inline ShardedOptimizer &opt_of(shardopt_optimizer o) { return *check(o, HandleTag::optimizer, "optimizer")->opt; }
+// For what reads (queries, the learning rate): allowed from the model callback too.
+inline ShardedOptimizer &opt_query_of(shardopt_optimizer o) {
+    return *check(o, HandleTag::optimizer, "optimizer")->opt;
+}
+// For what changes the optimizer or is collective: refused from inside its own optimize().
+inline ShardedOptimizer &opt_of(shardopt_optimizer o) {
+    shardopt_optimizer_s *h = check(o, HandleTag::optimizer, "optimizer");
+    require(!h->in_optimize, ErrorCode::invalid_state,
+            "called from inside this optimizer's optimize() (its model callback): the training loop is using it");
+    return *h->opt;
+}
 inline ParameterSet &params_of(shardopt_params p) { return check(p, HandleTag::params, "parameter set")->set; }
 // destroy(NULL) is a no-op; any other handle is checked, marked dead and deleted.
 template <typename H> void destroy(H *handle, HandleTag tag, const char *what) {

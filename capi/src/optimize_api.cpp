@@ -58,6 +58,11 @@ SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt,
             }
             return loss;
         };
+        struct InOptimize { // set for the loop's duration, cleared however it ends
+            shardopt_optimizer_s *h;
+            explicit InOptimize(shardopt_optimizer_s *handle) : h(handle) { h->in_optimize = true; }
+            ~InOptimize() { h->in_optimize = false; }
+        } in_optimize(opt);
         const OptimizeResult r = o.optimize(fn, oo);
         if (!result) return;
         if (out.best_parameters && !r.best_parameters.empty())

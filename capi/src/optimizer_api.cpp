@@ -72,14 +72,17 @@ SHARDOPT_API shardopt_status shardopt_optimizer_create_external(shardopt_comm co
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_destroy(shardopt_optimizer opt) {
-    return guard(__func__, [&] { destroy(opt, HandleTag::optimizer, "optimizer"); });
+    return guard(__func__, [&] {
+        if (opt) opt_of(opt); // refused inside its own optimize()
+        destroy(opt, HandleTag::optimizer, "optimizer");
+    });
 }
 
 // --- layout queries ---------------------------------------------------------------------------
 
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_count(shardopt_optimizer opt, int *count) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_query_of(opt);
         not_null(count, "count");
         *count = o.layout().tensor_count();
     });
@@ -88,7 +91,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_tensor_count(shardopt_optimizer 
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_info(shardopt_optimizer opt, int tensor, size_t *count,
                                                             int *bucket) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_query_of(opt);
         tensor_arg(o.layout(), tensor);
         const auto &t = o.layout().tensor(tensor);
         if (count) *count = t.count;
@@ -98,7 +101,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_tensor_info(shardopt_optimizer o
 
 SHARDOPT_API shardopt_status shardopt_optimizer_bucket_count(shardopt_optimizer opt, int *count) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_query_of(opt);
         not_null(count, "count");
         *count = o.layout().bucket_count();
     });
@@ -106,7 +109,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_bucket_count(shardopt_optimizer 
 
 SHARDOPT_API shardopt_status shardopt_optimizer_bucket_info(shardopt_optimizer opt, int bucket, size_t *count) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_query_of(opt);
         bucket_arg(o.layout(), bucket);
         not_null(count, "count");
         *count = o.layout().bucket(bucket).count;
@@ -116,19 +119,19 @@ SHARDOPT_API shardopt_status shardopt_optimizer_bucket_info(shardopt_optimizer o
 SHARDOPT_API shardopt_status shardopt_optimizer_element_count(shardopt_optimizer opt, size_t *count,
                                                               size_t *padded_count) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_query_of(opt);
         if (count) *count = o.layout().element_count();
         if (padded_count) *padded_count = o.layout().padded_count();
     });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optimizer opt, double lr) {
-    return guard(__func__, [&] { opt_of(opt).set_learning_rate(lr); });
+    return guard(__func__, [&] { opt_query_of(opt).set_learning_rate(lr); });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimizer_learning_rate(shardopt_optimizer opt, double *lr) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_query_of(opt);
         not_null(lr, "lr");
         *lr = o.optimizer_options().lr;
     });
@@ -136,7 +139,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_learning_rate(shardopt_optimizer
 
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_query_of(opt);
         not_null(steps, "steps");
         *steps = o.step_count();
     });
@@ -267,7 +270,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_should_early_stop(shardopt_optim
 
 SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_query_of(opt);
         not_null(stats, "stats");
         check_out_struct(stats, "memory stats");
         const MemoryStats m = o.memory_stats();

@@ -122,6 +122,42 @@ static void failing_rank(shardopt_comm comm, int rank, void *arg) {
     CHECK_OK(shardopt_optimizer_destroy(opt));
 }
 
+/* The model callback may read the optimizer whose loop runs it, but not change it or run its
+ * collectives: refused, and the loop goes on (destroying it there freed the buffers in use). */
+static int reentrant_model(void *user_data, const void *params, void *grad, const int64_t *samples,
+                           size_t sample_count, double *loss) {
+    shardopt_optimizer opt = *(shardopt_optimizer *)user_data;
+    shardopt_step_result r;
+    (void)params, (void)samples, (void)sample_count;
+    memset(grad, 0, N * sizeof(float));
+    r.struct_size = sizeof r;
+    CHECK_ERR(shardopt_optimizer_step(opt, &r), SHARDOPT_ERR_INVALID_STATE, "inside this optimizer's optimize()");
+    CHECK_ERR(shardopt_optimizer_destroy(opt), SHARDOPT_ERR_INVALID_STATE, "inside this optimizer's optimize()");
+    { /* reading is fine: the learning rate, the layout */
+        double lr = 0;
+        size_t count = 0;
+        CHECK_OK(shardopt_optimizer_learning_rate(opt, &lr));
+        CHECK_OK(shardopt_optimizer_element_count(opt, &count, NULL));
+        CHECK(lr == 0.5 && count == N);
+    }
+    *loss = 1.0;
+    return 0;
+}
+
+static void reentrant_rank(shardopt_comm comm, int rank, void *arg) {
+    shardopt_optimizer opt = make_opt(comm);
+    shardopt_optimize_options oo;
+    int64_t steps = 0;
+    (void)rank, (void)arg;
+    memset(&oo, 0, sizeof oo);
+    oo.struct_size = sizeof oo;
+    oo.num_samples = 4;
+    CHECK_OK(shardopt_optimizer_optimize(opt, reentrant_model, &opt, &oo, NULL));
+    CHECK_OK(shardopt_optimizer_step_count(opt, &steps)); /* usable again once the loop returned */
+    CHECK(steps == 1);
+    CHECK_OK(shardopt_optimizer_destroy(opt));
+}
+
 /* A loss of NaN stops optimize on every rank, naming the epoch and iteration. */
 static int nan_model(void *user_data, const void *params, void *grad, const int64_t *samples, size_t sample_count,
                      double *loss) {
@@ -147,4 +183,5 @@ void test_optimize(void) {
     run_ranks(2, failing_rank, NULL);
     run_ranks(2, failing_rank, (void *)"ValueError: bad batch");
     run_ranks(2, nan_rank, NULL);
+    run_ranks(2, reentrant_rank, NULL);
 }
