@@ -39,7 +39,19 @@ function(shardopt_deb_configure)
                                 INSTALL_DESTINATION ${SO_DEB_LIBDIR}/cmake/shardopt)
   write_basic_package_version_file(${SO_DEB_OUT}/shardoptConfigVersion.cmake
                                    VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
-  configure_file(${PROJECT_SOURCE_DIR}/cmake/shardopt.pc.in ${SO_DEB_OUT}/shardopt.pc @ONLY)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/shardopt.pc.in ${SO_DEB_OUT}/shardopt.pc.configured @ONLY)
+  # The template's relocatable prefix (${pcfiledir}/../..) assumes lib/pkgconfig; Debian's is
+  # lib/<multiarch>/pkgconfig: point it at the prefix from there.
+  file(RELATIVE_PATH up /usr/${SO_DEB_LIBDIR}/pkgconfig /usr)
+  string(REGEX REPLACE "/$" "" up "${up}")
+  file(READ ${SO_DEB_OUT}/shardopt.pc.configured pc)
+  string(FIND "${pc}" [=[prefix=${pcfiledir}/../..]=] at)
+  if(at LESS 0)
+    message(FATAL_ERROR "cmake/shardopt.pc.in: no 'prefix=\${pcfiledir}/../..' line (see packaging/native/cpack.cmake)")
+  endif()
+  string(REPLACE [=[prefix=${pcfiledir}/../..]=] "prefix=\${pcfiledir}/${up}" pc "${pc}")
+  file(WRITE ${SO_DEB_OUT}/shardopt.pc.new "${pc}")
+  configure_file(${SO_DEB_OUT}/shardopt.pc.new ${SO_DEB_OUT}/shardopt.pc COPYONLY) # rewritten only on change
   configure_file(${PROJECT_SOURCE_DIR}/cmake/shardopt-c.pc.in ${SO_DEB_OUT}/shardopt-c.pc @ONLY)
 endfunction()
 shardopt_deb_configure()
@@ -69,6 +81,8 @@ set(CPACK_DEBIAN_LIBSHARDOPT-DEV_PACKAGE_SECTION libdevel)
 # libgcc-s1, libucx0, libxxhash0 here). The GPU parts are opened at run time when present.
 set(CPACK_DEBIAN_LIBSHARDOPT2_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)       # a shlibs file for packages built against it
+set(CPACK_DEBIAN_LIBSHARDOPT2_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_LIST_DIR}/debian/triggers) # ldconfig
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_LIBSHARDOPT2_DESCRIPTION
 "${PROJECT_DESCRIPTION} - the library
  libshardopt.so.${SO_DEB_SOVERSION}: the stable C ABI (shardopt.h) over the C++ core, with the

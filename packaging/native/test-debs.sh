@@ -34,7 +34,7 @@ if [ "$(id -u)" = 0 ] && [ -n "${CI:-}${SHARDOPT_TEST_APT:-}" ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ./dist/*.deb
   root=/
   prefix=/usr
-  export PKG_CONFIG_PATH=
+  pcenv=(env PKG_CONFIG_PATH=)
   cmake_prefix=()
   unset LD_LIBRARY_PATH
 else
@@ -46,7 +46,8 @@ else
   fi
   root=$tmp/root
   prefix=$root/usr
-  export PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root/usr/lib/$arch/pkgconfig PKG_CONFIG_PATH=
+  # pkg-config sees only the clean root (its paths prefixed with it)
+  pcenv=(env PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_LIBDIR="$root/usr/lib/$arch/pkgconfig" PKG_CONFIG_PATH=)
   cmake_prefix=(-DCMAKE_PREFIX_PATH="$prefix")
   export LD_LIBRARY_PATH=$root/usr/lib/$arch
 fi
@@ -60,12 +61,18 @@ if readelf -d "$root/usr/lib/$arch/libshardopt.so.2" | grep -E "RPATH|RUNPATH"; 
 fi
 
 echo "== C: cc consumer.c \$(pkg-config --cflags --libs shardopt-c)"
-flags=$(pkg-config --cflags --libs shardopt-c)
+flags=$("${pcenv[@]}" pkg-config --cflags --libs shardopt-c)
 echo "   pkg-config shardopt-c: $flags"
 cc -O2 -o c-consumer consumer/c/consumer.c $flags -lpthread -lm
-ldd ./c-consumer | grep shardopt
-ldd ./c-consumer | grep -q "$root/usr/lib/$arch/libshardopt.so.2\|/usr/lib/$arch/libshardopt.so.2" 
+lib=$(ldd ./c-consumer | grep libshardopt.so.2); echo "$lib"
+case "$lib" in *"=> ${root%/}/usr/lib/$arch/libshardopt.so.2 "*) ;; *) echo "FAIL: not the installed library"; exit 1;; esac
 ./c-consumer
+
+echo "== C++: c++ consumer.cpp \$(pkg-config --cflags --libs shardopt) (the static core)"
+flags=$("${pcenv[@]}" pkg-config --cflags --libs shardopt)
+echo "   pkg-config shardopt: $flags"
+c++ -std=c++17 -O2 -o cpp-pc-consumer consumer/cmake/consumer.cpp $flags
+./cpp-pc-consumer
 
 echo "== C++: find_package(shardopt)"
 cmake -S consumer/cmake -B cmake-build -DCMAKE_BUILD_TYPE=Release "${cmake_prefix[@]}" >cmake.log 2>&1 || { cat cmake.log; exit 1; }
