@@ -32,12 +32,26 @@ native=$work/classes/org/shardopt/native/linux-x86_64
 abi=$(cd "$native" && ls libshardopt.so.* | sed 's/libshardopt\.so\.//')
 [ -f "$native/libshardopt_java.so" ] && [ -n "$abi" ] || { echo "build-jar: natives missing in $in_jar" >&2; exit 1; }
 
-# The natives must not point into the build tree (the JNI module's RUNPATH, if any, is dropped).
+# The natives must not point into the build tree: an RPATH/RUNPATH other than $ORIGIN (the JNI
+# module's build RPATH names build/capi) becomes $ORIGIN, with patchelf when present, else by
+# shortening the string in place as chrpath does.
 for lib in "$native"/*.so*; do
-  if readelf -d "$lib" | grep -qE 'RPATH|RUNPATH'; then
-    command -v patchelf >/dev/null || { echo "build-jar: $(basename "$lib") has an RPATH and patchelf is missing" >&2; exit 3; }
-    patchelf --remove-rpath "$lib"
+  rp=$(readelf -d "$lib" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]$/\1/p')
+  [ -z "$rp" ] || [ "$rp" = '$ORIGIN' ] && continue
+  if command -v patchelf >/dev/null; then
+    patchelf --set-rpath '$ORIGIN' "$lib"
+  else
+    python3 - "$lib" "$rp" <<'PY'
+import sys
+path, rp = sys.argv[1], sys.argv[2].encode() + b"\0"
+data = open(path, "rb").read()
+if data.count(rp) != 1 or len(rp) < 8:
+    sys.exit("build-jar: cannot rewrite the RUNPATH of %s (install patchelf)" % path)
+open(path, "wb").write(data.replace(rp, b"$ORIGIN".ljust(len(rp), b"\0")))
+PY
   fi
+  rp=$(readelf -d "$lib" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]$/\1/p')
+  [ "$rp" = '$ORIGIN' ] || { echo "build-jar: $(basename "$lib") still has RUNPATH $rp" >&2; exit 1; }
 done
 # What they need at run time, beyond the base system.
 base='^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux-x86-64|linux-vdso)\.so'

@@ -10,7 +10,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 for tool in javac java jar; do
   command -v $tool >/dev/null || { echo "SKIP: $tool missing (apt-get install default-jdk-headless)"; exit 77; }
 done
-if ! cmake --build "$build" --target help | grep -q shardopt_jar; then
+targets=$(cmake --build "$build" --target help)
+if ! grep -q shardopt_jar <<<"$targets"; then
   echo "SKIP: $build has no Java binding (target shardopt_jar)"; exit 77
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/shardopt-jar.XXXXXX")

@@ -65,7 +65,12 @@ flags=$("${pcenv[@]}" pkg-config --cflags --libs shardopt-c)
 echo "   pkg-config shardopt-c: $flags"
 cc -O2 -o c-consumer consumer/c/consumer.c $flags -lpthread -lm
 lib=$(ldd ./c-consumer | grep libshardopt.so.2); echo "$lib"
-case "$lib" in *"=> ${root%/}/usr/lib/$arch/libshardopt.so.2 "*) ;; *) echo "FAIL: not the installed library"; exit 1;; esac
+check_installed() {  # the library a program loads must be the installed one (merged /usr: /lib = /usr/lib)
+  local got; got=$(ldd "$1" | awk '$1 == "libshardopt.so.2" {print $3}')
+  [ -n "$got" ] && [ "$(readlink -f "$got")" = "$(readlink -f "${root%/}/usr/lib/$arch/libshardopt.so.2")" ] ||
+    { echo "FAIL: $1 loads libshardopt.so.2 from '$got', not from the installed package"; exit 1; }
+}
+check_installed ./c-consumer
 ./c-consumer
 
 echo "== C++: c++ consumer.cpp \$(pkg-config --cflags --libs shardopt) (the static core)"
@@ -80,6 +85,7 @@ grep -q "shardopt_DIR:PATH=$prefix/lib/$arch/cmake/shardopt" cmake-build/CMakeCa
   { grep shardopt_DIR cmake-build/CMakeCache.txt; echo "FAIL: find_package found another shardopt"; exit 1; }
 cmake --build cmake-build -j "${JOBS:-2}" >build.log 2>&1 || { cat build.log; exit 1; }
 ldd cmake-build/consumer_capi | grep shardopt
+check_installed cmake-build/consumer_capi
 cmake-build/consumer_cpp
 cmake-build/consumer_capi
 echo "PASS: libshardopt2 and libshardopt-dev installed in a clean prefix; C (pkg-config) and C++ (find_package) consumers ran on 2 ranks"

@@ -2,6 +2,7 @@ import org.shardopt.*;
 
 /** Compiled and run against shardopt.jar alone (packaging.jar): FSDP over Adam on 2 in-memory
  * ranks (one thread each) trains the demo MLP; the loss must fall. */
+@SuppressWarnings("unchecked")
 public final class JarConsumer {
     public static void main(String[] args) throws Exception {
         final int world = 2;
