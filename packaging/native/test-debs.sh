@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ctest packaging.debs: builds libshardopt2 + libshardopt-dev (build-debs.sh), installs them into
-# a clean prefix and builds two consumers outside the tree from the installed files only:
-#   - a C program with `pkg-config shardopt-c`, run on 2 in-process ranks;
+# a clean prefix and builds consumers outside the tree from the installed files only:
+#   - a C program with `pkg-config shardopt-c`, run on 2 in-process ranks and on 2 UCX
+#     processes (tools/shardopt-run);
+#   - a C++ program with `pkg-config shardopt` (the static core), on 2 in-process ranks;
 #   - a CMake C++ project with find_package(shardopt) (the static C++ core, and the C ABI),
 #     each run on 2 in-process ranks.
 # Install: as root with $CI or $SHARDOPT_TEST_APT=1 set, `apt-get install ./dist/*.deb` (purged
@@ -12,8 +14,8 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$here/../.." && pwd)
-for tool in cpack dpkg-deb dpkg-shlibdeps pkg-config cc c++ cmake; do
-  command -v $tool >/dev/null || { echo "SKIP: $tool missing (apt-get install dpkg-dev pkgconf build-essential cmake)"; exit 77; }
+for tool in cpack dpkg-deb dpkg-shlibdeps file pkg-config cc c++ cmake python3; do
+  command -v $tool >/dev/null || { echo "SKIP: $tool missing (apt-get install dpkg-dev file pkgconf build-essential cmake python3)"; exit 77; }
 done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/shardopt-debs.XXXXXX")
 apt_installed=0
@@ -72,6 +74,8 @@ check_installed() {  # the library a program loads must be the installed one (me
 }
 check_installed ./c-consumer
 ./c-consumer
+echo "== C: 2 UCX processes (tools/shardopt-run -n 2 -- ./c-consumer ucx)"
+python3 "$src/tools/shardopt-run" -n 2 --timeout 60 -- ./c-consumer ucx
 
 echo "== C++: c++ consumer.cpp \$(pkg-config --cflags --libs shardopt) (the static core)"
 flags=$("${pcenv[@]}" pkg-config --cflags --libs shardopt)

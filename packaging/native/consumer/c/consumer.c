@@ -1,6 +1,7 @@
 /* A C program built against the installed libshardopt-dev with `pkg-config shardopt-c`:
  * 2 in-process ranks (threads) minimize 0.5*|x - target|^2 with ZeRO-2 over SGD, then check
- * that both ranks hold the same parameters and that they reached the target. */
+ * that both ranks hold the same parameters and that they reached the target.
+ * `consumer ucx` does the same as one rank of a UCX job (tools/shardopt-run -n 2 -- consumer ucx). */
 #include <math.h>
 #include <pthread.h>
 #include <shardopt.h>
@@ -51,12 +52,36 @@ done:
     return NULL;
 }
 
-int main(void) {
+static int ucx_rank(void) {
+    struct ctx c;
+    float max[N];
+    double worst = 0;
+    int i, differ = 0;
+    memset(&c, 0, sizeof c);
+    if (shardopt_comm_create_from_env("ucx", &c.comm) != SHARDOPT_OK) {
+        fprintf(stderr, "ucx: %s\n", shardopt_last_error_message());
+        return 1;
+    }
+    shardopt_comm_rank(c.comm, &c.rank);
+    rank_main(&c);
+    /* every rank the same parameters: the elementwise maximum over ranks is each rank's own */
+    if (!c.failed && shardopt_allreduce(c.comm, c.result, max, N, SHARDOPT_F32, SHARDOPT_MAX) != SHARDOPT_OK) c.failed = 1;
+    shardopt_comm_destroy(c.comm);
+    if (c.failed) return 1;
+    differ = memcmp(max, c.result, sizeof max) != 0;
+    for (i = 0; i < N; ++i) worst = fmax(worst, fabs(c.result[i] - i));
+    printf("C consumer: UCX rank %d, ZeRO-2 SGD, %d steps, ranks %s, largest distance from the target %.3g\n",
+           c.rank, STEPS, differ ? "DIFFER" : "equal", worst);
+    return !differ && worst < 1e-3 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
     shardopt_comm comms[RANKS];
     pthread_t threads[RANKS];
     struct ctx ctx[RANKS];
     int r;
     double worst = 0;
+    if (argc > 1 && strcmp(argv[1], "ucx") == 0) return ucx_rank();
     printf("libshardopt %u.%u.%u (ABI %u)\n", shardopt_version() / 10000, shardopt_version() / 100 % 100,
            shardopt_version() % 100, shardopt_abi_version());
     if (shardopt_comm_create_inprocess(RANKS, comms) != SHARDOPT_OK) {
