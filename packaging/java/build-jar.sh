@@ -74,6 +74,16 @@ debs=$(printf '%s\n' "${pkgs[@]}" | sort -u | paste -sd' ' -)
 
 sed -e "s/@VERSION@/$version/g" -e "s/@ABI@/$abi/g" -e "s/@NATIVE_REQUIRES@/$requires/g" \
     -e "s/@DEBIAN_PACKAGES@/$debs/g" "$here/pom.xml.in" > "$work/pom.xml"
+if command -v python3 >/dev/null; then   # well-formed, with the coordinates
+  python3 - "$work/pom.xml" "$version" <<'PY'
+import sys, xml.etree.ElementTree as ET
+ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+root = ET.parse(sys.argv[1]).getroot()
+got = tuple(root.find("m:" + k, ns).text for k in ("groupId", "artifactId", "version"))
+if got != ("org.shardopt", "shardopt", sys.argv[2]):
+    sys.exit("build-jar: pom coordinates %s" % (got,))
+PY
+fi
 mkdir -p "$work/classes/META-INF/maven/org.shardopt/shardopt"
 cp "$work/pom.xml" "$work/classes/META-INF/maven/org.shardopt/shardopt/pom.xml"
 printf 'groupId=org.shardopt\nartifactId=shardopt\nversion=%s\n' "$version" \
