@@ -22,6 +22,12 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDOPT_BUILD_TESTS=OFF \
         -DSHARDOPT_BUILD_SAMPLES=OFF -DSHARDOPT_BUILD_BENCH=OFF ${SHARDOPT_CMAKE_ARGS:-}
 fi
+targets=$(cmake --build "$build" --target help)
+if ! grep -q shardopt_jar <<<"$targets"; then
+  echo "build-jar: $build has no Java binding (target shardopt_jar): a JDK and SWIG are needed, and" \
+       "SHARDOPT_BUILD_BINDINGS=ON" >&2
+  exit 3
+fi
 cmake --build "$build" -j "${JOBS:-2}" --target shardopt_jar
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
 in_jar=$build/bindings/java/shardopt.jar

@@ -4,8 +4,9 @@
 # BUILD_DIR: a build of this repository whose CMakeLists.txt includes
 # packaging/native/packaging.cmake (the main `build` works: the packages' install rules use
 # Debian's paths whatever prefix it was configured with). A BUILD_DIR without a CMakeCache.txt is
-# configured here for packaging (Release; no tests, samples, benchmarks or bindings; extra
-# options from $SHARDOPT_CMAKE_ARGS, e.g. -DSHARDOPT_WITH_CUDA=OFF). $JOBS: parallel jobs (2).
+# configured here for packaging as build-jar.sh does, so either may come first (Release; no tests,
+# samples or benchmarks; extra options from $SHARDOPT_CMAKE_ARGS, e.g. -DSHARDOPT_WITH_CUDA=OFF);
+# only libshardopt and the static core are built. $JOBS: parallel jobs (2).
 set -euo pipefail
 if [ $# -ne 2 ]; then echo "usage: $0 BUILD_DIR DIST_DIR" >&2; exit 2; fi
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -17,8 +18,7 @@ done
 if [ ! -f "$build/CMakeCache.txt" ]; then
   # shellcheck disable=SC2086
   cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDOPT_BUILD_TESTS=OFF \
-        -DSHARDOPT_BUILD_SAMPLES=OFF -DSHARDOPT_BUILD_BENCH=OFF -DSHARDOPT_BUILD_BINDINGS=OFF \
-        ${SHARDOPT_CMAKE_ARGS:-}
+        -DSHARDOPT_BUILD_SAMPLES=OFF -DSHARDOPT_BUILD_BENCH=OFF ${SHARDOPT_CMAKE_ARGS:-}
 fi
 if ! grep -q libshardopt-dev "$build/CPackConfig.cmake" 2>/dev/null; then
   echo "build-debs: $build/CPackConfig.cmake has no libshardopt-dev component: the top-level" \
