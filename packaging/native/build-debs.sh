@@ -12,8 +12,8 @@ if [ $# -ne 2 ]; then echo "usage: $0 BUILD_DIR DIST_DIR" >&2; exit 2; fi
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(mkdir -p "$1" && cd "$1" && pwd)
 mkdir -p "$2"; dist=$(cd "$2" && pwd)
-for tool in cmake cpack dpkg-deb dpkg-shlibdeps; do
-  command -v $tool >/dev/null || { echo "build-debs: $tool missing (apt-get install cmake dpkg-dev)" >&2; exit 3; }
+for tool in cmake cpack dpkg-deb dpkg-shlibdeps file; do
+  command -v $tool >/dev/null || { echo "build-debs: $tool missing (apt-get install cmake dpkg-dev file)" >&2; exit 3; }
 done
 if [ ! -f "$build/CMakeCache.txt" ]; then
   # shellcheck disable=SC2086
