@@ -95,7 +95,7 @@ mkdir -p "$WORK/raw"
 rm -f "$DIST"/shardopt-*.whl
 EXCL=()
 for l in libucp.so.0 libucs.so.0 libuct.so.0 libucm.so.0 libucs_signal.so.0; do EXCL+=(--exclude "$l"); done
-"$TOOLS/bin/auditwheel" repair -q "${EXCL[@]}" -w "$DIST" "$WORK"/raw/shardopt-*.whl
+PATH="$TOOLS/bin:$PATH" "$TOOLS/bin/auditwheel" repair "${EXCL[@]}" -w "$DIST" "$WORK"/raw/shardopt-*.whl
 ls "$DIST"/shardopt-*.whl
 
 # --- the dependency wheels, for installs without the network
