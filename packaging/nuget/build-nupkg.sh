@@ -80,5 +80,5 @@ done
 
 rm -f "$DIST"/Shardopt.*.nupkg
 nuget pack "$ROOT/packaging/nuget/Shardopt.nuspec" -OutputDirectory "$DIST" -NoPackageAnalysis -NonInteractive \
-  -BasePath "$WORK" -Properties "version=$VERSION;libdir=$WORK/lib;nativedir=$WORK/native;builddir=$WORK/build" >/dev/null
+  -BasePath "$WORK" -Properties "version=$VERSION" >/dev/null
 ls -la "$DIST"/Shardopt.*.nupkg
