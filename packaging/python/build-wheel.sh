@@ -110,9 +110,9 @@ DEPS=(numpy "libucx-cu13>=1.19")
 if [ "${SHARDOPT_WHEEL_NO_SDIST:-0}" != 1 ]; then
   SD=$WORK/sdist/shardopt-$VERSION
   mkdir -p "$SD"
-  (cd "$ROOT" && git ls-files -z -- CMakeLists.txt cmake src include capi bindings tools samples/common \
-                 packaging/python/CMakeLists.txt 2>/dev/null || \
-   find CMakeLists.txt cmake src include capi bindings tools samples/common packaging/python/CMakeLists.txt \
+  (cd "$ROOT" && git ls-files -z -- CMakeLists.txt cmake src include capi bindings tools samples/common packaging \
+                 2>/dev/null || \
+   find CMakeLists.txt cmake src include capi bindings tools samples/common packaging \
         -type f -print0) | (cd "$ROOT" && xargs -0 cp --parents -t "$SD")
   sed "s/@VERSION@/$VERSION/" "$ROOT/packaging/python/sdist-pyproject.toml" >"$SD/pyproject.toml"
   [ -f "$ROOT/README.md" ] && cp "$ROOT/README.md" "$SD/"
