@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# ctest packaging.python_wheel: builds the wheel from BUILD_DIR (reused, nothing recompiled) into
+# WORK/dist, installs it into a fresh venv from local files only (--no-index), and runs 2 UCX
+# ranks with `python -m shardopt.run -n 2` from an empty directory, with a PATH that holds neither
+# the build tree nor the source tree and no LD_LIBRARY_PATH/PYTHONPATH. The ranks check that
+# libshardopt and UCX were loaded from the venv (the libucx-cu13 wheel), not from the system.
+# Exits 77 (skipped) when the tools or dependency wheels cannot be had (offline, no venv module).
+# Usage: packaging/python/test-wheel.sh BUILD_DIR WORK_DIR
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$1
+WORK=$2
+PY=${PYTHON:-python3}
+"$PY" -c "import venv, ensurepip" 2>/dev/null || { echo "SKIP: $PY has no venv/ensurepip (apt-get install python3-venv)"; exit 77; }
+rm -rf "$WORK"
+mkdir -p "$WORK/dist" "$WORK/run"
+rc=0
+SHARDOPT_WHEEL_NO_SDIST=1 "$ROOT/packaging/python/build-wheel.sh" "$BUILD" "$WORK/dist" >"$WORK/build.log" 2>&1 || rc=$?
+if [ $rc -eq 77 ]; then tail -3 "$WORK/build.log"; echo "SKIP: could not get the packaging tools or dependency wheels"; exit 77; fi
+[ $rc -eq 0 ] || { cat "$WORK/build.log"; exit $rc; }
+WHEEL=$(ls "$WORK"/dist/shardopt-*.whl)
+echo "wheel: $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"
+
+"$PY" -m venv "$WORK/venv"
+"$WORK/venv/bin/python" -m pip install -q --disable-pip-version-check --no-index \
+    --find-links "$WORK/dist/wheels" "$WHEEL"
+cp "$ROOT/packaging/python/check_ucx.py" "$WORK/run/"
+cd "$WORK/run"
+# Nothing of the build or source tree on any path; no compiler is used from here on.
+env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 \
+    python -c "import shardopt, sys; print('import ok', shardopt.__version__, shardopt.__file__)"
+env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 \
+    python -m shardopt.run -n 2 --timeout 90 check_ucx.py
+echo "packaging.python_wheel: ok"
