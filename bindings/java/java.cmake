@@ -13,6 +13,7 @@ set(J_JAR ${J_DIR}/shardopt.jar)
 add_custom_command(
   OUTPUT ${J_JAR}
   COMMAND ${CMAKE_COMMAND} -E rm -rf ${J_DIR}/classes
+  COMMAND bash -c "rm -f ${J_NATIVE}/libshardopt.so.*" # a library of an older soname is not carried along
   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:shardopt> ${J_NATIVE}/$<TARGET_SONAME_FILE_NAME:shardopt>
   COMMAND bash -c "${Java_JAVAC_EXECUTABLE} -nowarn -Xlint:-removal --release 11 -d ${J_DIR}/classes ${J_GEN}/*.java $<JOIN:${J_LAYER}, >"
   COMMAND ${Java_JAR_EXECUTABLE} cf ${J_JAR} -C ${J_DIR}/classes . -C ${J_DIR}/res .
