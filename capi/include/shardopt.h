@@ -546,6 +546,9 @@ typedef struct shardopt_optimize_options {
      * drawn from (seed, epoch) by a fixed generator; AUTO = off (samples in order). */
     shardopt_switch shuffle;
     uint64_t seed;
+    /* The number of the first epoch this call runs, for the shuffle order (>= 0; 0): a loop that
+     * calls optimize once per epoch passes its epoch and gets one multi-epoch call's orders. */
+    int32_t first_epoch;
 } shardopt_optimize_options;
 
 /* Fills *opts with the defaults noted above; prefer the inline _init. Errors: INVALID_ARGUMENT. */

@@ -89,6 +89,7 @@ shardopt_optimize_options optimize_defaults() {
     c.min_delta = o.min_delta;
     c.shuffle = o.shuffle ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     c.seed = o.seed;
+    c.first_epoch = o.first_epoch;
     return c;
 }
 
@@ -200,6 +201,7 @@ OptimizeOptions optimize_options_from(const shardopt_optimize_options *user) {
     o.min_delta = c.min_delta;
     o.shuffle = switch_arg(c.shuffle, d.shuffle, "shuffle");
     o.seed = c.seed;
+    o.first_epoch = c.first_epoch;
     return o;
 }
 

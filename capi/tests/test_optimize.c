@@ -175,6 +175,9 @@ static void nan_rank(shardopt_comm comm, int rank, void *arg) {
     oo.num_samples = 8;
     CHECK_ERR(shardopt_optimizer_optimize(opt, nan_model, NULL, &oo, NULL), SHARDOPT_ERR_INVALID_STATE,
               "the loss is NaN at epoch 1, iteration 1");
+    oo.first_epoch = -1;
+    CHECK_ERR(shardopt_optimizer_optimize(opt, nan_model, NULL, &oo, NULL), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "first_epoch must be >= 0");
     CHECK_OK(shardopt_optimizer_destroy(opt));
 }
 

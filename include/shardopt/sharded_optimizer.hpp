@@ -134,6 +134,10 @@ struct OptimizeOptions {
     // distributed sampler does): the permutation depends only on seed and the epoch.
     bool shuffle = false;
     std::uint64_t seed = 0;
+    // The number of the first epoch this call runs, as far as the shuffle order goes: a loop that
+    // calls optimize() once per epoch passes its epoch, and visits the samples as one call over
+    // every epoch would.
+    int first_epoch = 0;
 };
 
 // Model callback: mean loss over the given samples at `params` (packed, all tensors in order),

@@ -609,7 +609,8 @@ BOOST_AUTO_TEST_SUITE_END()
 // drew the same permutation), epochs differ, and the seed alone decides the order.
 BOOST_AUTO_TEST_SUITE(optimize_shuffle)
 
-std::vector<std::vector<std::int64_t>> visited_orders(bool shuffle, std::uint64_t seed) {
+// `per_call`: one optimize() call per epoch, numbered with first_epoch; else one call for all.
+std::vector<std::vector<std::int64_t>> visited_orders(bool shuffle, std::uint64_t seed, bool per_call = false) {
     constexpr int ranks = 2, epochs = 3;
     std::vector<std::vector<std::vector<std::int64_t>>> seen(ranks); // rank -> batch -> samples
     run_inprocess(ranks, [&](Communicator &comm) {
@@ -622,10 +623,13 @@ std::vector<std::vector<std::int64_t>> visited_orders(bool shuffle, std::uint64_
         OptimizeOptions run;
         run.num_samples = 20;
         run.batch_size = 8;
-        run.epochs = epochs;
+        run.epochs = per_call ? 1 : epochs;
         run.shuffle = shuffle;
         run.seed = seed;
-        opt->optimize(model, run);
+        for (int e = 0; e < (per_call ? epochs : 1); ++e) {
+            run.first_epoch = e;
+            opt->optimize(model, run);
+        }
     });
     std::vector<std::vector<std::int64_t>> orders(epochs); // epoch -> the global order
     const std::size_t batches = seen[0].size() / epochs;
@@ -652,6 +656,8 @@ BOOST_AUTO_TEST_CASE(one_permutation_per_epoch_shared_by_the_ranks) {
     BOOST_TEST(a[0] != a[1]);
     BOOST_TEST(a == again);
     BOOST_TEST(a != other);
+    // Epoch by epoch, each call numbered with first_epoch: the orders of one call over all epochs.
+    BOOST_TEST(visited_orders(true, 7, true) == a);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

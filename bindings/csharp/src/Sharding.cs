@@ -165,6 +165,8 @@ namespace Shardopt.DistributedTraining
         /// <summary>A fresh order each epoch from (Seed, epoch), the same on every rank.</summary>
         public bool Shuffle { get; set; }
         public ulong Seed { get; set; }
+        /// <summary>The number of this call's first epoch, for the shuffle order (one call per epoch passes its epoch).</summary>
+        public int FirstEpoch { get; set; }
     }
 
     public sealed class OptimizationResult
@@ -471,7 +473,7 @@ namespace Shardopt.DistributedTraining
                     o.num_samples = inputData.NumSamples; o.batch_size = inputData.BatchSize; o.epochs = inputData.Epochs;
                     o.max_iterations = inputData.MaxIterations; o.patience = inputData.Patience; o.min_delta = inputData.MinDelta;
                     o.shuffle = inputData.Shuffle ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
-                    o.seed = inputData.Seed;
+                    o.seed = inputData.Seed; o.first_epoch = inputData.FirstEpoch;
                     fixed (double* hp = history)
                     {
                         try
@@ -705,15 +707,14 @@ namespace Shardopt.DistributedTraining
             double bestScore = double.PositiveInfinity;
             long iterations = 0;
             bool stopped = false;
-            const ulong mix = 0xd1b54a32d192ed03UL;
             GradientModel<T> step = (p, g, s) => model.ComputeLossAndGradient(p, g, inputData.XTrain, inputData.YTrain, s);
             for (int e = 0; e < epochs; ++e)
             {
                 if (LearningRateSchedule != null) SetLearningRate(LearningRateSchedule.Rate(e, baseLr));
-                // one epoch per call: the library draws epoch e's order from seed ^ mix*(e+1); this call's epoch is 0
-                ulong seed = unchecked(o.RandomSeed ^ (mix * (ulong)(e + 1)) ^ mix);
+                // one epoch per call, numbered e for the shuffle order: the orders of one call over every epoch
                 var r = OptimizeT(step, new OptimizationInputData { NumSamples = nTrain, BatchSize = o.BatchSize, Epochs = 1,
-                                                                    Shuffle = o.ShuffleData, Seed = seed }, out T[] _);
+                                                                    Shuffle = o.ShuffleData, Seed = o.RandomSeed,
+                                                                    FirstEpoch = e }, out T[] _);
                 iterations += r.Iterations;
                 train.Add(r.FitnessHistory[0]);
                 var current = GetParameters();

@@ -227,14 +227,11 @@ class MemoryStats:
 
 
 _U64 = (1 << 64) - 1
-_EPOCH_MIX = 0xd1b54a32d192ed03  # the core's per-epoch seed mixing (engine_optimize.cpp)
 
 
-def _epoch_seed(seed, epoch):
-    """The seed that makes a one-epoch optimize() call draw epoch `epoch`'s permutation of `seed`,
-    so training epoch by epoch visits the samples exactly as one call over every epoch would."""
-    s = (seed ^ ((_EPOCH_MIX * (epoch + 1)) & _U64) ^ _EPOCH_MIX) & _U64
-    return s - (1 << 64) if s >= (1 << 63) else s  # the struct's uint64_t is a signed 64-bit field in Python
+def _u64_as_i64(value):
+    """A uint64_t value for the struct's seed field, which the module holds as a signed 64-bit."""
+    return value - (1 << 64) if value >= (1 << 63) else value
 
 
 class ShardedOptimizer(NativeResource):
@@ -534,7 +531,9 @@ class ShardedOptimizer(NativeResource):
         history = np.empty(1, dtype=np.float64)
         for epoch in range(epochs):
             self.apply_learning_rate_schedule(epoch)
-            opts.seed = _epoch_seed(seed, epoch) if shuffle else 0
+            # one epoch per call, numbered for the shuffle order: one multi-epoch call's orders
+            opts.seed = _u64_as_i64(seed) if shuffle else 0
+            opts.first_epoch = epoch
             opts.max_iterations = max_iterations - iterations if max_iterations else 0
             r = _n.shardopt_optimize_result()
             try:

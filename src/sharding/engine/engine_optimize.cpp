@@ -61,6 +61,7 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
     require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
     require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
     require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
+    require(o.first_epoch >= 0, ErrorCode::invalid_argument, "optimize: first_epoch must be >= 0");
     require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
             "optimize: max_iterations, patience and min_delta must be >= 0");
     const ParameterSet &layout = layout_;
@@ -74,7 +75,7 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
     result.best_loss = std::numeric_limits<double>::infinity();
     int epochs_without_improvement = 0;
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
-        const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, epoch);
+        const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
         double epoch_loss_sum = 0.0;
         std::int64_t epoch_samples = 0;
         bool hit_limit = false;
