@@ -609,6 +609,22 @@ size_t so_padded_count(shardopt_optimizer opt) {
     return n;
 }
 void so_set_learning_rate(shardopt_optimizer opt, double lr) { SO_TRY(shardopt_optimizer_set_learning_rate(opt, lr), SO_VOID); }
+double so_learning_rate(shardopt_optimizer opt) {
+    double lr = 0;
+    SO_TRY(shardopt_optimizer_learning_rate(opt, &lr), 0);
+    return lr;
+}
+/* Raw-pointer collectives for Java and C#, whose layers check the arrays' lengths and element
+ * types first (Python's so_py_* wrappers check buffer sizes here instead). */
+void so_reduce_scatter(shardopt_comm comm, const void *send, void *recv, size_t recv_count, int dtype, int op) {
+    SO_TRY(shardopt_reduce_scatter(comm, send, recv, recv_count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
+}
+void so_send(shardopt_comm comm, const void *send, size_t count, int dtype, int peer, int tag) {
+    SO_TRY(shardopt_send(comm, send, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
+}
+void so_recv(shardopt_comm comm, void *recv, size_t count, int dtype, int peer, int tag) {
+    SO_TRY(shardopt_recv(comm, recv, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
+}
 int64_t so_step_count(shardopt_optimizer opt) { int64_t n = 0; SO_TRY(shardopt_optimizer_step_count(opt, &n), 0); return n; }
 
 /* Library memory, without a copy; element_size is that of the optimizer's dtype. */
@@ -884,22 +900,8 @@ void so_optimize_java(JNIEnv *JENV, shardopt_optimizer opt, jobject MODEL, size_
 #undef so_foreign_pending
 }
 
-/* The rest of the C ABI the Java layer needs (its arrays are checked for length and element type
- * by the layer before they get here). */
-double so_java_learning_rate(shardopt_optimizer opt) {
-    double lr = 0;
-    SO_TRY(shardopt_optimizer_learning_rate(opt, &lr), 0);
-    return lr;
-}
-void so_java_reduce_scatter(shardopt_comm comm, const void *send, void *recv, size_t recv_count, int dtype, int op) {
-    SO_TRY(shardopt_reduce_scatter(comm, send, recv, recv_count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
-}
-void so_java_send(shardopt_comm comm, const void *send, size_t count, int dtype, int peer, int tag) {
-    SO_TRY(shardopt_send(comm, send, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
-}
-void so_java_recv(shardopt_comm comm, void *recv, size_t count, int dtype, int peer, int tag) {
-    SO_TRY(shardopt_recv(comm, recv, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
-}
+/* The Java layer checks its arrays for length and element type before they reach the shared
+ * helpers (so_reduce_scatter, so_send, so_recv). */
 /* The UCX backend for a world of one process, asked for explicitly (no launcher environment). */
 shardopt_comm so_java_comm_ucx_single(void) {
     shardopt_comm c = NULL;
@@ -932,19 +934,5 @@ void so_optimize_fn(shardopt_optimizer opt, void *FNPTR, void *USERDATA, const s
 /* Called by the layer's model trampoline on the rank's thread before it returns non-zero, so every
  * rank's error names this rank and the exception ("System.FormatException: ..."). */
 void so_cs_model_error(const char *message) { shardopt_model_error(message); }
-double so_cs_learning_rate(shardopt_optimizer opt) {
-    double lr = 0;
-    SO_TRY(shardopt_optimizer_learning_rate(opt, &lr), 0);
-    return lr;
-}
-void so_cs_reduce_scatter(shardopt_comm comm, const void *send, void *recv, size_t recv_count, int dtype, int op) {
-    SO_TRY(shardopt_reduce_scatter(comm, send, recv, recv_count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
-}
-void so_cs_send(shardopt_comm comm, const void *send, size_t count, int dtype, int peer, int tag) {
-    SO_TRY(shardopt_send(comm, send, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
-}
-void so_cs_recv(shardopt_comm comm, void *recv, size_t count, int dtype, int peer, int tag) {
-    SO_TRY(shardopt_recv(comm, recv, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
-}
 %}
 #endif

@@ -118,7 +118,7 @@ namespace Shardopt.DistributedTraining
             byte none = 0, none2 = 0;
             fixed (byte* sp = &MemoryMarshal.GetReference(sb))
             fixed (byte* rp = &MemoryMarshal.GetReference(rb))
-                shardopt_native.so_cs_reduce_scatter(h, sb.Length > 0 ? (IntPtr)sp : (IntPtr)(&none), rb.Length > 0 ? (IntPtr)rp : (IntPtr)(&none2), (ulong)recv.Length, dt, (int)op);
+                shardopt_native.so_reduce_scatter(h, sb.Length > 0 ? (IntPtr)sp : (IntPtr)(&none), rb.Length > 0 ? (IntPtr)rp : (IntPtr)(&none2), (ulong)recv.Length, dt, (int)op);
         }
 
         internal unsafe void SendT<T>(ReadOnlySpan<T> data, int dest, int tag) where T : struct
@@ -128,7 +128,7 @@ namespace Shardopt.DistributedTraining
             var b = MemoryMarshal.AsBytes(data);
             byte none = 0;
             fixed (byte* p = &MemoryMarshal.GetReference(b))
-                shardopt_native.so_cs_send(h, b.Length > 0 ? (IntPtr)p : (IntPtr)(&none), (ulong)data.Length, dt, dest, tag);
+                shardopt_native.so_send(h, b.Length > 0 ? (IntPtr)p : (IntPtr)(&none), (ulong)data.Length, dt, dest, tag);
         }
 
         internal unsafe void ReceiveT<T>(Span<T> data, int source, int tag) where T : struct
@@ -138,7 +138,7 @@ namespace Shardopt.DistributedTraining
             var b = MemoryMarshal.AsBytes(data);
             byte none = 0;
             fixed (byte* p = &MemoryMarshal.GetReference(b))
-                shardopt_native.so_cs_recv(h, b.Length > 0 ? (IntPtr)p : (IntPtr)(&none), (ulong)data.Length, dt, source, tag);
+                shardopt_native.so_recv(h, b.Length > 0 ? (IntPtr)p : (IntPtr)(&none), (ulong)data.Length, dt, source, tag);
         }
 
         public void Dispose()

@@ -412,7 +412,7 @@ namespace Shardopt.DistributedTraining
         /// <summary>The rate the next step uses, read from the library (after a load: the checkpoint's); set is live.</summary>
         public double LearningRate
         {
-            get => shardopt_native.so_cs_learning_rate(H);
+            get => shardopt_native.so_learning_rate(H);
             set => SetLearningRate(value);
         }
         public void SetLearningRate(double lr) { shardopt_native.so_set_learning_rate(H, lr); }

@@ -113,7 +113,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
         if (d.count % size != 0)
             throw new IllegalArgumentException("reduceScatter: data has " + d.count + " elements, not a multiple of the world size " + size);
         Object out = d.newArray(d.count / size);
-        shardopt_native.so_java_reduce_scatter(handle(), d.ref, out, d.count / size, d.dtype, op(op));
+        shardopt_native.so_reduce_scatter(handle(), d.ref, out, d.count / size, d.dtype, op(op));
         return out;
     }
 
@@ -157,15 +157,15 @@ public class CommunicationBackend<T> implements AutoCloseable {
                 if (f32) {
                     float[] slice = java.util.Arrays.copyOfRange((float[]) data, (int) (r * k[0]), (int) ((r + 1) * k[0]));
                     if (r == root) System.arraycopy(slice, 0, out, 0, slice.length);
-                    else shardopt_native.so_java_send(handle(), slice, k[0], dtype, r, SCATTER_TAG);
+                    else shardopt_native.so_send(handle(), slice, k[0], dtype, r, SCATTER_TAG);
                 } else {
                     double[] slice = java.util.Arrays.copyOfRange((double[]) data, (int) (r * k[0]), (int) ((r + 1) * k[0]));
                     if (r == root) System.arraycopy(slice, 0, out, 0, slice.length);
-                    else shardopt_native.so_java_send(handle(), slice, k[0], dtype, r, SCATTER_TAG);
+                    else shardopt_native.so_send(handle(), slice, k[0], dtype, r, SCATTER_TAG);
                 }
             }
         } else {
-            shardopt_native.so_java_recv(handle(), out, k[0], dtype, root, SCATTER_TAG);
+            shardopt_native.so_recv(handle(), out, k[0], dtype, root, SCATTER_TAG);
         }
         return out;
     }
@@ -177,7 +177,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
     public void send(double[] data, int dest) { sendAny(data, dest, 0); }
     private void sendAny(Object data, int dest, int tag) {
         Data d = new Data(data, "data");
-        shardopt_native.so_java_send(handle(), d.ref, d.count, d.dtype, dest, tag);
+        shardopt_native.so_send(handle(), d.ref, d.count, d.dtype, dest, tag);
     }
 
     /** Receives count floats from rank source with tag (AiDotNet's Receive(source, count, tag)). */
@@ -193,7 +193,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
     }
     private Object receiveAny(Object data, int source, int tag) {
         Data d = new Data(data, "data");
-        shardopt_native.so_java_recv(handle(), d.ref, d.count, d.dtype, source, tag);
+        shardopt_native.so_recv(handle(), d.ref, d.count, d.dtype, source, tag);
         return data;
     }
 

@@ -562,7 +562,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public double getLearningRate() {
         if (handle == null) return desiredLr();
         applyRequestedLr();
-        return shardopt_native.so_java_learning_rate(handle);
+        return shardopt_native.so_learning_rate(handle);
     }
     public void setLearningRate(double lr) {
         m();
