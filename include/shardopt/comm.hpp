@@ -129,6 +129,16 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     // are off). Read by backends while running a collective, on the collective queue thread.
     std::uint64_t history_fingerprint() const noexcept { return fingerprint_; }
 
+    // Bytes this rank has moved between ranks through this communicator so far: message
+    // payloads it sent, peer memory it read or wrote directly (CMA, in-process), shared-memory
+    // payloads of other ranks it copied out. Each transfer is counted once, by the rank that
+    // performs it, so the sum over ranks is the group's traffic. Counted by the backends as the
+    // data moves (not derived from call sizes); what a step costs on the wire is the difference
+    // of two readings. Any thread may read it.
+    std::uint64_t bytes_sent() const noexcept { return bytes_sent_.load(std::memory_order_relaxed); }
+    // For backends (and the layers that drive one): records `bytes` moved by this rank.
+    void count_sent(std::size_t bytes) noexcept { bytes_sent_.fetch_add(bytes, std::memory_order_relaxed); }
+
   protected:
     Communicator(int rank, int size);
 
@@ -184,6 +194,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     std::string abort_reason_;
     ErrorCode abort_code_ = ErrorCode::ok;
     std::atomic<bool> aborted_{false}; // abort_reason_ is set: lets every call check without the lock
+    std::atomic<std::uint64_t> bytes_sent_{0};
 };
 
 // Timeout taken from SHARDOPT_TIMEOUT_MS when set, else Communicator::kDefaultTimeout.

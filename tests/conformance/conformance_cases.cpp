@@ -306,6 +306,46 @@ void check_determinism(Communicator &comm) {
     }
 }
 
+// Communicator::bytes_sent counts what really moved: a point-to-point send exactly its payload,
+// a collective at least what any algorithm must move (allreduce: every rank's input has to reach
+// the others, (p-1) x size over the group) and not absurdly more.
+void check_traffic(Communicator &comm) {
+    const int p = comm.size(), r = comm.rank();
+    if (p == 1) return;
+    constexpr std::size_t kCount = std::size_t(1) << 20;
+    const std::size_t bytes = kCount * sizeof(float);
+    std::vector<float> data(kCount, 1.0f), out(kCount);
+    auto group_total = [&](std::uint64_t before) {
+        std::int64_t delta = std::int64_t(comm.bytes_sent() - before), all[64] = {};
+        comm.allgather(&delta, all, 1, DType::i64);
+        std::int64_t sum = 0;
+        for (int k = 0; k < p; ++k) sum += all[k];
+        return std::pair<std::int64_t, std::int64_t>{delta, sum};
+    };
+    if (p > 64) return;
+    std::uint64_t before = comm.bytes_sent();
+    comm.send(data.data(), kCount, DType::f32, (r + 1) % p, 31);
+    comm.recv(out.data(), kCount, DType::f32, (r + p - 1) % p, 31);
+    auto [mine, total] = group_total(before);
+    if (mine != std::int64_t(bytes))
+        fail("traffic: a send of " + std::to_string(bytes) + " bytes counted " + std::to_string(mine));
+    for (CallKind kind : {CallKind::allreduce, CallKind::allgather}) {
+        before = comm.bytes_sent();
+        if (kind == CallKind::allreduce) comm.allreduce(data.data(), out.data(), kCount, DType::f32, ReduceOp::sum);
+        else {
+            std::vector<float> gathered(kCount * std::size_t(p));
+            comm.allgather(data.data(), gathered.data(), kCount, DType::f32);
+        }
+        total = group_total(before).second;
+        const std::int64_t least = std::int64_t(p - 1) * std::int64_t(bytes) * (kind == CallKind::allgather ? p : 1);
+        const std::int64_t most = std::int64_t(p) * std::int64_t(p) * std::int64_t(bytes) + (1 << 20);
+        if (total < least || total > most)
+            fail(std::string("traffic: ") + call_kind_name(kind) + " of " + std::to_string(bytes) +
+                 " bytes per rank counted " + std::to_string(total) + " over the group, outside [" +
+                 std::to_string(least) + ", " + std::to_string(most) + "]");
+    }
+}
+
 void check_barrier(Communicator &comm) {
     for (int i = 0; i < 20; ++i) comm.barrier();
 }
@@ -439,6 +479,7 @@ std::vector<Case> collective_cases() {
     cases.push_back({"async", 1, false, check_async});
     cases.push_back({"determinism", 1, false, check_determinism});
     cases.push_back({"barrier", 1, false, check_barrier});
+    cases.push_back({"traffic", 1, false, check_traffic});
     return cases;
 }
 

@@ -76,6 +76,7 @@ class InProcessComm final : public Communicator {
         const auto deadline = InProcessGroup::Clock::now() + timeout();
         if (call.kind == CallKind::send) {
             group_->post_message(rank(), call.root, call.tag, call);
+            count_sent(call.count * dtype_size(call.dtype));
             return;
         }
         if (call.kind == CallKind::recv) {
@@ -163,8 +164,11 @@ class InProcessComm final : public Communicator {
     void run_reduction(std::uint64_t seq, InProcessGroup::Slot &slot, Deadline deadline, const Call &call, bool copy_out) {
         auto [begin, end] = my_chunk(call.count);
         reduce_range(slot, call, 0, begin, end);
+        const std::size_t elem = dtype_size(call.dtype);
+        // Read from the others: their part of my chunk, then the chunks they reduced.
+        count_sent(std::size_t(size() - 1) * (end - begin) * elem + (copy_out ? (call.count - (end - begin)) * elem : 0));
         group_->finish_and_wait(seq, slot, deadline);
-        if (copy_out && call.count) std::memcpy(call.recv, slot.scratch.data(), call.count * dtype_size(call.dtype));
+        if (copy_out && call.count) std::memcpy(call.recv, slot.scratch.data(), call.count * elem);
     }
 
     void run_reduce_scatter(std::uint64_t seq, InProcessGroup::Slot &slot, Deadline deadline, const Call &call) {
@@ -174,6 +178,7 @@ class InProcessComm final : public Communicator {
             auto ptrs = inputs(slot, std::size_t(rank()) * call.count);
             unsigned char *mine = slot.scratch.data() + std::size_t(rank()) * call.count * elem;
             reduce_inputs(ptrs.data(), size(), mine, call.count, call.dtype, call.op);
+            count_sent(std::size_t(size() - 1) * call.count * elem);
         }
         group_->finish_and_wait(seq, slot, deadline);
         if (call.count)
@@ -188,13 +193,17 @@ class InProcessComm final : public Communicator {
             auto *out = static_cast<unsigned char *>(call.recv);
             for (int r = 0; r < size(); ++r)
                 if (out + r * bytes != slot.calls[r].send) std::memcpy(out + r * bytes, slot.calls[r].send, bytes);
+            count_sent(std::size_t(size() - 1) * bytes);
         }
         group_->finish_and_wait(seq, slot, deadline);
     }
 
     void run_broadcast(std::uint64_t seq, InProcessGroup::Slot &slot, Deadline deadline, const Call &call) {
         const std::size_t bytes = call.count * dtype_size(call.dtype);
-        if (bytes && rank() != call.root) std::memcpy(call.recv, slot.calls[call.root].send, bytes);
+        if (bytes && rank() != call.root) {
+            std::memcpy(call.recv, slot.calls[call.root].send, bytes);
+            count_sent(bytes);
+        }
         group_->finish_and_wait(seq, slot, deadline);
     }
 

@@ -98,6 +98,7 @@ void transfer(Context &c, int peer, const ShmArena::Buffers &b, std::uint64_t re
                                      (err == ESRCH ? " was lost" : " left the collective");
             give_up(c, peer, err == ESRCH || err == EFAULT ? ErrorCode::peer_lost : ErrorCode::internal, what);
         }
+        c.ex.comm().count_sent(std::size_t(got));
         dst += got;
         remote += std::uint64_t(got);
         bytes -= std::size_t(got);

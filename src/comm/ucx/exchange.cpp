@@ -110,6 +110,7 @@ Request &Exchange::send(int peer, std::uint32_t step, const void *buf, std::size
     Request &r = requests_.back();
     r.peer = peer;
     comm_.worker().post_send(r, comm_.world_rank_of(peer), data_tag(comm_.context(), rank_, seq_, step), buf, bytes);
+    comm_.count_sent(bytes);
     return r;
 }
 

@@ -44,6 +44,20 @@ void shm_collective(Exchange &ex) {
     if (bytes == 0) return;
     // At most ShmArena::kMaxRanks inputs: a fixed array keeps the hot path free of allocation.
     const void *inputs[ShmArena::kMaxRanks];
+    // What this rank copies out of the other ranks' payloads (the arena write of its own is staging).
+    const std::size_t foreign = std::size_t(n - 1) * bytes;
+    switch (call.kind) {
+    case CallKind::allreduce:
+    case CallKind::reduce_scatter:
+    case CallKind::allgather: ex.comm().count_sent(foreign); break;
+    case CallKind::reduce:
+        if (r == call.root) ex.comm().count_sent(foreign);
+        break;
+    case CallKind::broadcast:
+        if (r != call.root) ex.comm().count_sent(bytes);
+        break;
+    default: break;
+    }
     switch (call.kind) {
     case CallKind::allreduce:
     case CallKind::reduce:

@@ -178,6 +178,7 @@ void UcxComm::run_send(const Call &call) {
                            &h, sizeof h);
     worker_->send_buffered(world_ranks_[peer], make_tag(context_, TagClass::p2p_data, rank(), std::uint64_t(call.tag)),
                            call.send, bytes);
+    count_sent(bytes);
 }
 
 void UcxComm::run_recv(const Call &call) {
