@@ -23,6 +23,7 @@ struct TensorLayout {
     std::size_t offset = 0; // in the flat (padded) buffer
     int bucket = 0;
     bool tp_replicated = false; // hybrid: same values on every tensor-parallel rank
+    std::size_t rows = 0;       // add_matrix: a rows x (count / rows) row-major matrix; 0 = no shape
 };
 
 struct BucketLayout {
@@ -44,6 +45,9 @@ class ParameterSet {
     // --- registration (before plan) ---
     // Appends a tensor; returns its index. Names must be unique and counts > 0.
     int add(const std::string &name, std::size_t count, bool tp_replicated = false);
+    // Appends a rows x cols matrix (row-major): the same as add(name, rows * cols), with the shape
+    // kept for what needs it (PowerSGD compresses matrices only).
+    int add_matrix(const std::string &name, std::size_t rows, std::size_t cols, bool tp_replicated = false);
     // Closes the current bucket: the next tensor starts a new one (an FSDP unit boundary).
     void end_bucket();
 

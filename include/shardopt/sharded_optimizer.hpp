@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "shardopt/comm.hpp"
+#include "shardopt/compression.hpp"
 #include "shardopt/optim.hpp"
 #include "shardopt/params.hpp"
 
@@ -95,6 +96,9 @@ struct ShardingOptions {
     // ranks (ddp, local_sgd): Error(unsupported) otherwise.
     MemorySpace memory = MemorySpace::host;
     CUstream_st *cuda_stream = nullptr;
+    // Gradient compression of every gradient reduction (and of LocalSGD's parameter averaging):
+    // see shardopt/compression.hpp. Host memory only (Error(unsupported) for cuda memory).
+    CompressionOptions compression;
 };
 
 // Checkpoint forms (see save()).
@@ -111,6 +115,9 @@ struct StepResult {
     double reduce_wait_seconds = 0.0;
     double update_seconds = 0.0;
     double post_update_seconds = 0.0;
+    // Bytes this rank moved over the optimizer's communicators since the previous step()
+    // returned (gradient reduction, parameter gathers, norms): Communicator::bytes_sent.
+    std::uint64_t bytes_sent = 0;
 };
 
 struct MemoryStats {
@@ -119,7 +126,12 @@ struct MemoryStats {
     std::size_t optimizer_state_bytes = 0; // base optimizer state held
     std::size_t buffer_bytes = 0;          // staging, gathered units, accumulation buffers now
     std::size_t peak_buffer_bytes = 0;     // most buffer bytes held at once so far
-    std::size_t total() const { return params_bytes + grads_bytes + optimizer_state_bytes + buffer_bytes; }
+    // Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers,
+    // LocalSGD's last averaged parameters.
+    std::size_t compression_bytes = 0;
+    std::size_t total() const {
+        return params_bytes + grads_bytes + optimizer_state_bytes + buffer_bytes + compression_bytes;
+    }
 };
 
 // optimize(): the AiDotNet-style training loop on top of step().
@@ -229,6 +241,10 @@ class ShardedOptimizer {
     // True on every rank when any rank votes to stop.
     bool should_early_stop(bool local_vote);
     MemoryStats memory_stats() const;
+    // Bytes this rank has moved over the optimizer's communicators so far (gradient reduction,
+    // compressed or not, parameter gathers, norms; not the caller's own traffic): the sum of their
+    // Communicator::bytes_sent. StepResult::bytes_sent is the part of one step.
+    std::uint64_t bytes_sent() const;
 
     // The model callback works on host memory (for cuda memory the packed parameters are copied
     // from the device each iteration, and its gradient into the device buckets).

@@ -33,6 +33,15 @@ int ParameterSet::add(const std::string &name, std::size_t count, bool tp_replic
     return int(tensors_.size()) - 1;
 }
 
+int ParameterSet::add_matrix(const std::string &name, std::size_t rows, std::size_t cols, bool tp_replicated) {
+    require(rows > 0 && cols > 0, ErrorCode::invalid_argument,
+            "tensor '" + name + "': a matrix needs rows and columns > 0");
+    require(rows <= SIZE_MAX / cols, ErrorCode::invalid_argument, "tensor '" + name + "': rows x cols overflows");
+    const int t = add(name, rows * cols, tp_replicated);
+    tensors_[std::size_t(t)].rows = rows;
+    return t;
+}
+
 void ParameterSet::end_bucket() {
     require_open();
     const int next = int(tensors_.size());

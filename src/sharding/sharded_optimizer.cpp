@@ -61,6 +61,7 @@ StepResult ShardedOptimizer::step() { return engine_->step(); }
 void ShardedOptimizer::synchronize_optimizer_state() { engine_->synchronize_state(); }
 bool ShardedOptimizer::should_early_stop(bool local_vote) { return engine_->should_early_stop(local_vote); }
 MemoryStats ShardedOptimizer::memory_stats() const { return engine_->memory_stats(); }
+std::uint64_t ShardedOptimizer::bytes_sent() const { return engine_->traffic(); }
 OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
     return engine_->optimize(model, options);
 }

@@ -125,6 +125,7 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
         for (BucketUpdate &u : e_.updates_) u.updater->set_step_count(step_count);
         e_.step_count_ = step_count;
         e_.set_lr(lr);
+        e_.anchor_synced_ = false; // LocalSGD replicas may differ: the next averaging is a plain one
         params_.clear();
         for (auto &mirror : state_) mirror.clear();
     }

@@ -65,6 +65,12 @@ void require_same_options(Communicator &world, const OptimizerOptions &o, const 
         fact("hsdp_replicas", std::int64_t(s.hsdp_replicas)),
         fact("local_sgd_period", std::int64_t(s.local_sgd_period)),
         fact("overlap_param_gather", std::int64_t(s.overlap_param_gather)),
+        fact("compression.method", std::int64_t(s.compression.method)),
+        fact("compression.ratio (bits)", s.compression.ratio),
+        fact("compression.block_size", std::int64_t(s.compression.block_size)),
+        fact("compression.power_sgd_rank", std::int64_t(s.compression.power_sgd_rank)),
+        fact("compression.power_sgd_min_elements", std::int64_t(s.compression.power_sgd_min_elements)),
+        fact("compression.error_feedback", std::int64_t(s.compression.error_feedback)),
         fact("the optimizer kind", std::int64_t(o.kind)),
         fact("the learning rate (lr; its bits shown)", o.lr),
         fact("weight_decay (bits)", o.weight_decay),
@@ -95,12 +101,12 @@ void require_same_layout(Communicator &group, const ParameterSet &layout) {
     for (int t = 0; t < layout.tensor_count(); ++t) {
         const auto &tl = layout.tensor(t);
         values.insert(values.end(), {std::int64_t(name_hash(tl.name)), std::int64_t(tl.count), std::int64_t(tl.bucket),
-                                     std::int64_t(tl.tp_replicated)});
+                                     std::int64_t(tl.tp_replicated), std::int64_t(tl.rows)});
     }
     const long i = first_difference(group, values, lo, hi);
     if (i < 0) return;
-    static const char *what[4] = {"name", "element count", "bucket", "tensor-parallel replication"};
-    const int t = int(i / 4), k = int(i % 4);
+    static const char *what[5] = {"name", "element count", "bucket", "tensor-parallel replication", "matrix rows"};
+    const int t = int(i / 5), k = int(i % 5);
     const auto &tl = layout.tensor(t);
     std::string detail = k == 0 ? "" : std::string(": ") + std::to_string(values[std::size_t(i)]) + " here, range across ranks " +
                                            std::to_string(lo[std::size_t(i)]) + ".." + std::to_string(hi[std::size_t(i)]);

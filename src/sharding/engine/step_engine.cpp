@@ -82,8 +82,38 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
         for (const auto &s : u.segments) spans.push_back({param_at(s), s.count, s.tensor});
         u.updater = space_->make_updater(spans, layout_.dtype(), optimizer_);
     }
+    if (options_.compression.enabled()) {
+        require(space_->host_accessible(), ErrorCode::unsupported,
+                std::string("gradient compression (") + compression_name(options_.compression.method) +
+                    ") runs on host memory; an optimizer in " + space_->name() + " memory reduces uncompressed");
+        const bool averages = plan_.after_update == AfterUpdate::average_params;
+        if (plan_.reduce_grads() || averages)
+            compressor_ = compression::make_compressed_reducer(
+                *grid_.shard, layout_, options_.compression,
+                plan_.grads_sharded() ? compression::ReduceMode::reduce_scatter : compression::ReduceMode::allreduce);
+        if (averages) {
+            anchor_ = space_->allocate(full * elem_, "LocalSGD compression anchor");
+            delta_ = space_->allocate(layout_.max_bucket_padded() * elem_, "LocalSGD compression delta");
+            space_->zero(anchor_->data(), anchor_->bytes());
+        }
+    }
     note_buffers();
     if (initial) set_initial_parameters(initial);
+    traffic_at_last_step_ = traffic();
+}
+
+std::uint64_t StepEngine::traffic() const {
+    std::vector<const Communicator *> seen;
+    std::uint64_t total = 0;
+    for (const CommunicatorPtr &c : {grid_.world, grid_.data, grid_.shard, grid_.replica, grid_.tensor}) {
+        if (!c || std::find(seen.begin(), seen.end(), c.get()) != seen.end()) continue;
+        seen.push_back(c.get());
+        total += c->bytes_sent();
+    }
+    for (const auto &[raw, wrapped] : host_comms_)
+        if (std::find(seen.begin(), seen.end(), wrapped.get()) == seen.end() && wrapped.get() != raw)
+            total += wrapped->bytes_sent();
+    return total + (compressor_ ? compressor_->bytes_sent() : 0);
 }
 
 void StepEngine::set_initial_parameters(const void *initial) {
@@ -115,6 +145,7 @@ StepEngine::~StepEngine() {
 }
 
 void StepEngine::finish_in_flight() noexcept {
+    if (compressor_) compressor_->abandon();
     for (auto &progress : buckets_) finish_quietly(progress.work);
     for (auto &work : param_gathers_) finish_quietly(work);
     for (auto &unit : units_) finish_quietly(unit.work);
@@ -254,6 +285,10 @@ void StepEngine::set_parameters(const void *packed_host) {
         in += bl.count;
     }
     space_->copy_from_host(params_->data(), host.data(), host.size());
+    if (anchor_) {
+        space_->copy_from_host(anchor_->data(), host.data(), host.size());
+        anchor_synced_ = true; // set_parameters' values are the same on every rank
+    }
 }
 
 // --- step protocol ------------------------------------------------------------------------------
@@ -261,13 +296,7 @@ bool StepEngine::final_micro_step() const { return micro_step_ + 1 >= options_.g
 
 void StepEngine::zero_grad() {
     // Reductions in flight read the buffers about to be reused: finish them first.
-    for (int b : reduce_order_) {
-        auto &progress = buckets_[std::size_t(b)];
-        if (progress.work) {
-            WorkPtr work = std::move(progress.work);
-            work->wait();
-        }
-    }
+    for (int b : reduce_order_) await_reduction(b);
     reduce_order_.clear();
     for (auto &progress : buckets_) progress = BucketProgress{};
     for (auto &s : staging_) s.bucket = -1;
@@ -289,8 +318,7 @@ int StepEngine::take_staging(int b) {
     for (int issued : reduce_order_) { // recycle the buffer whose reduction was issued first
         auto &progress = buckets_[std::size_t(issued)];
         if (progress.staging_index >= 0 && progress.phase == BucketPhase::reducing) {
-            WorkPtr work = std::move(progress.work);
-            work->wait();
+            await_reduction(issued);
             progress.phase = BucketPhase::done;
             const int index = progress.staging_index;
             progress.staging_index = -1;
@@ -384,7 +412,10 @@ void StepEngine::launch_reduction(int b, unsigned char *buffer) {
     }
     Communicator &group = *grid_.shard;
     space_->before_collective(group); // after the caller's kernels that wrote the gradients
-    if (plan_.grads_sharded())
+    if (compressor_) {
+        compressor_->start(b, buffer, plan_.grads_sharded() ? grads_->data() + bl.shard_offset * elem_ : nullptr);
+        progress.compressed = true;
+    } else if (plan_.grads_sharded())
         progress.work = group.reduce_scatter_async(buffer, grads_->data() + bl.shard_offset * elem_, bl.shard,
                                                    layout_.dtype(), ReduceOp::avg);
     else
@@ -397,8 +428,7 @@ void StepEngine::wait_reductions() {
     for (int b : reduce_order_) {
         auto &progress = buckets_[std::size_t(b)];
         if (progress.phase == BucketPhase::reducing) {
-            WorkPtr work = std::move(progress.work);
-            work->wait();
+            await_reduction(b);
             progress.phase = BucketPhase::done;
         }
         progress.work.reset();
@@ -412,6 +442,18 @@ void StepEngine::wait_reductions() {
         space_->before_collective(*grid_.replica);
         grid_.replica->allreduce(grads_->data(), grads_->data(), grads_->bytes() / elem_, layout_.dtype(),
                                  ReduceOp::avg);
+    }
+}
+
+void StepEngine::await_reduction(int b) {
+    auto &progress = buckets_[std::size_t(b)];
+    if (progress.work) {
+        WorkPtr work = std::move(progress.work);
+        work->wait();
+    }
+    if (progress.compressed) {
+        progress.compressed = false;
+        compressor_->finish(b);
     }
 }
 
@@ -483,8 +525,31 @@ void StepEngine::wait_param_gathers() {
 }
 
 void StepEngine::average_params() {
+    if (compressor_ && anchor_synced_) {
+        // What is averaged, compressed, is each replica's change since the last averaging; the
+        // anchor is the same on every rank, so the new parameters are too.
+        const DType dtype = layout_.dtype();
+        for (int b = 0; b < layout_.bucket_count(); ++b) {
+            const auto &bl = layout_.bucket(b);
+            unsigned char *params = params_->data() + bl.offset * elem_, *anchor = anchor_->data() + bl.offset * elem_;
+            std::memcpy(delta_->data(), params, bl.padded * elem_);
+            space_->scale(anchor, bl.padded, dtype, -1.0);
+            space_->add_into(delta_->data(), anchor, bl.padded, dtype); // delta = params - anchor
+            space_->scale(anchor, bl.padded, dtype, -1.0);
+            compressor_->start(b, delta_->data(), nullptr);
+            compressor_->finish(b);
+            std::memcpy(params, anchor, bl.padded * elem_);
+            space_->add_into(params, delta_->data(), bl.padded, dtype);
+            std::memcpy(anchor, params, bl.padded * elem_);
+        }
+        return;
+    }
     space_->before_collective(*grid_.shard);
     grid_.shard->allreduce(params_->data(), params_->data(), layout_.padded_count(), layout_.dtype(), ReduceOp::avg);
+    if (anchor_) { // replicas that did not start from one anchor are averaged once uncompressed
+        std::memcpy(anchor_->data(), params_->data(), anchor_->bytes());
+        anchor_synced_ = true;
+    }
 }
 
 StepResult StepEngine::step() {
@@ -513,6 +578,8 @@ StepResult StepEngine::step() {
         finite = space_->allreduce_scalar(*grid_.world, finite ? 0.0 : 1.0, ReduceOp::max) == 0.0;
     if (!finite && options_.skip_nonfinite) {
         result.skipped_nonfinite = true;
+        if (compressor_) compressor_->clear_residuals(); // they hold the non-finite values too
+        result.bytes_sent = take_traffic();
         return result;
     }
     double clip = 1.0;
@@ -526,7 +593,15 @@ StepResult StepEngine::step() {
     if (plan_.gather_after_step() && !options_.overlap_param_gather) wait_param_gathers();
     if (plan_.after_update == AfterUpdate::average_params && step_count_ % plan_.average_every == 0) average_params();
     result.post_update_seconds = seconds_since(t0);
+    result.bytes_sent = take_traffic();
     return result;
+}
+
+std::uint64_t StepEngine::take_traffic() {
+    const std::uint64_t now = traffic();
+    const std::uint64_t moved = now - traffic_at_last_step_;
+    traffic_at_last_step_ = now;
+    return moved;
 }
 
 MemoryStats StepEngine::memory_stats() const {
@@ -536,6 +611,9 @@ MemoryStats StepEngine::memory_stats() const {
     for (const auto &u : updates_) m.optimizer_state_bytes += u.updater->state_bytes();
     m.buffer_bytes = buffer_bytes();
     m.peak_buffer_bytes = peak_buffer_bytes_;
+    if (compressor_) m.compression_bytes = compressor_->state_bytes();
+    for (const auto *b : {&anchor_, &delta_})
+        if (*b) m.compression_bytes += (*b)->bytes();
     return m;
 }
 

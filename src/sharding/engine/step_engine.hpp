@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "../compression/compressed_reducer.hpp"
 #include "../hybrid_grid.hpp"
 #include "../owned_segments.hpp"
 #include "../strategies/strategy_plan.hpp"
@@ -56,6 +57,8 @@ class StepEngine {
     StepResult step();
 
     MemoryStats memory_stats() const;
+    // Bytes moved so far over every communicator the engine uses (Communicator::bytes_sent).
+    std::uint64_t traffic() const;
 
     // --- checkpoints and state (engine_checkpoint.cpp) ---
     void save(const std::string &dir, CheckpointForm form);
@@ -73,6 +76,7 @@ class StepEngine {
     struct BucketProgress {
         BucketPhase phase = BucketPhase::idle;
         WorkPtr work;
+        bool compressed = false; // reduced by compressor_: finished by its finish(b)
         int staging_index = -1;
     };
     struct Staging {
@@ -98,6 +102,10 @@ class StepEngine {
     unsigned char *open_bucket(int b);
     void launch_reduction(int b, unsigned char *buffer);
     void wait_reductions();
+    // Waits for bucket b's reduction in flight (if any) and completes it.
+    void await_reduction(int b);
+    // traffic() since the last call (StepResult::bytes_sent).
+    std::uint64_t take_traffic();
     unsigned char *grad_at(const OwnedSegment &s) const;
     unsigned char *param_at(const OwnedSegment &s) const;
     double global_sum_of_squares();
@@ -148,6 +156,13 @@ class StepEngine {
     int state_slots_ = 0;
     std::size_t peak_buffer_bytes_ = 0;
     std::vector<std::pair<Communicator *, CommunicatorPtr>> host_comms_; // host_comm's, by communicator
+    // Gradient compression (options_.compression): the reducer, and for LocalSGD the parameters
+    // of the last averaging (what is averaged, compressed, is the change since) and a bucket of
+    // scratch.
+    std::unique_ptr<compression::CompressedReducer> compressor_;
+    SpaceBufferPtr anchor_, delta_;
+    bool anchor_synced_ = false; // anchor_ holds parameters every rank shares
+    std::uint64_t traffic_at_last_step_ = 0;
 };
 
 } // namespace shardopt::engine

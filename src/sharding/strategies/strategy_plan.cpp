@@ -1,5 +1,7 @@
 #include "strategy_plan.hpp"
 
+#include "../compression/compressed_reducer.hpp"
+
 #include "../hybrid_grid.hpp"
 #include "shardopt/error.hpp"
 
@@ -26,6 +28,7 @@ const char *memory_space_name(MemorySpace space) noexcept {
 }
 
 void validate_sharding_options(const ShardingOptions &o) {
+    compression::validate_compression_options(o.compression);
     require(int(o.strategy) >= 0 && int(o.strategy) <= int(Strategy::local_sgd), ErrorCode::invalid_argument,
             "invalid strategy");
     require(o.memory == MemorySpace::host || o.memory == MemorySpace::cuda, ErrorCode::invalid_argument,

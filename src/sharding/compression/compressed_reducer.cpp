@@ -1,0 +1,53 @@
+#include "compressed_reducer.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "chunked_reducer.hpp"
+#include "power_sgd_reducer.hpp"
+#include "shardopt/error.hpp"
+
+namespace shardopt {
+
+const char *compression_name(GradientCompression method) noexcept {
+    switch (method) {
+    case GradientCompression::none: return "none";
+    case GradientCompression::bf16: return "bf16";
+    case GradientCompression::fp16: return "fp16";
+    case GradientCompression::int8: return "int8";
+    case GradientCompression::int4: return "int4";
+    case GradientCompression::top_k: return "top_k";
+    case GradientCompression::power_sgd: return "power_sgd";
+    }
+    return "unknown";
+}
+
+namespace compression {
+
+void validate_compression_options(const CompressionOptions &o) {
+    const int method = int(o.method);
+    require(method >= 0 && method <= int(GradientCompression::power_sgd), ErrorCode::invalid_argument,
+            "compression.method " + std::to_string(method) + " is not a compression method");
+    require(std::isfinite(o.ratio) && o.ratio > 0.0 && o.ratio <= 1.0, ErrorCode::invalid_argument,
+            "compression.ratio must be in (0, 1] (got " + std::to_string(o.ratio) + ")");
+    require(o.block_size >= 1 && o.block_size <= (1 << 20), ErrorCode::invalid_argument,
+            "compression.block_size must be in [1, 1048576] (got " + std::to_string(o.block_size) + ")");
+    require(o.power_sgd_rank >= 1 && o.power_sgd_rank <= 1024, ErrorCode::invalid_argument,
+            "compression.power_sgd_rank must be in [1, 1024] (got " + std::to_string(o.power_sgd_rank) + ")");
+}
+
+std::unique_ptr<CompressedReducer> make_compressed_reducer(Communicator &group, const ParameterSet &layout,
+                                                           const CompressionOptions &options, ReduceMode mode) {
+    validate_compression_options(options);
+    require(options.enabled(), ErrorCode::internal, "make_compressed_reducer: compression is off");
+    require(layout.dtype() == DType::f32 || layout.dtype() == DType::f64, ErrorCode::unsupported,
+            std::string("gradient compression needs f32 or f64 parameters, not ") + dtype_name(layout.dtype()));
+    // A communicator of the reducer's own: its point-to-point tags and collectives never meet
+    // the caller's traffic on the data group, nor the engine's FSDP gathers.
+    CommunicatorPtr own = group.split(0, group.rank());
+    if (options.method == GradientCompression::power_sgd) return make_power_sgd_reducer(std::move(own), layout, options, mode);
+    return make_chunked_reducer(std::move(own), layout, options, mode);
+}
+
+} // namespace compression
+} // namespace shardopt
