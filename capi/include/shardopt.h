@@ -311,6 +311,10 @@ SHARDOPT_API shardopt_status shardopt_params_destroy(shardopt_params params);
  * same values on every tensor-parallel rank. *index (may be NULL) receives its index. */
 SHARDOPT_API shardopt_status shardopt_params_add(shardopt_params params, const char *name, size_t count,
                                                  int tp_replicated, int *index);
+/* Appends a rows x cols matrix (row-major): shardopt_params_add with count rows * cols, the shape
+ * kept for PowerSGD compression. Errors: INVALID_ARGUMENT (as add; rows or cols 0). */
+SHARDOPT_API shardopt_status shardopt_params_add_matrix(shardopt_params params, const char *name, size_t rows,
+                                                        size_t cols, int tp_replicated, int *index);
 /* Closes the current bucket: the next tensor starts a new one (an FSDP unit boundary). */
 SHARDOPT_API shardopt_status shardopt_params_end_bucket(shardopt_params params);
 /* Tensors registered so far. Errors: INVALID_ARGUMENT (NULL). */
@@ -333,6 +337,18 @@ typedef enum shardopt_memory_space {
     SHARDOPT_MEMORY_HOST = 0, /* host memory, over any communicator */
     SHARDOPT_MEMORY_CUDA = 1  /* CUDA device memory, over a GPU communicator (nccl or staged) */
 } shardopt_memory_space;
+
+/* Gradient compression of every gradient reduction (and of Local SGD's averaging): see
+ * docs/compression.md. Values are stable. */
+typedef enum shardopt_compression {
+    SHARDOPT_COMPRESSION_NONE = 0,
+    SHARDOPT_COMPRESSION_BF16 = 1,      /* 2 bytes per element, f32 accumulation */
+    SHARDOPT_COMPRESSION_FP16 = 2,
+    SHARDOPT_COMPRESSION_INT8 = 3,      /* blockwise, a scale per block, error feedback */
+    SHARDOPT_COMPRESSION_INT4 = 4,
+    SHARDOPT_COMPRESSION_TOP_K = 5,     /* the compression_ratio largest of each chunk, error feedback */
+    SHARDOPT_COMPRESSION_POWER_SGD = 6  /* rank-r PowerSGD of matrix tensors (shardopt_params_add_matrix) */
+} shardopt_compression;
 
 /* Zero means default in every field (noted after each), so `shardopt_sharding_options s =
  * {sizeof s};` is plain DDP in host memory; _init writes the same defaults explicitly. */
@@ -371,6 +387,15 @@ typedef struct shardopt_sharding_options {
      * data-parallel group (as PyTorch DDP does), so replicas cannot start apart. DISABLE keeps
      * every rank's own. */
     shardopt_switch broadcast_initial;
+    /* Gradient compression (host memory only: UNSUPPORTED with CUDA memory); NONE. */
+    shardopt_compression compression;
+    double compression_ratio;         /* TOP_K: fraction of each chunk sent; 0 = 0.1 */
+    int32_t compression_block_size;   /* INT8/INT4: elements per scale; 0 = 256 */
+    int32_t power_sgd_rank;           /* POWER_SGD: rank of the approximation; 0 = 4 */
+    uint64_t power_sgd_min_elements;  /* POWER_SGD: smaller matrices go uncompressed; 0 = 4096 */
+    /* Keep what compression missed and add it to the next step (INT8, INT4, TOP_K, POWER_SGD);
+     * AUTO = on. */
+    shardopt_switch error_feedback;
 } shardopt_sharding_options;
 
 /* Fills *opts with the defaults noted above (struct_size as given); prefer the inline _init.
@@ -484,6 +509,9 @@ typedef struct shardopt_step_result {
     double reduce_wait_seconds;
     double update_seconds;
     double post_update_seconds;
+    /* Bytes this rank moved over the optimizer's communicators since the previous step returned
+     * (counted by the transports as the data moved). */
+    uint64_t bytes_sent;
 } shardopt_step_result;
 
 /* Starts a step: every bucket's gradient is closed and will read as zero until filled. With CUDA
@@ -515,12 +543,16 @@ typedef struct shardopt_memory_stats {
     uint64_t optimizer_state_bytes; /* base optimizer state held */
     uint64_t buffer_bytes;          /* staging, gathered units, accumulation buffers now */
     uint64_t peak_buffer_bytes;     /* most buffer bytes held at once so far */
-    uint64_t total_bytes;           /* params + grads + state + buffers */
+    uint64_t total_bytes;           /* params + grads + state + buffers + compression */
+    /* Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers. */
+    uint64_t compression_bytes;
 } shardopt_memory_stats;
 
 /* Bytes this rank holds now, in its memory space (not collective). stats->struct_size must be set
  * by the caller. */
 SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats);
+/* Bytes this rank has moved over the optimizer's communicators so far (not collective). */
+SHARDOPT_API shardopt_status shardopt_optimizer_bytes_sent(shardopt_optimizer opt, uint64_t *bytes);
 
 /* ---------------------------------------------------------------------------------------------
  * optimize(): the training loop over the step protocol

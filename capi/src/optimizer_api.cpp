@@ -250,6 +250,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_step(shardopt_optimizer opt, sha
         c.reduce_wait_seconds = r.reduce_wait_seconds;
         c.update_seconds = r.update_seconds;
         c.post_update_seconds = r.post_update_seconds;
+        c.bytes_sent = r.bytes_sent;
         write_struct(result, c, "step result");
     });
 }
@@ -281,7 +282,16 @@ SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer 
         c.buffer_bytes = m.buffer_bytes;
         c.peak_buffer_bytes = m.peak_buffer_bytes;
         c.total_bytes = m.total();
+        c.compression_bytes = m.compression_bytes;
         write_struct(stats, c, "memory stats");
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_optimizer_bytes_sent(shardopt_optimizer opt, uint64_t *bytes) {
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_query_of(opt);
+        not_null(bytes, "bytes");
+        *bytes = o.bytes_sent();
     });
 }
 

@@ -74,6 +74,12 @@ shardopt_sharding_options sharding_defaults() {
     c.update_threads = o.update_threads;
     c.overlap_param_gather = o.overlap_param_gather ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     c.broadcast_initial = o.broadcast_initial ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    c.compression = shardopt_compression(o.compression.method);
+    c.compression_ratio = o.compression.ratio;
+    c.compression_block_size = o.compression.block_size;
+    c.power_sgd_rank = o.compression.power_sgd_rank;
+    c.power_sgd_min_elements = o.compression.power_sgd_min_elements;
+    c.error_feedback = o.compression.error_feedback ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     return c;
 }
 
@@ -186,6 +192,16 @@ ShardingOptions sharding_options_from(const shardopt_sharding_options *user) {
     o.update_threads = c.update_threads; // 0 = automatic, as in C++
     o.overlap_param_gather = switch_arg(c.overlap_param_gather, d.overlap_param_gather, "overlap_param_gather");
     o.broadcast_initial = switch_arg(c.broadcast_initial, d.broadcast_initial, "broadcast_initial");
+    const CompressionOptions dc;
+    require(c.compression >= 0 && c.compression <= SHARDOPT_COMPRESSION_POWER_SGD, ErrorCode::invalid_argument,
+            "sharding options: compression is " + std::to_string(int(c.compression)) + ", not a shardopt_compression");
+    o.compression.method = GradientCompression(c.compression);
+    o.compression.ratio = or_default(c.compression_ratio, dc.ratio);
+    o.compression.block_size = or_default(c.compression_block_size, dc.block_size);
+    o.compression.power_sgd_rank = or_default(c.power_sgd_rank, dc.power_sgd_rank);
+    o.compression.power_sgd_min_elements =
+        or_default(std::size_t(c.power_sgd_min_elements), dc.power_sgd_min_elements);
+    o.compression.error_feedback = switch_arg(c.error_feedback, dc.error_feedback, "error_feedback");
     return o;
 }
 

@@ -28,6 +28,16 @@ SHARDOPT_API shardopt_status shardopt_params_add(shardopt_params params, const c
     });
 }
 
+SHARDOPT_API shardopt_status shardopt_params_add_matrix(shardopt_params params, const char *name, size_t rows,
+                                                        size_t cols, int tp_replicated, int *index) {
+    return guard(__func__, [&] {
+        ParameterSet &set = params_of(params);
+        not_null(name, "name");
+        const int i = set.add_matrix(name, rows, cols, tp_replicated != 0);
+        if (index) *index = i;
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_params_end_bucket(shardopt_params params) {
     return guard(__func__, [&] { params_of(params).end_bucket(); });
 }

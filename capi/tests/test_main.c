@@ -8,6 +8,7 @@ int main(void) {
     test_options();
     test_defaults();
     test_knobs();
+    test_compression();
     test_registry();
     test_collectives();
     test_optimizer();
