@@ -134,8 +134,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     // payloads of other ranks it copied out. Each transfer is counted once, by the rank that
     // performs it, so the sum over ranks is the group's traffic. Counted by the backends as the
     // data moves (not derived from call sizes); what a step costs on the wire is the difference
-    // of two readings. Any thread may read it.
-    std::uint64_t bytes_sent() const noexcept { return bytes_sent_.load(std::memory_order_relaxed); }
+    // of two readings. Any thread may read it. A communicator that forwards its calls to another
+    // (staged, host buffers over a GPU one) reports the other's count; nccl counts nothing (0):
+    // NCCL does not say what its algorithms move.
+    virtual std::uint64_t bytes_sent() const noexcept { return bytes_sent_.load(std::memory_order_relaxed); }
     // For backends (and the layers that drive one): records `bytes` moved by this rank.
     void count_sent(std::size_t bytes) noexcept { bytes_sent_.fetch_add(bytes, std::memory_order_relaxed); }
 

@@ -13,6 +13,12 @@ SegmentIndex::SegmentIndex(LayoutInfo layout) : layout_(std::move(layout)), elem
 void SegmentIndex::add(std::shared_ptr<const ByteSource> source, std::shared_ptr<const Container> container) {
     for (const auto &r : container->segments) {
         const std::string where = source->name() + ": segment " + r.part + " of tensor " + std::to_string(r.tensor);
+        if (r.part.rfind(kRankStatePrefix, 0) == 0) {
+            if (r.tensor != 0 || r.offset != 0 || r.count != r.bytes)
+                throw Error(ErrorCode::corrupt, where + ": a rank state segment must be tensor 0, offset 0, count = bytes");
+            rank_states_[r.part] = Entry{source.get(), container.get(), &r};
+            continue;
+        }
         if (r.tensor < 0 || std::size_t(r.tensor) >= layout_.tensors.size())
             throw Error(ErrorCode::corrupt, where + ": tensor index out of range (" +
                                                 std::to_string(layout_.tensors.size()) + " tensors)");
@@ -27,6 +33,14 @@ void SegmentIndex::add(std::shared_ptr<const ByteSource> source, std::shared_ptr
     }
     sources_.push_back(std::move(source));
     containers_.push_back(std::move(container));
+}
+
+bool SegmentIndex::read_rank_state(const std::string &part, std::vector<unsigned char> &out) const {
+    const auto it = rank_states_.find(part);
+    if (it == rank_states_.end()) return false;
+    out.resize(std::size_t(it->second.record->bytes));
+    read_segment(*it->second.source, *it->second.container, *it->second.record, out.data());
+    return true;
 }
 
 void SegmentIndex::read(const std::string &part, int tensor, std::uint64_t offset, std::uint64_t count,

@@ -27,6 +27,12 @@ class SegmentIndex {
     // the checksum of every segment read. Error(corrupt) when a range is held by no segment.
     void read(const std::string &part, int tensor, std::uint64_t offset, std::uint64_t count, void *dst) const;
 
+    // Rank state: opaque bytes one rank saved for itself (gradient compression's residuals),
+    // segments whose part starts with kRankStatePrefix (tensor 0, offset 0, count = bytes).
+    // Checksum-verified on read; false when the checkpoint holds none under that part.
+    static constexpr const char *kRankStatePrefix = "rank_state.";
+    bool read_rank_state(const std::string &part, std::vector<unsigned char> &out) const;
+
     const LayoutInfo &layout() const noexcept { return layout_; }
 
   private:
@@ -40,6 +46,7 @@ class SegmentIndex {
     std::vector<std::shared_ptr<const ByteSource>> sources_;
     std::vector<std::shared_ptr<const Container>> containers_;
     std::map<std::pair<std::string, int>, std::vector<Entry>> entries_;
+    std::map<std::string, Entry> rank_states_;
 };
 
 } // namespace shardopt::checkpoint

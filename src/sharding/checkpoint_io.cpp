@@ -83,6 +83,8 @@ std::string new_generation() {
 }
 
 std::string part_name(int state_slot) { return state_slot < 0 ? "param" : "state." + std::to_string(state_slot); }
+// The part holding world rank r's rank state.
+std::string rank_state_part(int rank) { return std::string(SegmentIndex::kRankStatePrefix) + std::to_string(rank); }
 
 bool host_is_little_endian() {
     const std::uint32_t one = 1;
@@ -201,6 +203,9 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
                             base + at * elem, s.count * elem});
         }
     }
+    const std::vector<unsigned char> own_state = target.rank_state();
+    if (!own_state.empty())
+        data.push_back({rank_state_part(world.rank()), 0, 0, own_state.size(), own_state.data(), own_state.size()});
     nlohmann::json shard_header = {{"format", kFormatName},
                                    {"kind", "shard"},
                                    {"rank", world.rank()},
@@ -254,6 +259,19 @@ std::vector<unsigned char> serialize(CheckpointTarget &target) {
     std::vector<std::vector<unsigned char>> state(std::size_t(target.state_slots()), std::vector<unsigned char>(n * elem));
     for (std::size_t k = 0; k < state.size(); ++k) target.gather_packed(int(k), state[k].data());
 
+    // Every rank's rank state, gathered to all (padded to the largest).
+    const std::vector<unsigned char> own_state = target.rank_state();
+    std::vector<std::int64_t> state_sizes(std::size_t(world.size()));
+    const std::int64_t own_size = std::int64_t(own_state.size());
+    world.allgather(&own_size, state_sizes.data(), 1, DType::i64);
+    const std::size_t widest = std::size_t(*std::max_element(state_sizes.begin(), state_sizes.end()));
+    std::vector<unsigned char> rank_states;
+    if (widest > 0) {
+        std::vector<unsigned char> padded(widest, 0);
+        std::copy(own_state.begin(), own_state.end(), padded.begin());
+        rank_states.resize(widest * std::size_t(world.size()));
+        world.allgather(padded.data(), rank_states.data(), widest, DType::u8);
+    }
     std::vector<unsigned char> bytes;
     if (world.rank() == 0) {
         Manifest manifest = manifest_of(target, world.size());
@@ -269,6 +287,10 @@ std::vector<unsigned char> serialize(CheckpointTarget &target) {
                 at += count;
             }
         }
+        for (int r = 0; r < world.size(); ++r)
+            if (state_sizes[std::size_t(r)] > 0)
+                data.push_back({rank_state_part(r), 0, 0, std::uint64_t(state_sizes[std::size_t(r)]),
+                                rank_states.data() + std::size_t(r) * widest, std::size_t(state_sizes[std::size_t(r)])});
         VectorSink sink(bytes);
         write_container(sink, manifest_to_json(manifest), data);
     }
@@ -293,6 +315,8 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
     // New contents are staged here and committed only when every rank has all of them.
     std::vector<unsigned char> new_params;
     std::vector<std::vector<unsigned char>> new_state;
+    std::vector<unsigned char> new_rank_state;
+    bool has_rank_state = false;
     Manifest meta;
     run_agreed(world, [&] {
         check_checkpointable(target, bytes ? "deserialize" : "load");
@@ -381,9 +405,12 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
                 index.read(part_name(k), s.tensor, s.flat - layout.tensor(s.tensor).offset, s.count,
                            base + (sharded ? s.local : s.flat) * elem);
         }
+        // A rank's own state only means something to the same rank of the same world.
+        if (meta.world_size == world.size())
+            has_rank_state = index.read_rank_state(rank_state_part(world.rank()), new_rank_state);
     });
-    // Commit: every rank has everything .
-    target.commit(new_params, new_state, meta.step_count, meta.lr);
+    // Commit: every rank has everything.
+    target.commit(new_params, new_state, meta.step_count, meta.lr, has_rank_state ? &new_rank_state : nullptr);
 }
 
 } // namespace checkpoint

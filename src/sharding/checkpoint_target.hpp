@@ -45,10 +45,15 @@ class CheckpointTarget {
     virtual const unsigned char *host_part(int k) = 0;
     // Packed part k, every tensor in order (collective over the world, like get_parameters).
     virtual void gather_packed(int k, void *packed) = 0;
+    // What this rank keeps for itself beyond parameters and optimizer state (gradient
+    // compression's error-feedback residuals), as opaque bytes; empty when nothing. Saved per
+    // rank, and given back to the same rank of a checkpoint loaded at the same world size.
+    virtual std::vector<unsigned char> rank_state() = 0;
     // Replaces parameters, state (the parts laid out as host_part's), step count and learning
     // rate; gathered FSDP units are released. Runs only once every rank has staged everything.
+    // rank_state: this rank's bytes from the checkpoint, or null when it holds none for it.
     virtual void commit(const std::vector<unsigned char> &params, const std::vector<std::vector<unsigned char>> &state,
-                        std::int64_t step_count, double lr) = 0;
+                        std::int64_t step_count, double lr, const std::vector<unsigned char> *rank_state) = 0;
 
     // Elements of part k (full padded count, or the shard count).
     std::size_t part_elements(int k) const;

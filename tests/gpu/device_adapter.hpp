@@ -17,6 +17,7 @@ class DeviceAdapter final : public shardopt::Communicator {
   public:
     explicit DeviceAdapter(shardopt::CommunicatorPtr device_comm);
     ~DeviceAdapter() override;
+    std::uint64_t bytes_sent() const noexcept override { return device_->bytes_sent(); } // what the calls forwarded moved
     std::string backend_name() const override { return device_->backend_name() + "+host-adapter"; }
 
   protected:

@@ -20,6 +20,7 @@ class MovingComm final : public Communicator {
     explicit MovingComm(CommunicatorPtr inner) : Communicator(inner->rank(), inner->size()), inner_(std::move(inner)) {}
     ~MovingComm() override { shutdown_queues(); }
     std::string backend_name() const override { return inner_->backend_name() + "+moved"; }
+    std::uint64_t bytes_sent() const noexcept override { return inner_->bytes_sent(); }
 
   protected:
     void run(const Call &call) override {

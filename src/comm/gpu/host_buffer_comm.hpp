@@ -27,6 +27,7 @@ class HostBufferComm final : public Communicator {
     explicit HostBufferComm(CommunicatorPtr device_comm);
     ~HostBufferComm() override;
 
+    std::uint64_t bytes_sent() const noexcept override { return device_->bytes_sent(); } // what the calls forwarded moved
     std::string backend_name() const override { return device_->backend_name() + "+host-buffers"; }
 
   protected:

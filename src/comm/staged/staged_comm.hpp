@@ -28,6 +28,7 @@ class StagedComm final : public Communicator, public gpu::detail::DeviceComm {
     ~StagedComm() override;
 
     std::string backend_name() const override { return "staged"; }
+    std::uint64_t bytes_sent() const noexcept override { return host_->bytes_sent(); } // its calls run on host_
 
   protected:
     void run(const Call &call) override;

@@ -72,6 +72,42 @@ void StepEngine::state_from_host(int k, const unsigned char *host) {
         }
 }
 
+// Gradient compression's rank state: [u64 n][the reducer's n bytes][u64 anchor held][anchor bytes].
+std::vector<unsigned char> StepEngine::compression_state() {
+    if (!compressor_) return {};
+    const std::vector<unsigned char> reducer = compressor_->save_state();
+    const std::uint64_t n = reducer.size(), anchored = anchor_ && anchor_synced_ ? 1 : 0;
+    std::vector<unsigned char> out(16 + reducer.size() + (anchored ? anchor_->bytes() : 0));
+    std::memcpy(out.data(), &n, 8);
+    std::copy(reducer.begin(), reducer.end(), out.begin() + 8);
+    std::memcpy(out.data() + 8 + n, &anchored, 8);
+    if (anchored) std::memcpy(out.data() + 16 + n, anchor_->data(), anchor_->bytes());
+    return out;
+}
+
+void StepEngine::restore_compression_state(const std::vector<unsigned char> *bytes) {
+    anchor_synced_ = false; // LocalSGD replicas may differ: unless restored, the next averaging is a plain one
+    if (!compressor_) return;
+    // A state saved under other options (method, layout, world) does not fit: training resumes
+    // with empty residuals, as it starts.
+    std::uint64_t n = 0, anchored = 0;
+    bool restored = false;
+    if (bytes && bytes->size() >= 16) {
+        std::memcpy(&n, bytes->data(), 8);
+        if (n <= bytes->size() - 16) {
+            std::memcpy(&anchored, bytes->data() + 8 + n, 8);
+            const std::size_t anchor_bytes = anchored ? (anchor_ ? anchor_->bytes() : SIZE_MAX) : 0;
+            if (anchored <= 1 && bytes->size() == 16 + n + anchor_bytes)
+                restored = compressor_->load_state(std::vector<unsigned char>(bytes->begin() + 8, bytes->begin() + 8 + long(n)));
+            if (restored && anchored) {
+                std::memcpy(anchor_->data(), bytes->data() + 16 + n, anchor_bytes);
+                anchor_synced_ = true;
+            }
+        }
+    }
+    if (!restored) compressor_->clear_residuals();
+}
+
 Communicator &StepEngine::host_comm(Communicator &comm) {
     for (const auto &[device_comm, host] : host_comms_)
         if (device_comm == &comm) return *host;
@@ -116,8 +152,10 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
                                 host_part(k), packed);
     }
 
+    std::vector<unsigned char> rank_state() override { return e_.compression_state(); }
+
     void commit(const std::vector<unsigned char> &params, const std::vector<std::vector<unsigned char>> &state,
-                std::int64_t step_count, double lr) override {
+                std::int64_t step_count, double lr, const std::vector<unsigned char> *rank_state) override {
         e_.release_all_units(); // their contents are about to go stale
         e_.space_->copy_from_host(e_.params_->data(), params.data(), params.size());
         for (int k = 0; k < e_.state_slots_; ++k) e_.state_from_host(k, state[std::size_t(k)].data());
@@ -125,7 +163,7 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
         for (BucketUpdate &u : e_.updates_) u.updater->set_step_count(step_count);
         e_.step_count_ = step_count;
         e_.set_lr(lr);
-        e_.anchor_synced_ = false; // LocalSGD replicas may differ: the next averaging is a plain one
+        e_.restore_compression_state(rank_state);
         params_.clear();
         for (auto &mirror : state_) mirror.clear();
     }

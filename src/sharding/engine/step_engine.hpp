@@ -126,6 +126,10 @@ class StepEngine {
     // padding 0); and written back the same way.
     std::vector<unsigned char> state_to_host(int k);
     void state_from_host(int k, const unsigned char *host);
+    // Gradient compression's per-rank state (residuals, LocalSGD's anchor) for checkpoints, and
+    // back (null or bytes that do not fit: residuals cleared).
+    std::vector<unsigned char> compression_state();
+    void restore_compression_state(const std::vector<unsigned char> *bytes);
     // `comm` (one of the grid's) as a communicator taking host buffers; made once per communicator.
     Communicator &host_comm(Communicator &comm);
 
