@@ -675,6 +675,91 @@ SHARDOPT_API shardopt_status shardopt_comm_create_inprocess_member(const char *g
  * this rank and the message instead of only the return code. */
 SHARDOPT_API void shardopt_model_error(const char *message);
 
+/* Pipeline parallelism (docs/pipeline.md): the caller's model chunk on each pipeline rank of a
+ * hybrid optimizer (pipeline_parallel_size > 1), given as forward/backward callbacks; a pipeline
+ * runs one batch at a time through a schedule, moving activations between neighbouring stages,
+ * summing the parameter gradients of the micro-batches and ending with one optimizer step. */
+typedef enum shardopt_pipeline_schedule {
+    SHARDOPT_PIPELINE_1F1B = 0,            /* the default: at most pp micro-batches held */
+    SHARDOPT_PIPELINE_GPIPE = 1,           /* every forward, then every backward */
+    SHARDOPT_PIPELINE_INTERLEAVED_1F1B = 2 /* virtual_stages chunks per rank, a smaller bubble */
+} shardopt_pipeline_schedule;
+
+/* Zero means default in every field. */
+typedef struct shardopt_pipeline_options {
+    size_t struct_size;                  /* sizeof(shardopt_pipeline_options) */
+    int32_t num_micro_batches;           /* 0 = the pipeline depth */
+    shardopt_pipeline_schedule schedule; /* 0 = 1F1B */
+    int32_t virtual_stages;              /* chunks per rank; 0 = 1 (2 for interleaved 1F1B) */
+} shardopt_pipeline_options;
+
+/* What a callback is called for. Activations are elements of the optimizer's dtype. */
+typedef struct shardopt_stage_call {
+    size_t struct_size;  /* sizeof(shardopt_stage_call) of the library */
+    int32_t micro_batch;
+    int32_t chunk;       /* this rank's chunk, 0..virtual_stages-1 */
+    int32_t model_chunk; /* its place in the model: chunk * pp + pipeline rank */
+    int32_t first;       /* 1 on the model's first chunk: no input */
+    int32_t last;        /* 1 on the model's last chunk: computes the loss, no output */
+    void *internal;      /* the library's; read through shardopt_stage_call_grad */
+} shardopt_stage_call;
+
+typedef struct shardopt_activation_s *shardopt_activation;
+
+/* Forward of call->chunk on call->micro_batch: input[0..input_count) (none on the first chunk)
+ * -> output, sized with shardopt_activation_resize (left empty on the last chunk, which stores
+ * the micro-batch's loss in *loss). Return 0; anything else fails the batch on every stage. */
+typedef int (*shardopt_stage_forward_fn)(void *user_data, const shardopt_stage_call *call, const void *input,
+                                         size_t input_count, shardopt_activation output, double *loss);
+/* Backward of the same chunk and micro-batch: output_grad (none on the last chunk) -> input_grad
+ * (input_count elements; nothing to write on the first chunk), adding the parameter gradients
+ * into shardopt_stage_call_grad's buffers. `input` is what the forward got. */
+typedef int (*shardopt_stage_backward_fn)(void *user_data, const shardopt_stage_call *call, const void *input,
+                                          size_t input_count, const void *output_grad, size_t output_grad_count,
+                                          void *input_grad);
+
+typedef struct shardopt_pipeline_stage {
+    size_t struct_size; /* sizeof(shardopt_pipeline_stage) */
+    shardopt_stage_forward_fn forward;
+    shardopt_stage_backward_fn backward;
+    void *user_data;
+} shardopt_pipeline_stage;
+
+typedef struct shardopt_pipeline_result {
+    size_t struct_size;     /* set by the caller */
+    double loss;            /* mean of the last chunk's micro-batch losses (every stage) */
+    int32_t step_applied;   /* 1 when the batch's optimizer step updated the parameters */
+    double busy_seconds;    /* this rank, inside the callbacks */
+    double wait_seconds;    /* this rank, waiting for activations and gradients */
+    double span_seconds;    /* this rank, from the batch's start to its last action */
+    double bubble_fraction; /* the pipeline: 1 - summed busy / (stages x longest span) */
+    int32_t peak_activations; /* most forwards this rank held before their backward */
+    int32_t sends;
+    int32_t recvs;
+} shardopt_pipeline_result;
+
+typedef struct shardopt_pipeline_s *shardopt_pipeline;
+
+/* Collective over the optimizer's pipeline group. The optimizer: host memory, f32/f64, no
+ * gradient accumulation of its own; it and the callbacks' user_data must outlive the pipeline.
+ * Errors: INVALID_ARGUMENT (NULLs, bad options), MISMATCH (stages with other options),
+ * UNSUPPORTED (CUDA memory, other dtypes). */
+SHARDOPT_API shardopt_status shardopt_pipeline_create(shardopt_optimizer opt, const shardopt_pipeline_stage *stage,
+                                                      const shardopt_pipeline_options *options,
+                                                      shardopt_pipeline *out);
+SHARDOPT_API shardopt_status shardopt_pipeline_destroy(shardopt_pipeline pipeline);
+/* Collective over the optimizer's world: one batch and one optimizer step; result may be NULL.
+ * A failing callback or stage aborts the pipeline group, so every stage returns an error at once
+ * (INVALID_STATE naming the rank and the callback's return code, or shardopt_model_error's
+ * message when the callback set one). */
+SHARDOPT_API shardopt_status shardopt_pipeline_run_batch(shardopt_pipeline pipeline, shardopt_pipeline_result *result);
+/* From a forward callback: sets the output's element count and returns its buffer in *data. */
+SHARDOPT_API shardopt_status shardopt_activation_resize(shardopt_activation output, size_t count, void **data);
+/* From a backward callback: the gradient of tensor `tensor` of the optimizer's layout, summed
+ * over the batch's micro-batches (add into it); *count (may be NULL) = its elements. */
+SHARDOPT_API shardopt_status shardopt_stage_call_grad(const shardopt_stage_call *call, int tensor, void **grad,
+                                                      size_t *count);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -50,6 +50,9 @@ struct shardopt_optimizer_s {
 
 namespace shardopt::capi {
 
+// What a callback on this thread said about its failure (shardopt_model_error), cleared.
+std::string take_model_error();
+
 // Records "function: message" as this thread's last error and returns code.
 shardopt_status fail(ErrorCode code, const char *function, const char *message) noexcept;
 

@@ -12,6 +12,12 @@ namespace {
 thread_local std::string model_error_message;
 } // namespace
 
+std::string shardopt::capi::take_model_error() {
+    std::string message;
+    message.swap(model_error_message);
+    return message;
+}
+
 extern "C" {
 
 SHARDOPT_API void shardopt_model_error(const char *message) {

@@ -253,9 +253,12 @@ class ShardedOptimizer {
     // --- checkpoints (all collective over the world; see src/checkpoint/) ---
     // Contents: parameters, optimizer state, step count, learning rate, optimizer and sharding
     // options, and the parameter layout (names, counts, dtype). Refused with
-    // Error(invalid_state) in the middle of gradient accumulation. Hybrid grids with tensor or
-    // pipeline parallelism are not supported (Error(unsupported)). The files do not depend on
-    // the memory space: a checkpoint saved from either loads into the other.
+    // Error(invalid_state) in the middle of gradient accumulation. Pipeline stages each save their
+    // own tensors under the whole model's layout, and tensors are matched by name on load, so a
+    // checkpoint loads at any pipeline depth or into an optimizer over the whole model (names must
+    // be unique across stages). Hybrid grids with tensor parallelism are not supported
+    // (Error(unsupported)). The files do not depend on the memory space: a checkpoint saved from
+    // either loads into the other.
     //
     // save(dir): sharded form = every rank writes its own shard file in parallel, then rank 0
     // writes the manifest `dir/checkpoint.shardopt` (the checkpoint exists only once it is in

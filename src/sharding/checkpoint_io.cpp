@@ -14,6 +14,7 @@
 #include "../checkpoint/resharding.hpp"
 #include "../checkpoint/safetensors_writer.hpp"
 #include "checkpoint_target.hpp"
+#include "stage_layouts.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt {
@@ -95,9 +96,9 @@ bool host_is_little_endian() {
 
 void check_checkpointable(const CheckpointTarget &target, const char *what) {
     require(host_is_little_endian(), ErrorCode::unsupported, "checkpoints need a little-endian host");
-    require(target.grid().pp_size == 1 && target.grid().tp_size == 1, ErrorCode::unsupported,
-            std::string(what) + ": checkpoints of hybrid grids with tensor or pipeline parallelism are not supported "
-                                "(every rank must hold the whole model's layout)");
+    require(target.grid().tp_size == 1, ErrorCode::unsupported,
+            std::string(what) + ": checkpoints of hybrid grids with tensor parallelism are not supported "
+                                "(tensors split across ranks); pipeline stages are");
     require(target.micro_step() == 0, ErrorCode::invalid_state,
             std::string(what) + ": refused in the middle of gradient accumulation (" +
                 std::to_string(target.micro_step()) + " of " +
@@ -139,6 +140,10 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
     const std::size_t elem = layout.element_size();
     const std::int64_t step_count = target.step_count();
     Manifest manifest = manifest_of(target, world.size());
+    // Pipeline stages: the manifest and every shard file describe the whole model.
+    ModelLayout model;
+    run_agreed(world, [&] { model = model_layout(world, target.grid(), layout); });
+    manifest.layout = model.info;
     const LayoutInfo &info = manifest.layout;
     const std::string manifest_path = join_path(dir, kManifestFile);
 
@@ -151,12 +156,14 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
             // The parameters again, for other tools: read them back from the bytes just written.
             MemorySource source(bytes.data(), bytes.size());
             const Container c = read_container(source);
-            std::vector<unsigned char> packed(layout.element_count() * elem);
+            std::size_t total = 0;
+            for (const auto &t : info.tensors) total += t.count;
+            std::vector<unsigned char> packed(total * elem);
             SegmentIndex index(info);
             index.add(std::make_shared<MemorySource>(bytes.data(), bytes.size()), std::make_shared<Container>(c));
             std::size_t at = 0;
-            for (int t = 0; t < layout.tensor_count(); ++t) {
-                const std::size_t n = layout.tensor(t).count;
+            for (int t = 0; t < int(info.tensors.size()); ++t) {
+                const std::size_t n = info.tensors[std::size_t(t)].count;
                 index.read("param", t, 0, n, packed.data() + at * elem);
                 at += n;
             }
@@ -199,7 +206,7 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
         const unsigned char *base = target.host_part(k);
         for (const auto &s : segs) {
             const std::size_t at = sharded && plan.reduce_grads() ? s.local : s.flat;
-            data.push_back({part_name(k), s.tensor, s.flat - layout.tensor(s.tensor).offset, s.count,
+            data.push_back({part_name(k), model.base + s.tensor, s.flat - layout.tensor(s.tensor).offset, s.count,
                             base + at * elem, s.count * elem});
         }
     }
@@ -252,12 +259,30 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
 std::vector<unsigned char> serialize(CheckpointTarget &target) {
     Communicator &world = target.world();
     const ParameterSet &layout = target.layout();
+    ModelLayout model;
     run_agreed(world, [&] { check_checkpointable(target, "serialize"); });
+    run_agreed(world, [&] { model = model_layout(world, target.grid(), layout); }); // collective
     const std::size_t elem = layout.element_size(), n = layout.element_count();
     std::vector<unsigned char> params(n * elem);
     target.gather_packed(-1, params.data()); // collective (FSDP, hybrid)
     std::vector<std::vector<unsigned char>> state(std::size_t(target.state_slots()), std::vector<unsigned char>(n * elem));
     for (std::size_t k = 0; k < state.size(); ++k) target.gather_packed(int(k), state[k].data());
+    if (model.root.size() > 1) { // pipeline stages: every stage's parts, stage after stage
+        auto whole = [&](std::vector<unsigned char> &mine) {
+            std::vector<unsigned char> all;
+            for (std::size_t s = 0; s < model.root.size(); ++s) {
+                std::size_t count = 0;
+                for (int t = 0; t < model.tensor_count[s]; ++t)
+                    count += model.info.tensors[std::size_t(model.first_tensor[s] + t)].count;
+                std::vector<unsigned char> part = world.rank() == model.root[s] ? mine : std::vector<unsigned char>(count * elem);
+                world.broadcast(part.data(), part.size(), DType::u8, model.root[s]);
+                all.insert(all.end(), part.begin(), part.end());
+            }
+            mine = std::move(all);
+        };
+        whole(params);
+        for (auto &slot : state) whole(slot);
+    }
 
     // Every rank's rank state, gathered to all (padded to the largest).
     const std::vector<unsigned char> own_state = target.rank_state();
@@ -275,14 +300,15 @@ std::vector<unsigned char> serialize(CheckpointTarget &target) {
     std::vector<unsigned char> bytes;
     if (world.rank() == 0) {
         Manifest manifest = manifest_of(target, world.size());
+        manifest.layout = model.info;
         manifest.kind = "consolidated";
         manifest.generation = new_generation();
         std::vector<SegmentData> data;
         for (int k = -1; k < int(state.size()); ++k) {
             const unsigned char *base = k < 0 ? params.data() : state[std::size_t(k)].data();
             std::size_t at = 0;
-            for (int t = 0; t < layout.tensor_count(); ++t) {
-                const std::size_t count = layout.tensor(t).count;
+            for (int t = 0; t < int(model.info.tensors.size()); ++t) {
+                const std::size_t count = model.info.tensors[std::size_t(t)].count;
                 data.push_back({part_name(k), t, 0, count, base + at * elem, count * elem});
                 at += count;
             }
@@ -318,8 +344,10 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
     std::vector<unsigned char> new_rank_state;
     bool has_rank_state = false;
     Manifest meta;
+    ModelLayout model;
+    run_agreed(world, [&] { check_checkpointable(target, bytes ? "deserialize" : "load"); });
+    run_agreed(world, [&] { model = model_layout(world, target.grid(), layout); }); // collective
     run_agreed(world, [&] {
-        check_checkpointable(target, bytes ? "deserialize" : "load");
         std::shared_ptr<ByteSource> msource;
         std::string base_dir;
         if (bytes) {
@@ -345,7 +373,8 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
         if (bytes && meta.kind != "consolidated")
             throw Error(ErrorCode::invalid_argument,
                         "deserialize: these bytes are a sharded checkpoint's manifest, not a serialized checkpoint");
-        check_same_layout(meta.layout, layout_info(layout));
+        // By name: a checkpoint of pipeline stages loads into another depth or a whole-model optimizer.
+        const std::vector<int> saved_index = match_tensors(meta.layout, layout_info(layout), model.info.tensors.size());
         require(meta.optimizer_kind == int(kind), ErrorCode::invalid_argument,
                 std::string("checkpoint was saved by a ") + optimizer_kind_name(OptimizerKind(meta.optimizer_kind)) +
                     " optimizer (kind " + std::to_string(meta.optimizer_kind) + "), this optimizer is " +
@@ -402,8 +431,8 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
             const bool sharded = k < 0 ? plan.params_sharded() : plan.state_sharded();
             unsigned char *base = k < 0 ? new_params.data() : new_state[std::size_t(k)].data();
             for (const auto &s : sharded ? target.chunk_segments() : whole)
-                index.read(part_name(k), s.tensor, s.flat - layout.tensor(s.tensor).offset, s.count,
-                           base + (sharded ? s.local : s.flat) * elem);
+                index.read(part_name(k), saved_index[std::size_t(s.tensor)], s.flat - layout.tensor(s.tensor).offset,
+                           s.count, base + (sharded ? s.local : s.flat) * elem);
         }
         // A rank's own state only means something to the same rank of the same world.
         if (meta.world_size == world.size())
