@@ -551,6 +551,12 @@ int so_params_add(shardopt_params params, const char *name, size_t count, int tp
     SO_TRY(shardopt_params_add(params, name, count, tp_replicated, &index), -1);
     return index;
 }
+/* A rows x cols (row-major) tensor: what PowerSGD compresses (shardopt_params_add_matrix). */
+int so_params_add_matrix(shardopt_params params, const char *name, size_t rows, size_t cols, int tp_replicated) {
+    int index = -1;
+    SO_TRY(shardopt_params_add_matrix(params, name, rows, cols, tp_replicated, &index), -1);
+    return index;
+}
 void so_params_end_bucket(shardopt_params params) { SO_TRY(shardopt_params_end_bucket(params), SO_VOID); }
 size_t so_params_element_count(shardopt_params params) {
     size_t n = 0;
@@ -686,6 +692,12 @@ int so_should_early_stop(shardopt_optimizer opt, int vote) {
     int stop = 0;
     SO_TRY(shardopt_optimizer_should_early_stop(opt, vote, &stop), 0);
     return stop;
+}
+/* Bytes this rank has moved over the optimizer's communicators so far (not collective). */
+uint64_t so_bytes_sent(shardopt_optimizer opt) {
+    uint64_t n = 0;
+    SO_TRY(shardopt_optimizer_bytes_sent(opt, &n), 0);
+    return n;
 }
 void so_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats) {
     if (stats) stats->struct_size = sizeof *stats;

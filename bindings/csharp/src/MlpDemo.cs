@@ -28,8 +28,9 @@ namespace Shardopt.DistributedTraining
             }
         }
 
-        public ParameterLayout Layout() => new ParameterLayout().Add("fc1.weight", Hidden * Inputs).Add("fc1.bias", Hidden).EndBucket()
-            .Add("fc2.weight", Classes * Hidden).Add("fc2.bias", Classes).EndBucket();
+        /// <summary>The weights are matrices (out x in, row-major): PowerSGD compression can approximate them.</summary>
+        public ParameterLayout Layout() => new ParameterLayout().AddMatrix("fc1.weight", Hidden, Inputs).Add("fc1.bias", Hidden).EndBucket()
+            .AddMatrix("fc2.weight", Classes, Hidden).Add("fc2.bias", Classes).EndBucket();
 
         public float[] InitialParameters()
         {

@@ -5,18 +5,37 @@ using Shardopt.Native;
 
 namespace Shardopt.DistributedTraining
 {
+    /// <summary>How gradients are compressed on the wire (ShardingConfiguration.GradientCompression). BF16/FP16: 2 bytes
+    /// per element. Int8/Int4: blockwise, a scale per 256 elements. TopK: the CompressionRatio largest-magnitude
+    /// elements of each chunk. PowerSGD: a rank-PowerSgdRank approximation of every tensor declared as a matrix
+    /// (ParameterLayout.AddMatrix); other tensors go uncompressed. Error feedback (the default) keeps what Int8, Int4,
+    /// TopK and PowerSGD missed and adds it to the next step. Values are the C ABI's shardopt_compression.</summary>
+    public enum GradientCompression { None = 0, BF16 = 1, FP16 = 2, Int8 = 3, Int4 = 4, TopK = 5, PowerSGD = 6 }
+
     /// <summary>The model's tensors in order (their element type is the optimizer's). EndBucket() closes a gradient
-    /// bucket (an FSDP unit); otherwise tensors are grouped into buckets of MinimumParameterGroupSize elements.</summary>
+    /// bucket (an FSDP unit); otherwise tensors are grouped into buckets of MinimumParameterGroupSize elements.
+    /// AddMatrix declares a row-major matrix: the tensors PowerSGD compression approximates.</summary>
     public sealed class ParameterLayout
     {
-        readonly List<(string name, ulong count, bool tp, bool end)> tensors = new List<(string, ulong, bool, bool)>();
+        readonly List<(string name, ulong count, bool tp, bool end, ulong rows, ulong cols)> tensors = new List<(string, ulong, bool, bool, ulong, ulong)>();
 
         public ParameterLayout Add(string name, long count, bool tensorParallelReplicated = false)
         {
             if (name == null) throw new ArgumentNullException(nameof(name));
             if (count < 1)
                 throw new ArgumentOutOfRangeException(nameof(count), count, $"tensor '{name}' must have at least 1 element (got {count})");
-            tensors.Add((name, (ulong)count, tensorParallelReplicated, false));
+            tensors.Add((name, (ulong)count, tensorParallelReplicated, false, 0, 0));
+            return this;
+        }
+
+        /// <summary>A rows x cols row-major matrix (rows * cols elements), which PowerSGD compression approximates.</summary>
+        public ParameterLayout AddMatrix(string name, long rows, long cols, bool tensorParallelReplicated = false)
+        {
+            if (name == null) throw new ArgumentNullException(nameof(name));
+            if (rows < 1) throw new ArgumentOutOfRangeException(nameof(rows), rows, $"tensor '{name}' must have at least 1 row (got {rows})");
+            if (cols < 1) throw new ArgumentOutOfRangeException(nameof(cols), cols, $"tensor '{name}' must have at least 1 column (got {cols})");
+            if (rows > int.MaxValue / cols) throw new ArgumentOutOfRangeException(nameof(rows), rows, $"tensor '{name}': {rows} x {cols} elements are too many");
+            tensors.Add((name, (ulong)(rows * cols), tensorParallelReplicated, false, (ulong)rows, (ulong)cols));
             return this;
         }
 
@@ -39,7 +58,8 @@ namespace Shardopt.DistributedTraining
             {
                 foreach (var t in tensors)
                 {
-                    shardopt_native.so_params_add(p, t.name, t.count, t.tp ? 1 : 0);
+                    if (t.rows > 0) shardopt_native.so_params_add_matrix(p, t.name, t.rows, t.cols, t.tp ? 1 : 0);
+                    else shardopt_native.so_params_add(p, t.name, t.count, t.tp ? 1 : 0);
                     if (t.end) shardopt_native.so_params_end_bucket(p);
                 }
             }
@@ -96,11 +116,17 @@ namespace Shardopt.DistributedTraining
     /// LearningRate: when set, the steps use it; when null (AiDotNet: 0.01) the wrapped optimizer's rate is used.
     /// AutoSyncGradients=false turns DDP/ZeRO-1 into Local SGD (averaging every LocalSteps steps).
     /// MinimumParameterGroupSize: the gradient bucket (FSDP unit) size in elements.
-    /// EnableGradientCompression: not in the C ABI yet; setting true throws NotSupportedException.</summary>
+    /// EnableGradientCompression (false): true compresses every gradient reduction (and Local SGD's averaging) with
+    /// GradientCompression (Int8 by default); the optimizer's BytesSent shows the saving. CompressionRatio (0.1):
+    /// TopK's fraction of each chunk sent, in (0, 1]. ErrorFeedback (true): keep what compression missed and add it to
+    /// the next step. PowerSgdRank (4): PowerSGD's rank, in [1, 1024]. Invalid values throw ArgumentException.</summary>
     public class ShardingConfiguration
     {
         double? learningRate;
         int groupSize = 1024;
+        GradientCompression compression = GradientCompression.Int8;
+        double compressionRatio = 0.1;
+        int powerSgdRank = 4;
 
         public ShardingConfiguration(CommunicationBackend backend, double? learningRate = null)
         {
@@ -112,9 +138,10 @@ namespace Shardopt.DistributedTraining
         /// <summary>Small buckets (512 elements): more, earlier reductions overlapping the backward pass.</summary>
         public static ShardingConfiguration CreateForHighBandwidth(CommunicationBackend backend) =>
             new ShardingConfiguration(backend) { MinimumParameterGroupSize = 512 };
-        /// <summary>Large buckets (4096 elements): fewer messages (no compression: shardopt has none yet).</summary>
+        /// <summary>Large buckets (4096 elements), fewer messages, and gradient compression on (Int8 with error
+        /// feedback), as in AiDotNet.</summary>
         public static ShardingConfiguration CreateForLowBandwidth(CommunicationBackend backend) =>
-            new ShardingConfiguration(backend) { MinimumParameterGroupSize = 4096 };
+            new ShardingConfiguration(backend) { MinimumParameterGroupSize = 4096, EnableGradientCompression = true };
 
         public CommunicationBackend CommunicationBackend { get; }
         public double? LearningRate
@@ -128,10 +155,37 @@ namespace Shardopt.DistributedTraining
             get => groupSize;
             set { if (value < 1) throw new ArgumentException($"MinimumParameterGroupSize must be >= 1 (got {value})"); groupSize = value; }
         }
-        public bool EnableGradientCompression
+        /// <summary>True: gradient reductions are compressed with GradientCompression (Int8 by default).</summary>
+        public bool EnableGradientCompression { get; set; }
+        /// <summary>The method used when EnableGradientCompression is true.</summary>
+        public GradientCompression GradientCompression
         {
-            get => false;
-            set { if (value) throw new NotSupportedException("gradient compression is not in the shardopt C ABI yet; use a larger MinimumParameterGroupSize for fewer messages"); }
+            get => compression;
+            set
+            {
+                if (!Enum.IsDefined(typeof(GradientCompression), value))
+                    throw new ArgumentException($"GradientCompression must be one of {string.Join(", ", Enum.GetNames(typeof(GradientCompression)))} (got {(int)value})", nameof(value));
+                compression = value;
+            }
+        }
+        /// <summary>TopK: the fraction of each chunk sent, in (0, 1].</summary>
+        public double CompressionRatio
+        {
+            get => compressionRatio;
+            set => compressionRatio = CheckRatio(value, nameof(CompressionRatio));
+        }
+        public bool ErrorFeedback { get; set; } = true;
+        /// <summary>PowerSGD: the approximation's rank, in [1, 1024].</summary>
+        public int PowerSgdRank
+        {
+            get => powerSgdRank;
+            set { if (value < 1 || value > 1024) throw new ArgumentException($"PowerSgdRank must be in [1, 1024] (got {value})", nameof(value)); powerSgdRank = value; }
+        }
+
+        internal static double CheckRatio(double value, string name)
+        {
+            if (!(value > 0 && value <= 1)) throw new ArgumentException($"{name} must be in (0, 1] (got {value})", name);
+            return value;
         }
         /// <summary>True (the default, as PyTorch DDP): the initial parameters are rank 0's, broadcast to every
         /// rank of its data-parallel group, so replicas cannot start apart. False keeps each rank's own.</summary>
@@ -150,7 +204,7 @@ namespace Shardopt.DistributedTraining
         public static ShardingConfiguration<T> CreateForHighBandwidth(CommunicationBackend<T> backend) =>
             new ShardingConfiguration<T>(backend) { MinimumParameterGroupSize = 512 };
         public static ShardingConfiguration<T> CreateForLowBandwidth(CommunicationBackend<T> backend) =>
-            new ShardingConfiguration<T>(backend) { MinimumParameterGroupSize = 4096 };
+            new ShardingConfiguration<T>(backend) { MinimumParameterGroupSize = 4096, EnableGradientCompression = true };
     }
 
     /// <summary>The data set is the sample indices [0, NumSamples), split across data-parallel ranks.</summary>
@@ -184,10 +238,16 @@ namespace Shardopt.DistributedTraining
             : this(applied, skipped, accumulating, norm, 0, 0, 0) { }
         public StepResult(bool applied, bool skipped, bool accumulating, double norm, double reduceWaitSeconds,
                           double updateSeconds, double postUpdateSeconds)
+            : this(applied, skipped, accumulating, norm, reduceWaitSeconds, updateSeconds, postUpdateSeconds, 0) { }
+        public StepResult(bool applied, bool skipped, bool accumulating, double norm, double reduceWaitSeconds,
+                          double updateSeconds, double postUpdateSeconds, long bytesSent)
         {
             Applied = applied; SkippedNonFinite = skipped; Accumulating = accumulating; GradNorm = norm;
             ReduceWaitSeconds = reduceWaitSeconds; UpdateSeconds = updateSeconds; PostUpdateSeconds = postUpdateSeconds;
+            BytesSent = bytesSent;
         }
+        /// <summary>Bytes this rank moved over the optimizer's communicators since the previous step returned.</summary>
+        public long BytesSent { get; }
         public bool Applied { get; }
         public bool SkippedNonFinite { get; }
         public bool Accumulating { get; }
@@ -270,6 +330,10 @@ namespace Shardopt.DistributedTraining
             s.gradient_accumulation_steps = c.GradientAccumulationSteps;
             s.max_grad_norm = c.MaxGradNorm;
             s.broadcast_initial = c.BroadcastInitialParameters ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
+            if (c.EnableGradientCompression) s.compression = (int)c.GradientCompression;
+            s.compression_ratio = c.CompressionRatio;
+            s.power_sgd_rank = c.PowerSgdRank;
+            s.error_feedback = c.ErrorFeedback ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
             Configure(s);
             return s;
         }
@@ -633,7 +697,22 @@ namespace Shardopt.DistributedTraining
             {
                 shardopt_native.so_step(h, r);
                 return new StepResult(r.applied != 0, r.skipped_nonfinite != 0, r.accumulating != 0, r.grad_norm,
-                                      r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds);
+                                      r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds, (long)r.bytes_sent);
+            }
+        }
+
+        /// <summary>Bytes this rank has moved over the optimizer's communicators since it was created (not collective).</summary>
+        public long BytesSent => (long)shardopt_native.so_bytes_sent(H);
+
+        /// <summary>Bytes this rank holds now (not collective); CompressionBytes: gradient compression's buffers.</summary>
+        public MemoryStats GetMemoryStats()
+        {
+            var h = H;
+            using (var m = new shardopt_memory_stats())
+            {
+                shardopt_native.so_memory_stats(h, m);
+                return new MemoryStats((long)m.params_bytes, (long)m.grads_bytes, (long)m.optimizer_state_bytes, (long)m.buffer_bytes,
+                                       (long)m.peak_buffer_bytes, (long)m.total_bytes, (long)m.compression_bytes);
             }
         }
 
@@ -773,6 +852,63 @@ namespace Shardopt.DistributedTraining
         internal override void Configure(shardopt_sharding_options s) => Hybrid.Configure(s, PipelineParallelSize, TensorParallelSize, DataParallelSize);
     }
 
+    /// <summary>AiDotNet's GradientCompressionOptimizer: data parallel (DDP) with compressed gradient reductions.
+    /// useSparsification: TopK at compressionRatio (each chunk's largest-magnitude fraction); else useQuantization: Int8
+    /// (blockwise, a scale per 256 elements); neither: no compression. When both are set, sparsification wins (the ratio
+    /// only means something for it). The configuration's ErrorFeedback (true) applies; these arguments replace its
+    /// EnableGradientCompression / GradientCompression. compressionRatio outside (0, 1] throws ArgumentException.</summary>
+    public class GradientCompressionOptimizer : ShardedOptimizer
+    {
+        public GradientCompressionOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, double compressionRatio = 0.1,
+                                            bool useQuantization = true, bool useSparsification = false)
+            : base(wrappedOptimizer, config, CompressionArgs.DdpChecking(compressionRatio))
+        {
+            CompressionRatio = compressionRatio; UseQuantization = useQuantization; UseSparsification = useSparsification;
+        }
+        public double CompressionRatio { get; }
+        public bool UseQuantization { get; }
+        public bool UseSparsification { get; }
+        /// <summary>The method in use: TopK, Int8 or None.</summary>
+        public GradientCompression Compression => CompressionArgs.Method(UseQuantization, UseSparsification);
+        internal override void Configure(shardopt_sharding_options s) => CompressionArgs.Configure(s, Compression, CompressionRatio);
+    }
+
+    internal static class CompressionArgs
+    {
+        // validates the ratio in the base(...) call, before the (virtual) Configure can see the fields
+        internal static int DdpChecking(double ratio)
+        {
+            ShardingConfiguration.CheckRatio(ratio, "compressionRatio");
+            return shardopt_native.SHARDOPT_DDP;
+        }
+        internal static GradientCompression Method(bool quantization, bool sparsification) =>
+            sparsification ? GradientCompression.TopK : quantization ? GradientCompression.Int8 : GradientCompression.None;
+        internal static void Configure(shardopt_sharding_options s, GradientCompression method, double ratio)
+        {
+            // also called by the base constructor's validation, before the fields are set: nothing is created then
+            s.compression = (int)method;
+            s.compression_ratio = ratio;
+        }
+    }
+
+    /// <summary>Bytes one rank holds now, in its memory space (ShardedOptimizer.GetMemoryStats()).</summary>
+    public sealed class MemoryStats
+    {
+        internal MemoryStats(long parameters, long gradients, long state, long buffers, long peakBuffers, long total, long compression)
+        {
+            ParamsBytes = parameters; GradsBytes = gradients; OptimizerStateBytes = state; BufferBytes = buffers;
+            PeakBufferBytes = peakBuffers; TotalBytes = total; CompressionBytes = compression;
+        }
+        public long ParamsBytes { get; }
+        public long GradsBytes { get; }
+        public long OptimizerStateBytes { get; }
+        public long BufferBytes { get; }
+        public long PeakBufferBytes { get; }
+        public long TotalBytes { get; }
+        /// <summary>Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers.</summary>
+        public long CompressionBytes { get; }
+    }
+
     internal static class Hybrid
     {
         internal static void Configure(shardopt_sharding_options s, int pp, int tp, int dp)
@@ -789,6 +925,20 @@ namespace Shardopt.DistributedTraining
     public class FSDPOptimizer<T> : ShardedOptimizer<T> where T : struct { public FSDPOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config, shardopt_native.SHARDOPT_FSDP) { } }
     public class ZeRO3Optimizer<T> : FSDPOptimizer<T> where T : struct { public ZeRO3Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
     public class LocalSGDOptimizer<T> : ShardedOptimizer<T> where T : struct { public LocalSGDOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config, shardopt_native.SHARDOPT_LOCAL_SGD) { } }
+    public class GradientCompressionOptimizer<T> : ShardedOptimizer<T> where T : struct
+    {
+        public GradientCompressionOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, double compressionRatio = 0.1,
+                                            bool useQuantization = true, bool useSparsification = false)
+            : base(wrappedOptimizer, config, CompressionArgs.DdpChecking(compressionRatio))
+        {
+            CompressionRatio = compressionRatio; UseQuantization = useQuantization; UseSparsification = useSparsification;
+        }
+        public double CompressionRatio { get; }
+        public bool UseQuantization { get; }
+        public bool UseSparsification { get; }
+        public GradientCompression Compression => CompressionArgs.Method(UseQuantization, UseSparsification);
+        internal override void Configure(shardopt_sharding_options s) => CompressionArgs.Configure(s, Compression, CompressionRatio);
+    }
     public class HybridShardedOptimizer<T> : ShardedOptimizer<T> where T : struct
     {
         public HybridShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, int pipelineParallelSize = 1,
@@ -811,6 +961,12 @@ namespace Shardopt.DistributedTraining
     public class FSDPOptimizer<T, TInput, TOutput> : FSDPOptimizer<T> where T : struct { public FSDPOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
     public class ZeRO3Optimizer<T, TInput, TOutput> : ZeRO3Optimizer<T> where T : struct { public ZeRO3Optimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
     public class LocalSGDOptimizer<T, TInput, TOutput> : LocalSGDOptimizer<T> where T : struct { public LocalSGDOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config) : base(wrappedOptimizer, config) { } }
+    public class GradientCompressionOptimizer<T, TInput, TOutput> : GradientCompressionOptimizer<T> where T : struct
+    {
+        public GradientCompressionOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, double compressionRatio = 0.1,
+                                            bool useQuantization = true, bool useSparsification = false)
+            : base(wrappedOptimizer, config, compressionRatio, useQuantization, useSparsification) { }
+    }
     public class HybridShardedOptimizer<T, TInput, TOutput> : HybridShardedOptimizer<T> where T : struct
     {
         public HybridShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, int pipelineParallelSize = 1,

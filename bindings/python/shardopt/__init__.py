@@ -1,4 +1,5 @@
-"""shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP, hybrid, Local SGD).
+"""shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP, hybrid, Local SGD), with
+optional gradient compression (bf16/fp16, int8/int4, top-k, PowerSGD).
 
 The classes mirror AiDotNet.DistributedTraining in Python naming. They sit on the SWIG module
 `shardopt.shardopt_native`, generated at build time from bindings/shardopt.i over the C ABI.
@@ -21,7 +22,8 @@ from .optimizers import (AdagradOptimizer, AdagradOptimizerOptions, AdamOptimize
                          MomentumOptimizer, MomentumOptimizerOptions, Optimizer, OptimizerOptions,
                          RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions,
                          StochasticGradientDescentOptimizer, StochasticGradientDescentOptimizerOptions)
-from .sharding import (DatasetResult, DDPOptimizer, FSDPOptimizer, HybridShardedOptimizer, LocalSGDOptimizer,
+from .sharding import (DatasetResult, DDPOptimizer, FSDPOptimizer, GradientCompression, GradientCompressionOptimizer,
+                       HybridShardedOptimizer, LocalSGDOptimizer,
                        MemoryStats, OptimizationInputData, OptimizationResult, ParameterLayout, ShardedOptimizer,
                        ShardingConfiguration, StepResult, ZeRO1Optimizer, ZeRO2Optimizer, ZeRO3Optimizer)
 from ._views import NativeArray, ObjectDisposedError

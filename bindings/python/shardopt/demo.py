@@ -18,8 +18,9 @@ class MlpDemo:
 
     def layout(self):
         lay = ParameterLayout(self.dtype)
-        lay.add("fc1.weight", self.sizes[0]).add("fc1.bias", self.sizes[1]).end_bucket()
-        lay.add("fc2.weight", self.sizes[2]).add("fc2.bias", self.sizes[3]).end_bucket()
+        # the weights are matrices (out x in, row-major): PowerSGD compression can approximate them
+        lay.add_matrix("fc1.weight", self.hidden, self.inputs).add("fc1.bias", self.sizes[1]).end_bucket()
+        lay.add_matrix("fc2.weight", self.classes, self.hidden).add("fc2.bias", self.sizes[3]).end_bucket()
         return lay
 
     def initial_parameters(self, seed=11):

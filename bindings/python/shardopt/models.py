@@ -13,7 +13,8 @@ class Model:
     """Subclass it and implement loss_and_gradient (and loss, when a cheaper loss-only pass
     exists; predict, to have predictions in the result).
 
-    tensors: [(name, count), ...] in packing order; dtype: numpy.float64 (AiDotNet's double) or
+    tensors: [(name, count), ...] in packing order (count may be a (rows, cols) shape: a matrix,
+    which PowerSGD compression can approximate); dtype: numpy.float64 (AiDotNet's double) or
     numpy.float32; initial: the packed initial parameters (zeros when omitted).
     """
 

@@ -1,5 +1,6 @@
 """ShardingConfiguration and the sharded optimizers (AiDotNet.DistributedTraining, Python naming)."""
 import contextlib
+import enum
 import os
 from dataclasses import dataclass, field
 
@@ -14,32 +15,93 @@ from ._views import (NativeOwner, ObjectDisposedError, Guard, as_native_array, n
 from .backends import CommunicationBackend
 from .optimizers import Optimizer
 
-__all__ = ["ParameterLayout", "ShardingConfiguration", "OptimizationInputData", "OptimizationResult", "DatasetResult",
+__all__ = ["GradientCompression", "ParameterLayout", "ShardingConfiguration", "OptimizationInputData", "OptimizationResult", "DatasetResult",
            "StepResult", "MemoryStats", "ShardedOptimizer", "DDPOptimizer", "ZeRO1Optimizer", "ZeRO2Optimizer",
-           "FSDPOptimizer", "ZeRO3Optimizer", "HybridShardedOptimizer", "LocalSGDOptimizer"]
+           "FSDPOptimizer", "ZeRO3Optimizer", "HybridShardedOptimizer", "LocalSGDOptimizer",
+           "GradientCompressionOptimizer"]
 
 _FLOAT_DTYPES = {np.dtype(np.float32): _n.SHARDOPT_F32, np.dtype(np.float64): _n.SHARDOPT_F64}
+
+
+class GradientCompression(enum.IntEnum):
+    """How gradients are compressed on the wire (ShardingConfiguration.gradient_compression).
+
+    BF16/FP16: 2 bytes per element. INT8/INT4: blockwise, a scale per 256 elements. TOP_K: the
+    compression_ratio largest-magnitude elements of each chunk. POWER_SGD: a rank-power_sgd_rank
+    approximation of every tensor declared as a matrix (ParameterLayout.add_matrix); other
+    tensors go uncompressed. Error feedback (the default) keeps what INT8/INT4/TOP_K/POWER_SGD
+    missed and adds it to the next step. Anywhere a method is taken, its name works too
+    ("int8", "top_k", "TopK", "PowerSGD", ...)."""
+    NONE = _n.SHARDOPT_COMPRESSION_NONE
+    BF16 = _n.SHARDOPT_COMPRESSION_BF16
+    FP16 = _n.SHARDOPT_COMPRESSION_FP16
+    INT8 = _n.SHARDOPT_COMPRESSION_INT8
+    INT4 = _n.SHARDOPT_COMPRESSION_INT4
+    TOP_K = _n.SHARDOPT_COMPRESSION_TOP_K
+    POWER_SGD = _n.SHARDOPT_COMPRESSION_POWER_SGD
+
+    @classmethod
+    def parse(cls, value):
+        """A GradientCompression from itself, its name (any case, with or without '_') or its value;
+        ValueError for anything else."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            key = value.replace("_", "").replace("-", "").upper()
+            for m in cls:
+                if m.name.replace("_", "") == key:
+                    return m
+            raise ValueError(f"unknown gradient compression {value!r} (one of "
+                             f"{', '.join(m.name.lower() for m in cls)})")
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            try:
+                return cls(int(value))
+            except ValueError:
+                pass
+        raise ValueError(f"gradient compression must be a GradientCompression or its name, not {value!r}")
+
+
+def _count(name, what, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"tensor '{name}': {what} must be an integer, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"tensor '{name}': {what} must be >= 1 (got {value})")
+    return int(value)
 
 
 class ParameterLayout:
     """The model's tensors, in order: name and element count. end_bucket() closes a gradient bucket
     (an FSDP unit); otherwise tensors are grouped into buckets of the configuration's
-    minimum_parameter_group_size elements."""
+    minimum_parameter_group_size elements. add_matrix(name, rows, cols) declares a row-major
+    matrix, the tensors PowerSGD compression approximates (others it sends uncompressed)."""
 
     def __init__(self, dtype=np.float32):
         self.dtype = np.dtype(dtype)
         if self.dtype not in _FLOAT_DTYPES:
             raise ValueError(f"parameters must be float32 or float64, not {self.dtype}")
-        self.tensors = []  # (name, count, tp_replicated, ends_bucket)
+        self.tensors = []  # (name, count, tp_replicated, ends_bucket, (rows, cols) or None)
 
-    def add(self, name, count, tp_replicated=False):
+    @staticmethod
+    def _name(name):
         if not isinstance(name, str) or not name:
             raise ValueError(f"a tensor needs a non-empty name (got {name!r})")
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
-            raise TypeError(f"tensor '{name}': count must be an integer, not {type(count).__name__}")
-        if count < 1:
-            raise ValueError(f"tensor '{name}': count must be >= 1 (got {count})")
-        self.tensors.append([name, int(count), bool(tp_replicated), False])
+        return name
+
+    def add(self, name, count, tp_replicated=False):
+        """A tensor of `count` elements; count may also be a (rows, cols) shape (= add_matrix)."""
+        name = self._name(name)
+        if isinstance(count, tuple):
+            if len(count) != 2:
+                raise ValueError(f"tensor '{name}': a shape must be (rows, cols), not {count!r}")
+            return self.add_matrix(name, count[0], count[1], tp_replicated)
+        self.tensors.append([name, _count(name, "count", count), bool(tp_replicated), False, None])
+        return self
+
+    def add_matrix(self, name, rows, cols, tp_replicated=False):
+        """A rows x cols row-major matrix (rows * cols elements): PowerSGD compresses it."""
+        name = self._name(name)
+        rows, cols = _count(name, "rows", rows), _count(name, "cols", cols)
+        self.tensors.append([name, rows * cols, bool(tp_replicated), False, (rows, cols)])
         return self
 
     def end_bucket(self):
@@ -54,8 +116,11 @@ class ParameterLayout:
     def _native(self, bucket_elements):
         p = _n.so_params_create(_FLOAT_DTYPES[self.dtype], bucket_elements * self.dtype.itemsize)
         try:
-            for name, count, tp, ends in self.tensors:
-                _n.so_params_add(p, name, count, int(tp))
+            for name, count, tp, ends, shape in self.tensors:
+                if shape is None:
+                    _n.so_params_add(p, name, count, int(tp))
+                else:
+                    _n.so_params_add_matrix(p, name, shape[0], shape[1], int(tp))
                 if ends:
                     _n.so_params_end_bucket(p)
         except BaseException:
@@ -76,8 +141,13 @@ class ShardingConfiguration:
       buckets are reduced as units, so larger means fewer, bigger messages.
     - broadcast_initial_parameters (True): the initial parameters are rank 0's (as PyTorch DDP
       does); False keeps each rank's own (then ranks that start apart stay apart under DDP).
-    - enable_gradient_compression (False): the C ABI has no compressed reduction yet, so setting it
-      True raises NotImplementedError instead of storing a flag that does nothing.
+    - enable_gradient_compression (False): True compresses every gradient reduction (and Local
+      SGD's averaging) with `gradient_compression` (GradientCompression.INT8 by default, or its
+      name: "bf16", "fp16", "int8", "int4", "top_k", "power_sgd"); the sharded optimizer's
+      bytes_sent shows the saving.
+    - compression_ratio (0.1): TOP_K's fraction of each chunk sent, in (0, 1].
+    - error_feedback (True): keep what compression missed and add it to the next step.
+    - power_sgd_rank (4): POWER_SGD's approximation rank, in [1, 1024].
     """
 
     def __init__(self, backend, learning_rate=None):
@@ -96,6 +166,11 @@ class ShardingConfiguration:
         # True (PyTorch DDP's behaviour): the initial parameters are rank 0's, broadcast over each
         # data-parallel group, so replicas cannot start apart. False keeps every rank's own.
         self.broadcast_initial_parameters = True
+        self.enable_gradient_compression = False
+        self._compression = GradientCompression.INT8
+        self._compression_ratio = 0.1
+        self.error_feedback = True
+        self._power_sgd_rank = 4
 
     @property
     def learning_rate(self):
@@ -119,13 +194,49 @@ class ShardingConfiguration:
 
     @property
     def enable_gradient_compression(self):
-        return False
+        return self._enable_compression
 
     @enable_gradient_compression.setter
     def enable_gradient_compression(self, value):
-        if value:
-            raise NotImplementedError("gradient compression is not in the shardopt C ABI yet; "
-                                      "use a larger minimum_parameter_group_size for fewer messages")
+        self._enable_compression = bool(value)
+
+    @property
+    def gradient_compression(self):
+        """The method used when enable_gradient_compression is True (a GradientCompression; set it
+        to one or to its name)."""
+        return self._compression
+
+    @gradient_compression.setter
+    def gradient_compression(self, value):
+        self._compression = GradientCompression.parse(value)
+
+    @property
+    def compression_ratio(self):
+        return self._compression_ratio
+
+    @compression_ratio.setter
+    def compression_ratio(self, value):
+        self._compression_ratio = _compression_ratio(value)
+
+    @property
+    def error_feedback(self):
+        return self._error_feedback
+
+    @error_feedback.setter
+    def error_feedback(self, value):
+        self._error_feedback = bool(value)
+
+    @property
+    def power_sgd_rank(self):
+        return self._power_sgd_rank
+
+    @power_sgd_rank.setter
+    def power_sgd_rank(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"power_sgd_rank must be an integer, not {type(value).__name__}")
+        if not 1 <= value <= 1024:
+            raise ValueError(f"power_sgd_rank must be in [1, 1024] (got {value})")
+        self._power_sgd_rank = int(value)
 
     @classmethod
     def create_default(cls, backend):
@@ -140,11 +251,20 @@ class ShardingConfiguration:
 
     @classmethod
     def create_for_low_bandwidth(cls, backend):
-        """Large buckets (4096 elements): fewer messages. (AiDotNet also turns compression on;
-        shardopt has none yet, see enable_gradient_compression.)"""
+        """Large buckets (4096 elements), fewer messages, and gradient compression on (INT8 with
+        error feedback), as in AiDotNet."""
         c = cls(backend)
         c.minimum_parameter_group_size = 4096
+        c.enable_gradient_compression = True
         return c
+
+
+def _compression_ratio(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"compression_ratio must be a number, not {type(value).__name__}")
+    if not 0 < value <= 1:
+        raise ValueError(f"compression_ratio must be in (0, 1] (got {value})")
+    return float(value)
 
 
 @dataclass
@@ -214,6 +334,7 @@ class StepResult:
     reduce_wait_seconds: float = 0.0
     update_seconds: float = 0.0
     post_update_seconds: float = 0.0
+    bytes_sent: int = 0  # bytes this rank moved since the previous step returned
 
 
 @dataclass
@@ -224,6 +345,8 @@ class MemoryStats:
     buffer_bytes: int
     peak_buffer_bytes: int
     total_bytes: int
+    # gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers
+    compression_bytes: int = 0
 
 
 _U64 = (1 << 64) - 1
@@ -320,6 +443,11 @@ class ShardedOptimizer(NativeResource):
         s.gradient_accumulation_steps = int(c.gradient_accumulation_steps)
         s.max_grad_norm = float(c.max_grad_norm)
         s.broadcast_initial = _n.SHARDOPT_ENABLE if c.broadcast_initial_parameters else _n.SHARDOPT_DISABLE
+        if c.enable_gradient_compression:
+            s.compression = int(c.gradient_compression)
+        s.compression_ratio = c.compression_ratio
+        s.power_sgd_rank = c.power_sgd_rank
+        s.error_feedback = _n.SHARDOPT_ENABLE if c.error_feedback else _n.SHARDOPT_DISABLE
         self._configure(s)
         return s
 
@@ -737,13 +865,20 @@ class ShardedOptimizer(NativeResource):
         r = _n.shardopt_step_result()
         _n.so_step(h, r)
         return StepResult(bool(r.applied), bool(r.skipped_nonfinite), bool(r.accumulating), r.grad_norm,
-                          r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds)
+                          r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds, r.bytes_sent)
 
     def memory_stats(self):
+        """Bytes this rank holds now (not collective); compression_bytes: gradient compression's."""
         m = _n.shardopt_memory_stats()
         _n.so_memory_stats(self._h, m)
         return MemoryStats(m.params_bytes, m.grads_bytes, m.optimizer_state_bytes, m.buffer_bytes,
-                           m.peak_buffer_bytes, m.total_bytes)
+                           m.peak_buffer_bytes, m.total_bytes, m.compression_bytes)
+
+    @property
+    def bytes_sent(self):
+        """Bytes this rank has moved over the optimizer's communicators since it was created
+        (not collective): gradient reductions, parameter gathers, checkpoints' collectives."""
+        return int(_n.so_bytes_sent(self._h))
 
     # ---- lifetime ----
     def _release_owner(self):
@@ -819,3 +954,31 @@ class HybridShardedOptimizer(ShardedOptimizer):
 class LocalSGDOptimizer(ShardedOptimizer):
     """Local steps; parameters averaged every `local_steps` steps (the configuration's, 4)."""
     _strategy = _n.SHARDOPT_LOCAL_SGD
+
+
+class GradientCompressionOptimizer(ShardedOptimizer):
+    """AiDotNet's GradientCompressionOptimizer: data parallel (DDP) with compressed gradient
+    reductions. use_sparsification: top-k at compression_ratio (each chunk's largest-magnitude
+    fraction); else use_quantization: int8 (blockwise, a scale per 256 elements); neither: no
+    compression. When both are set, sparsification wins (as the ratio only means something for
+    it). The configuration's error_feedback (True) applies; these arguments replace its
+    enable_gradient_compression / gradient_compression."""
+    _strategy = _n.SHARDOPT_DDP
+
+    def __init__(self, wrapped_optimizer, sharding_configuration, compression_ratio=0.1, use_quantization=True,
+                 use_sparsification=False, layout=None, initial=None, parameters=None):
+        self.compression_ratio = _compression_ratio(compression_ratio)
+        self.use_quantization = bool(use_quantization)
+        self.use_sparsification = bool(use_sparsification)
+        super().__init__(wrapped_optimizer, sharding_configuration, layout, initial, parameters)
+
+    @property
+    def compression(self):
+        """The method in use: TOP_K, INT8 or NONE."""
+        if self.use_sparsification:
+            return GradientCompression.TOP_K
+        return GradientCompression.INT8 if self.use_quantization else GradientCompression.NONE
+
+    def _configure(self, s):
+        s.compression = int(self.compression)
+        s.compression_ratio = self.compression_ratio

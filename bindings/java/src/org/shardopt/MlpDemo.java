@@ -29,8 +29,9 @@ public final class MlpDemo implements GradientModel {
     }
 
     public ParameterLayout layout() {
-        return new ParameterLayout().add("fc1.weight", hidden * inputs).add("fc1.bias", hidden).endBucket()
-            .add("fc2.weight", classes * hidden).add("fc2.bias", classes).endBucket();
+        // the weights are matrices (out x in, row-major): PowerSGD compression can approximate them
+        return new ParameterLayout().addMatrix("fc1.weight", hidden, inputs).add("fc1.bias", hidden).endBucket()
+            .addMatrix("fc2.weight", classes, hidden).add("fc2.bias", classes).endBucket();
     }
 
     public float[] initialParameters() {

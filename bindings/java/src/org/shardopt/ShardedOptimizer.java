@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import org.shardopt.internal.SWIGTYPE_p_shardopt_optimizer_s;
 import org.shardopt.internal.SWIGTYPE_p_shardopt_params_s;
+import org.shardopt.internal.shardopt_memory_stats;
 import org.shardopt.internal.shardopt_native;
 import org.shardopt.internal.shardopt_optimize_options;
 import org.shardopt.internal.shardopt_optimize_result;
@@ -50,6 +51,11 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     private double requestedLr = Double.NaN; // the options'/configuration's rate last given to the library
 
     protected ShardedOptimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config, int strategy) {
+        this(wrapped, config, strategy, 0.0);
+    }
+
+    /** checked: a value a subclass validated in its super(...) arguments, before configure() can see it. */
+    ShardedOptimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config, int strategy, double checked) {
         if (wrapped == null) throw new NullPointerException("wrappedOptimizer");
         if (config == null) throw new NullPointerException("shardingConfiguration");
         this.wrapped = wrapped;
@@ -74,6 +80,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         s.setGradient_accumulation_steps(config.getGradientAccumulationSteps());
         s.setMax_grad_norm(config.getMaxGradNorm());
         s.setBroadcast_initial(config.getBroadcastInitialParameters() ? SWITCH_ENABLE : SWITCH_DISABLE);
+        if (config.getEnableGradientCompression()) s.setCompression(config.getGradientCompression().code);
+        s.setCompression_ratio(config.getCompressionRatio());
+        s.setPower_sgd_rank(config.getPowerSgdRank());
+        s.setError_feedback(config.getErrorFeedback() ? SWITCH_ENABLE : SWITCH_DISABLE);
         configure(s);
         return s;
     }
@@ -584,9 +594,25 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         try {
             shardopt_native.so_step(m(), r);
             return new StepResult(r.getApplied() != 0, r.getSkipped_nonfinite() != 0, r.getAccumulating() != 0, r.getGrad_norm(),
-                                  r.getReduce_wait_seconds(), r.getUpdate_seconds(), r.getPost_update_seconds());
+                                  r.getReduce_wait_seconds(), r.getUpdate_seconds(), r.getPost_update_seconds(),
+                                  r.getBytes_sent());
         } finally {
             r.delete();
+        }
+    }
+
+    /** Bytes this rank has moved over the optimizer's communicators since it was created (not collective). */
+    public long getBytesSent() { return shardopt_native.so_bytes_sent(h()); }
+
+    /** Bytes this rank holds now (not collective); compressionBytes: gradient compression's buffers. */
+    public MemoryStats getMemoryStats() {
+        shardopt_memory_stats m = new shardopt_memory_stats();
+        try {
+            shardopt_native.so_memory_stats(h(), m);
+            return new MemoryStats(m.getParams_bytes(), m.getGrads_bytes(), m.getOptimizer_state_bytes(), m.getBuffer_bytes(),
+                                   m.getPeak_buffer_bytes(), m.getTotal_bytes(), m.getCompression_bytes());
+        } finally {
+            m.delete();
         }
     }
 

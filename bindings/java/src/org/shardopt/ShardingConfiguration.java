@@ -1,5 +1,7 @@
 package org.shardopt;
 
+import java.util.Objects;
+
 /**
  * How a sharded optimizer communicates (AiDotNet's ShardingConfiguration).
  * <ul>
@@ -8,8 +10,10 @@ package org.shardopt;
  * <li>AutoSyncGradients (true): false turns DDP/ZeRO-1 into Local SGD (no gradient reduction per step,
  *     parameters averaged every LocalSteps steps); sharded strategies reject it.</li>
  * <li>MinimumParameterGroupSize (1024): the gradient bucket (FSDP unit) size in elements.</li>
- * <li>EnableGradientCompression (false): not in the C ABI yet; setting true throws
- *     UnsupportedOperationException rather than storing a flag that does nothing.</li>
+ * <li>EnableGradientCompression (false): true compresses every gradient reduction (and Local SGD's
+ *     averaging) with GradientCompression (INT8 by default); the optimizer's getBytesSent() shows the saving.</li>
+ * <li>CompressionRatio (0.1): TOP_K's fraction of each chunk sent, in (0, 1]. ErrorFeedback (true): keep what
+ *     compression missed and add it to the next step. PowerSgdRank (4): POWER_SGD's rank, in [1, 1024].</li>
  * </ul>
  */
 public final class ShardingConfiguration<T> {
@@ -21,6 +25,11 @@ public final class ShardingConfiguration<T> {
     private int gradientAccumulationSteps = 1;
     private double maxGradNorm = 0;
     private boolean broadcastInitialParameters = true;
+    private boolean enableGradientCompression = false;
+    private GradientCompression gradientCompression = GradientCompression.INT8;
+    private double compressionRatio = 0.1;
+    private boolean errorFeedback = true;
+    private int powerSgdRank = 4;
 
     public ShardingConfiguration(CommunicationBackend<T> backend) {
         if (backend == null) throw new NullPointerException("backend");
@@ -41,10 +50,12 @@ public final class ShardingConfiguration<T> {
         return c;
     }
 
-    /** Large buckets (4096 elements): fewer messages (AiDotNet also enables compression, which shardopt lacks). */
+    /** Large buckets (4096 elements), fewer messages, and gradient compression on (INT8 with error feedback), as
+     *  in AiDotNet. */
     public static <T> ShardingConfiguration<T> createForLowBandwidth(CommunicationBackend<T> backend) {
         ShardingConfiguration<T> c = new ShardingConfiguration<>(backend);
         c.setMinimumParameterGroupSize(4096);
+        c.setEnableGradientCompression(true);
         return c;
     }
 
@@ -62,10 +73,27 @@ public final class ShardingConfiguration<T> {
         if (v < 1) throw new IllegalArgumentException("MinimumParameterGroupSize must be >= 1 (got " + v + ")");
         minimumParameterGroupSize = v;
     }
-    public boolean getEnableGradientCompression() { return false; }
-    public void setEnableGradientCompression(boolean v) {
-        if (v) throw new UnsupportedOperationException("gradient compression is not in the shardopt C ABI yet; "
-                + "use a larger MinimumParameterGroupSize for fewer messages");
+    public boolean getEnableGradientCompression() { return enableGradientCompression; }
+    /** true: gradient reductions are compressed with {@link #getGradientCompression()} (INT8 by default). */
+    public void setEnableGradientCompression(boolean v) { enableGradientCompression = v; }
+    /** The method used when EnableGradientCompression is true. */
+    public GradientCompression getGradientCompression() { return gradientCompression; }
+    public void setGradientCompression(GradientCompression v) { gradientCompression = Objects.requireNonNull(v, "gradientCompression"); }
+    public double getCompressionRatio() { return compressionRatio; }
+    /** TOP_K: the fraction of each chunk sent. @throws IllegalArgumentException outside (0, 1] */
+    public void setCompressionRatio(double v) { compressionRatio = checkRatio(v); }
+    public boolean getErrorFeedback() { return errorFeedback; }
+    public void setErrorFeedback(boolean v) { errorFeedback = v; }
+    public int getPowerSgdRank() { return powerSgdRank; }
+    /** POWER_SGD: the approximation's rank. @throws IllegalArgumentException outside [1, 1024] */
+    public void setPowerSgdRank(int v) {
+        if (v < 1 || v > 1024) throw new IllegalArgumentException("PowerSgdRank must be in [1, 1024] (got " + v + ")");
+        powerSgdRank = v;
+    }
+
+    static double checkRatio(double v) {
+        if (!(v > 0 && v <= 1)) throw new IllegalArgumentException("CompressionRatio must be in (0, 1] (got " + v + ")");
+        return v;
     }
     public int getLocalSteps() { return localSteps; }
     public void setLocalSteps(int v) { localSteps = v; }

@@ -1,0 +1,19 @@
+package org.shardopt;
+
+/** Bytes one rank holds now, in its memory space ({@link ShardedOptimizer#getMemoryStats()}). */
+public final class MemoryStats {
+    public final long paramsBytes, gradsBytes, optimizerStateBytes, bufferBytes, peakBufferBytes, totalBytes;
+    /** Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers. */
+    public final long compressionBytes;
+
+    MemoryStats(long paramsBytes, long gradsBytes, long optimizerStateBytes, long bufferBytes, long peakBufferBytes,
+                long totalBytes, long compressionBytes) {
+        this.paramsBytes = paramsBytes;
+        this.gradsBytes = gradsBytes;
+        this.optimizerStateBytes = optimizerStateBytes;
+        this.bufferBytes = bufferBytes;
+        this.peakBufferBytes = peakBufferBytes;
+        this.totalBytes = totalBytes;
+        this.compressionBytes = compressionBytes;
+    }
+}
