@@ -318,8 +318,17 @@ void UcxComm::attach_shm_arena() {
     // Arena mapped, rank 0's memory readable, inputs may be staged, minus the hand-off threshold:
     // agreed (min), so every rank takes the same path for every collective whatever its own
     // environment says (a rank taking another path would leave the others waiting for it).
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : int(online > 0 ? online : 1);
+    // A rank pinned to one CPU was placed by its launcher (shardopt-run --bind core, mpirun):
+    // trust that placement. Otherwise ranks share this process's CPUs.
+    const bool shares_cores = usable > 1 && size() > usable;
+    std::size_t handoff = tuning.handoff_bytes;
+    if (handoff == 0) handoff = shares_cores ? Tuning::kHandoffSharedCores : Tuning::kHandoffOwnCores;
     std::int64_t votes[4] = {0, 0, tuning.stage_inputs && offer.stages == 1 ? 1 : 0,
-                             -std::int64_t(std::min<std::size_t>(tuning.handoff_bytes, INT64_MAX))};
+                             -std::int64_t(std::min<std::size_t>(handoff, INT64_MAX))};
     if (allowed && offer.name[0]) {
         if (rank() != 0) {
             try {
@@ -363,13 +372,7 @@ void UcxComm::attach_shm_arena() {
     cma_ = votes[1] == 1;
     stage_inputs_ = votes[2] == 1;
     handoff_bytes_ = std::size_t(-votes[3]); // the largest any rank asked for
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : int(online > 0 ? online : 1);
-    // A rank pinned to one CPU was placed by its launcher (shardopt-run --bind core, mpirun):
-    // trust that placement. Otherwise ranks share this process's CPUs.
-    shares_cores_ = usable > 1 && size() > usable;
+    shares_cores_ = shares_cores;
     if (const char *v = std::getenv("SHARDOPT_SHM_YIELD")) shares_cores_ = v[0] == '1';
 }
 

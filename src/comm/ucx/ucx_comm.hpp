@@ -29,7 +29,11 @@ struct Tuning {
     std::size_t recv_slots = 4;              // ring reduce-scatter: chunks received ahead
     std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
     bool cma = true;                         // ranks on one host copy from each other's buffers
-    std::size_t handoff_bytes = 16 << 20;    // one-host allreduce at least this: hand-off rings
+    // One-host allreduce at least this: hand-off rings. 0 (default): 1 MiB when every rank has
+    // a core of its own, 16 MiB when ranks outnumber the cores (the hand-off's per-piece waits
+    // then cost a scheduler round each, and cross-process copies, which need no peer running, win).
+    std::size_t handoff_bytes = 0;
+    static constexpr std::size_t kHandoffOwnCores = 1 << 20, kHandoffSharedCores = 16 << 20;
     bool stage_inputs = true;                // hand-off in groups of up to 4: inputs through staging rings
     static const Tuning &get();
 };
