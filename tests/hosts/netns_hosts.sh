@@ -15,6 +15,10 @@
 #                                       arena, SHARDOPT_SHM=1 since UCX_TLS names only tcp).
 #   netns_wait_all                      waits for every rank and prints its log prefixed with its
 #                                       host; returns 1 when any rank failed
+#   netns_shape RATE DELAY              shapes every host's link both ways with netem (e.g.
+#                                       10gbit 150us: each direction RATE, DELAY one way), MTU
+#                                       9000; tbf (rate only) where the kernel has no netem.
+#                                       NETNS_SHAPE says which.
 # Everything (processes, namespaces, LOGDIR) is removed on exit. Exits 77 (ctest
 # SKIP_RETURN_CODE) when not root or when namespaces cannot be made here.
 
@@ -99,4 +103,27 @@ netns_wait_all() {
   done
   pids=()
   return $status
+}
+
+netns_shape() {
+  local rate=$1 delay=$2 i dev ns q
+  # netem gives rate and delay; a kernel without it (sch_netem) gets the rate alone from tbf,
+  # with a burst of 2 ms at that rate (at least 256 KiB: whole segmentation-offload packets).
+  local burst
+  burst=$(awk -v r="$rate" 'BEGIN { v = r + 0; if (r ~ /gbit/) v *= 1e9; else if (r ~ /mbit/) v *= 1e6;
+                                    b = v / 8 * 0.002; if (b < 262144) b = 262144; printf "%d", b }')
+  q="netem rate $rate delay $delay limit 100000"
+  NETNS_SHAPE="netem rate $rate delay $delay"
+  if ! ip netns exec "$NETNS_HUB" tc qdisc replace dev p0 root $q 2>/dev/null; then
+    q="tbf rate $rate burst $burst latency 50ms"
+    NETNS_SHAPE="tbf rate $rate (no netem in this kernel: no added delay)"
+  fi
+  for i in $(seq 0 $((${#hosts[@]} - 1))); do
+    ip -n "$NETNS_HUB" link set "p$i" mtu 9000
+    ip -n "${hosts[$i]}" link set eth0 mtu 9000
+    for dev in "${hosts[$i]} eth0" "$NETNS_HUB p$i"; do
+      set -- $dev
+      ip netns exec "$1" tc qdisc replace dev "$2" root $q
+    done
+  done
 }
