@@ -5,7 +5,7 @@
 #   shardopt-hier   our allreduce, hierarchical (SHARDOPT_HIERARCHY=1)
 #   shardopt-flat   our allreduce, flat ring over all ranks (SHARDOPT_HIERARCHY=0)
 #   openmpi         MPI_Allreduce, its TCP transport between hosts (vader inside one), launched
-#                   into the namespaces by mpirun through bench/hosts_mpi_agent.sh
+#                   into the namespaces by mpirun through bench/peers/mpi_netns_agent.sh
 #   gloo            Gloo's ring allreduce over TCP
 # UCX and Gloo talk TCP only (UCX_TLS=tcp); ranks of one host share memory through our arena.
 # Lines: shape=HxL rate=R round=N peer=P collective=allreduce ranks=.. bytes=.. busbw_GBps=..;
@@ -65,7 +65,7 @@ run_shape() { # H L RATE
           grep '^peer=' "$LOGDIR/rank0.log" | sed "s/^/$tag /" ;;
         openmpi)
           timeout -s KILL 900 ip netns exec "${hosts[0]}" mpirun --allow-run-as-root --oversubscribe -np $((H * L)) \
-            --hostfile "$hf" --map-by "ppr:$L:node" --mca plm_rsh_agent "$ROOT/bench/hosts_mpi_agent.sh" \
+            --hostfile "$hf" --map-by "ppr:$L:node" --mca plm_rsh_agent "$ROOT/bench/peers/mpi_netns_agent.sh" \
             --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include eth0 --mca btl tcp,vader,self \
             --mca btl_tcp_if_include eth0 "$MPI_BIN" --min "$MIN_BYTES" --max "$MAX_BYTES" "${ITER_ARGS[@]}" 2>"$LOGDIR/mpi.err" |
             grep '^peer=' | sed "s/^/$tag /" || { echo "bench/hosts: mpirun failed ($tag)"; tail -5 "$LOGDIR/mpi.err"; } ;;
