@@ -410,6 +410,9 @@ void UcxComm::attach_hosts() {
         everyone_allows &= all[std::size_t(r) * 2 + 1] != 0;
         someone_requires |= all[std::size_t(r) * 2 + 1] == 1;
     }
+    // The exchange finished on every rank: the arena's set-up numbers from here, as when the
+    // communicator is new (its stop point names collective 0 of the world).
+    next_seq_ = first_seq;
     attach_by_host_keys(everyone_allows);
     // Every rank saw the same keys and votes, so all of them fail here, or none.
     if (someone_requires && !hierarchy_) {
