@@ -5,12 +5,16 @@
 #    64 KiB .. 256 MiB, one line per point:
 #      collective=allreduce ranks=2 bytes=4194304 algbw_GBps=... busbw_GBps=... time_us=...
 #    (bytes and busbw as nccl-tests count them).
+#    Each line also carries the memory-bandwidth bound (bound_busbw_GBps, of_bound): the bytes
+#    the collective must read and write through shared memory over the machine's copy bandwidth
+#    at that many threads, measured first (bench_copy_bandwidth; lines copy threads=N bw_GBps=).
 # 2. The allreduce targets at 2 ranks, 4 MiB .. MAX_BYTES, interleaved size by size over ROUNDS
 #    rounds (this machine is shared and noisy): shardopt, OpenMPI's MPI_Allreduce (its default
 #    shm transport; bench/peers/mpi_allreduce.cpp under mpirun), Gloo's ring allreduce over TCP
 #    (bench/peers/gloo_allreduce.cpp) and ucx_perftest tag_bw at 4 and 64 MiB; lines carry
 #    round=R peer=NAME. Then ratio lines (the median over rounds of ratios measured moments
-#    apart) and whether each target is met (bench/collectives_report.py).
+#    apart) and whether each target is met (bench/collectives_report.py). The mid sizes 1, 4 and
+#    8 MiB are measured the same way at 2 and 4 ranks (MID_RANKS), shardopt against OpenMPI.
 #   BUILD=build bash bench/collectives.sh   (MAX_BYTES=... to shorten; RANKS="2 4"; ROUNDS=3;
 #                                            SWEEP=0 skips part 1)
 set -euo pipefail
@@ -22,13 +26,23 @@ GLOO_BIN=$BUILD/bench/bench_peer_gloo
 RUN=$ROOT/tools/shardopt-run
 MAX_BYTES=${MAX_BYTES:-268435456}
 ROUNDS=${ROUNDS:-3}
+COPY_BIN=$BUILD/bench/bench_copy_bandwidth
+MID_RANKS=${MID_RANKS:-2 4}
 if [ ! -x "$BIN" ]; then echo "bench/collectives: $BIN not built (UCX missing?); skipping"; exit 0; fi
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 
+declare -A COPY_GBPS
+for n in $(echo ${RANKS:-2 4} $MID_RANKS | tr ' ' '\n' | sort -un); do
+  line=$("$COPY_BIN" "$n")
+  echo "$line"
+  COPY_GBPS[$n]=$(echo "$line" | sed 's/.*bw_GBps=//')
+done
+
 if [ "${SWEEP:-1}" != 0 ]; then
   for n in ${RANKS:-2 4}; do
-    "$RUN" -n "$n" --timeout 900 -- "$BIN" --min 65536 --max "$MAX_BYTES" | sed 's/^\[0\] //'
+    "$RUN" -n "$n" --timeout 900 -- "$BIN" --min 65536 --max "$MAX_BYTES" --copy-gbps "${COPY_GBPS[$n]}" |
+      sed 's/^\[0\] //'
   done
 fi
 
@@ -55,9 +69,19 @@ command -v ucx_perftest >/dev/null 2>&1 && have_perftest=1
 [ $have_mpi = 1 ] || echo "bench/collectives: OpenMPI peer not built (apt: libopenmpi-dev openmpi-bin)"
 [ $have_gloo = 1 ] || echo "bench/collectives: Gloo peer not built (apt: libgloo-dev)"
 for round in $(seq "$ROUNDS"); do
+  for n in $MID_RANKS; do
+    for bytes in 1048576 4194304 8388608; do
+      "$RUN" -n "$n" --timeout 900 -- "$BIN" --only allreduce --min "$bytes" --max "$bytes" \
+        --copy-gbps "${COPY_GBPS[$n]}" | sed "s/^\[0\] /round=$round peer=shardopt mid=1 /" | tee -a "$LOG"
+      if [ $have_mpi = 1 ]; then
+        timeout 900 mpirun --allow-run-as-root --oversubscribe -np "$n" "$MPI_BIN" --min "$bytes" --max "$bytes" |
+          sed "s/^/round=$round mid=1 /" | tee -a "$LOG" || echo "bench/collectives: mpirun failed"
+      fi
+    done
+  done
   for ((bytes = 4194304; bytes <= MAX_BYTES; bytes *= 4)); do
     # Each line is tagged with its round, so ratios pair measurements taken moments apart.
-    "$RUN" -n 2 --timeout 900 -- "$BIN" --only allreduce --min "$bytes" --max "$bytes" |
+    "$RUN" -n 2 --timeout 900 -- "$BIN" --only allreduce --min "$bytes" --max "$bytes" --copy-gbps "${COPY_GBPS[2]}" |
       sed "s/^\[0\] /round=$round peer=shardopt /" | tee -a "$LOG"
     if [ $have_mpi = 1 ]; then
       timeout 900 mpirun --allow-run-as-root --oversubscribe -np 2 "$MPI_BIN" --min "$bytes" --max "$bytes" |

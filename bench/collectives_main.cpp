@@ -4,7 +4,12 @@
 // bytes is the full buffer (allreduce/broadcast: count*4; reduce_scatter: the input;
 // allgather: the output), as nccl-tests counts it; busbw uses nccl-tests' factors:
 // allreduce 2(n-1)/n, reduce_scatter and allgather (n-1)/n, broadcast 1.
-//   collectives_main [--min BYTES] [--max BYTES] [--only NAME] [--iters N]
+// With --copy-gbps (the machine's copy bandwidth at n threads, bench_copy_bandwidth n), each line
+// also carries the memory-bandwidth bound: the bytes the collective's algorithm must read and
+// write over all ranks through shared memory (memory_traffic below) over that bandwidth, as a
+// busbw (bound_busbw_GBps) and the fraction of it reached (of_bound), which reads the same on
+// any machine.
+//   collectives_main [--min BYTES] [--max BYTES] [--only NAME] [--iters N] [--copy-gbps GBPS]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,15 +22,34 @@
 
 using namespace shardopt;
 
+// Bytes read plus bytes written over all n ranks by the least a shared-memory algorithm moves,
+// for a collective of `bytes` (as nccl-tests counts them: allreduce/broadcast the buffer,
+// reduce_scatter the input, allgather the output; not in place).
+//   allreduce       reduce-scatter then allgather: each rank reads its segment of every input
+//                   (bytes) and writes it reduced (bytes/n), then reads and writes the other
+//                   n-1 segments: (3n-1)/n x bytes per rank
+//   reduce_scatter  each rank reads its segment of every input and writes it: (n+1)/n x bytes
+//   allgather       each rank reads every piece and writes its whole output: 2 x bytes
+//   broadcast       every rank but the root reads and writes the buffer
+static double memory_traffic(const char *name, std::size_t bytes, int n) {
+    const double b = double(bytes);
+    if (!std::strcmp(name, "allreduce")) return (3.0 * n - 1) * b;
+    if (!std::strcmp(name, "reduce_scatter")) return (n + 1.0) * b;
+    if (!std::strcmp(name, "allgather")) return 2.0 * n * b;
+    return 2.0 * (n - 1) * b;
+}
+
 int main(int argc, char **argv) {
     std::size_t min_bytes = 64 << 10, max_bytes = std::size_t(256) << 20;
     std::string only;
     int iters_override = 0;
+    double copy_gbps = 0; // 0: no bound printed
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--min")) min_bytes = std::strtoull(argv[i + 1], nullptr, 10);
         else if (!std::strcmp(argv[i], "--max")) max_bytes = std::strtoull(argv[i + 1], nullptr, 10);
         else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
         else if (!std::strcmp(argv[i], "--iters")) iters_override = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--copy-gbps")) copy_gbps = std::atof(argv[i + 1]);
     }
     auto comm = create_communicator_from_env();
     const int n = comm->size(), me = comm->rank();
@@ -55,9 +79,16 @@ int main(int argc, char **argv) {
             double factor = 1.0;
             if (!std::strcmp(name, "allreduce")) factor = 2.0 * (n - 1) / n;
             else if (std::strcmp(name, "broadcast") != 0) factor = double(n - 1) / n;
-            if (me == 0)
-                std::printf("collective=%s ranks=%d bytes=%zu algbw_GBps=%.3f busbw_GBps=%.3f time_us=%.2f\n", name, n,
+            if (me == 0) {
+                std::printf("collective=%s ranks=%d bytes=%zu algbw_GBps=%.3f busbw_GBps=%.3f time_us=%.2f", name, n,
                             bytes, algbw, algbw * factor, secs * 1e6);
+                if (copy_gbps > 0) {
+                    const double bound_secs = memory_traffic(name, bytes, n) / (copy_gbps * 1e9);
+                    std::printf(" bound_busbw_GBps=%.3f of_bound=%.2f", double(bytes) / bound_secs / 1e9 * factor,
+                                bound_secs / secs);
+                }
+                std::printf("\n");
+            }
             std::fflush(stdout);
         }
     }

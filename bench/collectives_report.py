@@ -9,6 +9,8 @@ Targets (allreduce, 2 ranks, busbw, 4 MiB .. 256 MiB):
   vs OpenMPI: geometric mean >= 1.5x, and no size below 1.0x
   vs Gloo:    >= 3x at every size
   at 64 MiB:  >= 70% of ucx_perftest tag_bw point-to-point bandwidth
+Mid sizes (lines with mid=1: 1, 4 and 8 MiB at 2 and 4 ranks): >= 1.5x OpenMPI at every size
+and rank count (median over rounds).
 """
 import math
 import re
@@ -16,11 +18,18 @@ import statistics
 import sys
 
 bw = {}  # (round, peer, bytes) -> GB/s (busbw; tag_bw for peer "tag_bw")
+mid = {}  # (round, peer, ranks, bytes) -> busbw GB/s, the mid-size lines
+of_bound = {}  # (ranks, bytes) -> [shardopt's fraction of the memory-bandwidth bound per round]
 for line in open(sys.argv[1]):
     f = dict(re.findall(r"(\w+)=(\S+)", line))
     if "round" not in f:
         continue
     rnd = int(f["round"])
+    if f.get("mid") == "1":
+        mid[(rnd, f["peer"], int(f["ranks"]), int(f["bytes"]))] = float(f["busbw_GBps"])
+        if "of_bound" in f:
+            of_bound.setdefault((int(f["ranks"]), int(f["bytes"])), []).append(float(f["of_bound"]))
+        continue
     if f.get("reference") == "ucx_perftest_tag_bw":
         bw[(rnd, "tag_bw", int(f["bytes"]))] = float(f["bw_GBps"])
     elif "peer" in f and f.get("collective") == "allreduce" and f.get("ranks") == "2":
@@ -78,3 +87,20 @@ if med is not None:
     print(f"target vs tag_bw at 64 MiB: {med:.0%} (>= 70%): {verdict(med >= 0.7)}")
 else:
     print("target vs tag_bw at 64 MiB: not measured")
+
+mid_ok = True
+mid_keys = sorted({(n, b) for (_, p, n, b) in mid if p == "shardopt"})
+for n, b in mid_keys:
+    rs = [mid[(r, "shardopt", n, b)] / mid[(r, "openmpi", n, b)] for r in rounds
+          if (r, "shardopt", n, b) in mid and mid.get((r, "openmpi", n, b))]
+    if not rs:
+        continue
+    med = statistics.median(rs)
+    mid_ok &= med >= 1.5
+    per_round = " ".join(f"{x:.2f}" for x in rs)
+    bound = of_bound.get((n, b))
+    bound_text = f" of_bound={statistics.median(bound):.2f}" if bound else ""
+    print(f"ratio collective=allreduce ranks={n} bytes={b} shardopt/openmpi={med:.2f} (per round: {per_round})"
+          f"{bound_text}")
+if mid_keys:
+    print(f"target 1-8 MiB vs openmpi: >= 1.5x at every size and rank count (median of rounds): {verdict(mid_ok)}")

@@ -1,5 +1,5 @@
 // Peer benchmark: Gloo's ring allreduce (gloo::AllreduceRing<float>, sum) over its TCP transport
-// on loopback. Run under tools/shardopt-run (rank and size from SHARDOPT_RANK /
+// on loopback, or on the interface GLOO_IFACE names (bench/hosts.sh: eth0 of each namespace). Run under tools/shardopt-run (rank and size from SHARDOPT_RANK /
 // SHARDOPT_WORLD_SIZE); the ranks meet through a gloo FileStore in GLOO_STORE_DIR (default: a
 // directory under /tmp named after SHARDOPT_JOB_TOKEN). Prints peer=gloo lines.
 #include <sys/stat.h>
@@ -30,7 +30,10 @@ int main(int argc, char **argv) {
     ::mkdir(dir.c_str(), 0700);
 
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    if (const std::string iface = env("GLOO_IFACE", ""); !iface.empty())
+        attr.iface = iface;
+    else
+        attr.hostname = "127.0.0.1";
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore file_store(dir);
     gloo::rendezvous::PrefixStore store("bench", file_store);

@@ -44,6 +44,12 @@ const void *shm_payload(const Call &call, int rank, int n, std::size_t &bytes);
 bool cma_applicable(const Call &call, const UcxComm &comm);
 void cma_collective(Exchange &ex);
 
+// Ranks on several hosts with the same number of ranks each (UcxComm::hierarchy()): allreduce,
+// reduce_scatter, allgather and broadcast inside each host first, the inter-host part split
+// across every local rank (hierarchical_collective.cpp). Runs after the call's headers agreed.
+bool hierarchical_applicable(const Call &call, const UcxComm &comm);
+void hierarchical_collective(UcxComm &comm, const Call &call);
+
 // --- shared by the ring algorithms (ring.cpp) ----------------------------------------------
 // `count` elements cut into n contiguous segments as evenly as possible.
 struct Segments {

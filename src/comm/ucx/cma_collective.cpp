@@ -49,6 +49,9 @@ namespace {
 constexpr std::size_t kReducePieceBytes = ShmArena::kRingPieceBytes;
 // Hand-off reduces a piece this much at a time, each block streamed to the output while in L1.
 constexpr std::size_t kStreamBlockBytes = 8 << 10;
+// Hand-offs of outputs smaller than this (they fit in the caches) use ordinary stores: streaming
+// ones would push the output out to memory just before the caller reads it.
+constexpr std::size_t kStreamFromBytes = 16 << 20;
 
 struct Context {
     Exchange &ex;
@@ -111,21 +114,30 @@ void read_from(Context &c, int peer, const ShmArena::Buffers &b, std::uint64_t r
     transfer(c, peer, b, remote, local, bytes, false);
 }
 
+// Copies a hand-off piece into an output: streaming stores for outputs larger than the caches.
+void output_copy(void *dst, const void *src, std::size_t bytes, bool stream) {
+    if (stream)
+        streaming_copy(dst, src, bytes);
+    else
+        std::memcpy(dst, src, bytes);
+}
+
 // out[0..m) = inputs[0..n) reduced in rank order; with stream_to also copied there, a block at
-// a time so the streaming stores overlap the next block's loads.
+// a time so the copies (streaming stores for large outputs) overlap the next block's loads.
 void reduce_into(const Context &c, const void *const *inputs, std::size_t m, unsigned char *out,
                  unsigned char *stream_to) {
     if (!stream_to) {
         reduce_inputs(inputs, c.n, out, m, c.call.dtype, c.call.op);
         return;
     }
+    const bool stream = c.call.count * c.elem >= kStreamFromBytes;
     const std::size_t block = kStreamBlockBytes / c.elem;
     const void *at_block[ShmArena::kMaxRanks];
     for (std::size_t i = 0; i < m; i += block) {
         const std::size_t k = std::min(block, m - i);
         for (int p = 0; p < c.n; ++p) at_block[p] = static_cast<const unsigned char *>(inputs[p]) + i * c.elem;
         reduce_inputs(at_block, c.n, out + i * c.elem, k, c.call.dtype, c.call.op);
-        streaming_copy(stream_to + i * c.elem, out + i * c.elem, k * c.elem);
+        output_copy(stream_to + i * c.elem, out + i * c.elem, k * c.elem, stream);
     }
 }
 
@@ -170,7 +182,7 @@ void reduce_from_all(Context &c, std::size_t offset, std::size_t count, const un
 
 // Every rank decides the same: the comm's values were agreed when the arena attached. Without cma (the ranks may not read each other's buffers), only with staged inputs.
 bool hand_off_applicable(const UcxComm &comm, const Call &call, const Segments &segs, std::size_t elem) {
-    // Streaming stores pay off once the outputs no longer fit in cache (Tuning::handoff_bytes).
+    // From Tuning::handoff_bytes, agreed by the ranks when the arena attached.
     if (!comm.arena()->has_rings() || call.count * elem < comm.handoff_bytes() || ShmArena::kRingPieceBytes % elem ||
         (!comm.cma() && !comm.stage_inputs()))
         return false;
@@ -190,7 +202,7 @@ class HandOff {
   public:
     HandOff(Context &c, const Segments &segs, const unsigned char *in, unsigned char *out)
         : c_(c), arena_(c.arena), segs_(segs), in_(in), out_(out), piece_(ShmArena::kRingPieceBytes / c.elem),
-          staging_(c.ex.comm().stage_inputs()) {
+          staging_(c.ex.comm().stage_inputs()), stream_(c.call.count * c.elem >= kStreamFromBytes) {
         if (!staging_) scratch_ = c.ex.comm().scratch(0, std::size_t(c.n) * piece_ * c.elem);
     }
 
@@ -205,7 +217,7 @@ class HandOff {
             }
             if (!progressed) wait_for_progress();
         }
-        streaming_fence(); // the outputs' streaming stores are visible before the caller's next store
+        if (stream_) streaming_fence(); // the outputs' streaming stores are visible before the caller's next store
     }
 
   private:
@@ -283,7 +295,9 @@ class HandOff {
         for (int k = 1; k < c_.n; ++k) {
             const int p = (c_.r + k) % c_.n;
             for (std::uint64_t t = taken(c_.r, p); can_take(c_.r, p); any = true) {
-                streaming_copy(out_ + offset_of(p, t), arena_.ring_piece(p, t), elements_of(p, t) * c_.elem);
+                const std::size_t bytes = elements_of(p, t) * c_.elem;
+                output_copy(out_ + offset_of(p, t), arena_.ring_piece(p, t), bytes, stream_);
+                c_.ex.comm().count_sent(bytes); // p's reduced piece, moved out of its ring
                 arena_.set_consumed(c_.seq, p, ++t);
             }
         }
@@ -298,7 +312,9 @@ class HandOff {
         for (int k = 1; k < c_.n; ++k) {
             const int p = (c_.r + k) % c_.n;
             for (std::uint64_t s = staged(c_.r, p); can_stage(c_.r, p); any = true) {
-                std::memcpy(arena_.stage_piece(c_.r, p, s), in_ + offset_of(p, s), elements_of(p, s) * c_.elem);
+                const std::size_t bytes = elements_of(p, s) * c_.elem;
+                std::memcpy(arena_.stage_piece(c_.r, p, s), in_ + offset_of(p, s), bytes);
+                c_.ex.comm().count_sent(bytes); // this rank's input for p's segment, moved to p
                 arena_.set_staged(c_.seq, p, ++s);
                 test_hook::stop_point(test_hook::cma, c_.seq);
             }
@@ -352,6 +368,7 @@ class HandOff {
     unsigned char *out_;
     const std::size_t piece_;
     const bool staging_;
+    const bool stream_; // outputs written with streaming stores (larger than the caches)
     unsigned char *scratch_ = nullptr;
 };
 

@@ -140,6 +140,11 @@ void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadlin
 }
 
 void UcxComm::on_abort(const std::string &reason, ErrorCode code) {
+    // The host and inter-host communicators carry this one's hierarchical collectives.
+    if (hierarchy_) {
+        hierarchy_->local->abort(reason, code);
+        hierarchy_->cross->abort(reason, code);
+    }
     // Tell every other member, so ranks that are not talking to the failed one fail fast.
     std::vector<unsigned char> msg(4);
     const std::int32_t c = std::int32_t(code);
@@ -231,6 +236,13 @@ void UcxComm::run_collective(const Call &call) {
     const std::uint64_t seq = next_seq_++;
     std::size_t payload_bytes = 0;
     const void *payload = nullptr;
+    if (hierarchical_applicable(call, *this)) {
+        Exchange ex(*this, call, seq);
+        ex.wait_headers(); // every rank called the same: a mismatch is reported, not run into
+        hierarchical_collective(*this, call);
+        ex.finish();
+        return;
+    }
     const bool in_arena = arena_ && shm_fits(call, size(), ShmArena::kCapacity);
     const bool by_cma = arena_ && !in_arena && cma_applicable(call, *this);
     if (in_arena) payload = shm_payload(call, rank(), size(), payload_bytes);
@@ -318,8 +330,17 @@ void UcxComm::attach_shm_arena() {
     // Arena mapped, rank 0's memory readable, inputs may be staged, minus the hand-off threshold:
     // agreed (min), so every rank takes the same path for every collective whatever its own
     // environment says (a rank taking another path would leave the others waiting for it).
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : int(online > 0 ? online : 1);
+    // A rank pinned to one CPU was placed by its launcher (shardopt-run --bind core, mpirun):
+    // trust that placement. Otherwise ranks share this process's CPUs.
+    const bool shares_cores = usable > 1 && size() > usable;
+    std::size_t handoff = tuning.handoff_bytes;
+    if (handoff == 0) handoff = shares_cores ? Tuning::kHandoffSharedCores : Tuning::kHandoffOwnCores;
     std::int64_t votes[4] = {0, 0, tuning.stage_inputs && offer.stages == 1 ? 1 : 0,
-                             -std::int64_t(std::min<std::size_t>(tuning.handoff_bytes, INT64_MAX))};
+                             -std::int64_t(std::min<std::size_t>(handoff, INT64_MAX))};
     if (allowed && offer.name[0]) {
         if (rank() != 0) {
             try {
@@ -363,14 +384,64 @@ void UcxComm::attach_shm_arena() {
     cma_ = votes[1] == 1;
     stage_inputs_ = votes[2] == 1;
     handoff_bytes_ = std::size_t(-votes[3]); // the largest any rank asked for
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : int(online > 0 ? online : 1);
-    // A rank pinned to one CPU was placed by its launcher (shardopt-run --bind core, mpirun):
-    // trust that placement. Otherwise ranks share this process's CPUs.
-    shares_cores_ = usable > 1 && size() > usable;
+    shares_cores_ = shares_cores;
     if (const char *v = std::getenv("SHARDOPT_SHM_YIELD")) shares_cores_ = v[0] == '1';
+}
+
+void UcxComm::attach_hosts() {
+    if (size() == 1) return;
+    const std::uint64_t first_seq = next_seq_;
+    // SHARDOPT_HIERARCHY: 0 flat, 1 hierarchical or fail, unset: hierarchical where the layout allows.
+    std::int64_t wants = 2; // 0 flat, 1 required, 2 where possible
+    if (const char *v = std::getenv("SHARDOPT_HIERARCHY"); v && *v) wants = v[0] == '0' || v[0] == 'n' || v[0] == 'N' ? 0 : 1;
+    std::int64_t mine[2] = {std::int64_t(this_host_key()), wants};
+    std::vector<std::int64_t> all(std::size_t(size()) * 2);
+    Call gather;
+    gather.kind = CallKind::allgather;
+    gather.send = mine;
+    gather.recv = all.data();
+    gather.count = 2;
+    gather.dtype = DType::i64;
+    run_collective(gather);
+    host_keys_.clear();
+    bool everyone_allows = true, someone_requires = false;
+    for (int r = 0; r < size(); ++r) {
+        host_keys_.push_back(std::uint64_t(all[std::size_t(r) * 2]));
+        everyone_allows &= all[std::size_t(r) * 2 + 1] != 0;
+        someone_requires |= all[std::size_t(r) * 2 + 1] == 1;
+    }
+    // The exchange finished on every rank: the arena's set-up numbers from here, as when the
+    // communicator is new (its stop point names collective 0 of the world).
+    next_seq_ = first_seq;
+    attach_by_host_keys(everyone_allows);
+    // Every rank saw the same keys and votes, so all of them fail here, or none.
+    if (someone_requires && !hierarchy_) {
+        const HostLayout layout(host_keys_);
+        throw Error(ErrorCode::invalid_argument,
+                    "ucx: SHARDOPT_HIERARCHY=1 asks for hierarchical collectives, but " +
+                        std::string(!everyone_allows ? "another rank set SHARDOPT_HIERARCHY=0"
+                                    : layout.hosts() == 1 ? "every rank is on one host"
+                                    : !layout.uniform() ? "the hosts hold different numbers of ranks"
+                                                        : "every host holds one rank") +
+                        " (" + std::to_string(layout.hosts()) + " hosts, " + std::to_string(size()) + " ranks)");
+    }
+    next_seq_ = first_seq; // the set-up collectives are the library's own (see attach_shm_arena)
+}
+
+void UcxComm::attach_by_host_keys(bool hierarchy_allowed) {
+    hierarchy_allowed_ = hierarchy_allowed;
+    if (size() == 1) return;
+    HostLayout layout(host_keys_);
+    if (layout.hosts() == 1) return attach_shm_arena();
+    const int per_host = int(layout.members.front().size());
+    if (!hierarchy_allowed || !layout.uniform() || per_host < 2) return;
+    const std::uint64_t first_seq = next_seq_;
+    const int h = layout.host_of[std::size_t(rank())], l = layout.local_rank_of[std::size_t(rank())];
+    auto hy = std::make_unique<Hierarchy>(Hierarchy{std::move(layout), nullptr, nullptr});
+    hy->local = run_split(h, rank());  // one host: gets its arena
+    hy->cross = run_split(l, h);       // one rank per host: stays flat
+    hierarchy_ = std::move(hy);
+    next_seq_ = first_seq;
 }
 
 CommunicatorPtr UcxComm::run_split(int color, int key) {
@@ -397,9 +468,17 @@ CommunicatorPtr UcxComm::run_split(int color, int key) {
         if (members[i].second == rank()) child_rank = int(i);
     }
     auto child = std::make_shared<UcxComm>(worker_, std::move(world), child_rank, agreed);
+    child->set_timeout(timeout());
     // Members of a child of a one-host communicator share that host: give the child its own
-    // arena (a collective over the child's members, who are all in this split right now).
-    if (arena_) child->attach_shm_arena();
+    // arena (a collective over the child's members, who are all in this split right now). A
+    // child of a communicator spanning hosts gets an arena when its members share one host, or
+    // a hierarchy of its own.
+    if (arena_) {
+        child->attach_shm_arena();
+    } else if (!host_keys_.empty()) {
+        for (const auto &m : members) child->host_keys_.push_back(host_keys_[std::size_t(m.second)]);
+        child->attach_by_host_keys(hierarchy_allowed_);
+    }
     return child;
 }
 

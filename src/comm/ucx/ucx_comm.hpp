@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "host_layout.hpp"
 #include "shardopt/comm.hpp"
 #include "shm_arena.hpp"
 #include "ucx_tags.hpp"
@@ -29,7 +30,11 @@ struct Tuning {
     std::size_t recv_slots = 4;              // ring reduce-scatter: chunks received ahead
     std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
     bool cma = true;                         // ranks on one host copy from each other's buffers
-    std::size_t handoff_bytes = 16 << 20;    // one-host allreduce at least this: hand-off rings
+    // One-host allreduce at least this: hand-off rings. 0 (default): 1 MiB when every rank has
+    // a core of its own, 16 MiB when ranks outnumber the cores (the hand-off's per-piece waits
+    // then cost a scheduler round each, and cross-process copies, which need no peer running, win).
+    std::size_t handoff_bytes = 0;
+    static constexpr std::size_t kHandoffOwnCores = 1 << 20, kHandoffSharedCores = 16 << 20;
     bool stage_inputs = true;                // hand-off in groups of up to 4: inputs through staging rings
     static const Tuning &get();
 };
@@ -59,6 +64,18 @@ class UcxComm final : public Communicator {
     // Sets up the arena when every rank can map it (collective over this communicator: every
     // member must call it, whatever its environment says).
     void attach_shm_arena();
+    // Learns which ranks share a host (host_layout.hpp; a collective exchange of host keys) and
+    // then sets up the arena (one host) or the hierarchy (several). Collective, like the above.
+    void attach_hosts();
+    // Ranks on several hosts, the same number on each (at least 2), with no rank setting
+    // SHARDOPT_HIERARCHY=0: the host's own communicator (local rank order) and the communicator
+    // of this local rank across the hosts (host order). Null otherwise; with
+    // SHARDOPT_HIERARCHY=1 on any rank, attach_hosts() then fails instead.
+    struct Hierarchy {
+        HostLayout layout;
+        std::shared_ptr<Communicator> local, cross;
+    };
+    const Hierarchy *hierarchy() const { return hierarchy_.get(); }
     ExchangeStorage &exchange_storage() { return *exchange_storage_; }
     Clock::duration spin_time() const { return Tuning::get().spin; }
     // More ranks on this host than cores this process may run on: waits yield instead of spinning.
@@ -88,6 +105,8 @@ class UcxComm final : public Communicator {
     void run_recv(const Call &call);
     void run_collective(const Call &call);
     void poll_notice_locked();
+    // With host_keys_ known: the arena when they are all one host, else the hierarchy.
+    void attach_by_host_keys(bool hierarchy_allowed);
 
     std::shared_ptr<Worker> worker_;
     std::vector<int> world_ranks_;
@@ -95,6 +114,9 @@ class UcxComm final : public Communicator {
     std::uint64_t next_seq_ = 0;
     std::vector<std::vector<unsigned char>> scratch_;
     std::unique_ptr<ShmArena> arena_;
+    std::vector<std::uint64_t> host_keys_; // per rank, once attach_hosts ran (split children inherit them)
+    bool hierarchy_allowed_ = false;       // agreed by every rank in attach_hosts
+    std::unique_ptr<Hierarchy> hierarchy_;
     std::unique_ptr<ExchangeStorage> exchange_storage_;
     bool shares_cores_ = false;
     bool cma_ = false; // ranks may read and write each other's memory (process_vm_readv/writev; agreed at attach)

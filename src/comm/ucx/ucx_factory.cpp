@@ -20,7 +20,7 @@ CommunicatorPtr create_ucx_communicator(const BootstrapConfig &config) {
     std::iota(world.begin(), world.end(), 0);
     auto comm = std::make_shared<ucx::UcxComm>(worker, std::move(world), config.rank, 0);
     comm->set_timeout(config.timeout);
-    comm->attach_shm_arena();
+    comm->attach_hosts(); // the arena on one host, the hierarchy across hosts
     return comm;
 }
 
