@@ -489,7 +489,7 @@ BOOST_AUTO_TEST_CASE(refused_mid_accumulation_and_for_tensor_parallel_grids) {
         tp.tensor_parallel_size = 2;
         auto engine = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), OptimizerOptions::defaults(OptimizerKind::adam), tp);
         TempDir dir;
-        expect_error(ErrorCode::unsupported, "tensor or pipeline", [&] { engine->save(dir.path); });
+        expect_error(ErrorCode::unsupported, "tensor parallelism", [&] { engine->save(dir.path); });
     });
 }
 
