@@ -38,7 +38,7 @@ void validate_compression_options(const CompressionOptions &o) {
 
 std::unique_ptr<CompressedReducer> make_compressed_reducer(Communicator &group, const ParameterSet &layout,
                                                            const CompressionOptions &options, ReduceMode mode) {
-    validate_compression_options(options);
+    // options: validated with the sharding options (validate_sharding_options).
     require(options.enabled(), ErrorCode::internal, "make_compressed_reducer: compression is off");
     require(layout.dtype() == DType::f32 || layout.dtype() == DType::f64, ErrorCode::unsupported,
             std::string("gradient compression needs f32 or f64 parameters, not ") + dtype_name(layout.dtype()));

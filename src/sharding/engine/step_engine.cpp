@@ -103,6 +103,7 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
 }
 
 std::uint64_t StepEngine::traffic() const {
+    // host_comm()'s wrappers report the grid communicator they forward to: not counted again.
     std::vector<const Communicator *> seen;
     std::uint64_t total = 0;
     for (const CommunicatorPtr &c : {grid_.world, grid_.data, grid_.shard, grid_.replica, grid_.tensor}) {
@@ -110,9 +111,6 @@ std::uint64_t StepEngine::traffic() const {
         seen.push_back(c.get());
         total += c->bytes_sent();
     }
-    for (const auto &[raw, wrapped] : host_comms_)
-        if (std::find(seen.begin(), seen.end(), wrapped.get()) == seen.end() && wrapped.get() != raw)
-            total += wrapped->bytes_sent();
     return total + (compressor_ ? compressor_->bytes_sent() : 0);
 }
 
@@ -532,10 +530,9 @@ void StepEngine::average_params() {
         for (int b = 0; b < layout_.bucket_count(); ++b) {
             const auto &bl = layout_.bucket(b);
             unsigned char *params = params_->data() + bl.offset * elem_, *anchor = anchor_->data() + bl.offset * elem_;
-            std::memcpy(delta_->data(), params, bl.padded * elem_);
-            space_->scale(anchor, bl.padded, dtype, -1.0);
-            space_->add_into(delta_->data(), anchor, bl.padded, dtype); // delta = params - anchor
-            space_->scale(anchor, bl.padded, dtype, -1.0);
+            std::memcpy(delta_->data(), anchor, bl.padded * elem_);
+            space_->scale(delta_->data(), bl.padded, dtype, -1.0);
+            space_->add_into(delta_->data(), params, bl.padded, dtype); // delta = params - anchor
             compressor_->start(b, delta_->data(), nullptr);
             compressor_->finish(b);
             std::memcpy(params, anchor, bl.padded * elem_);
