@@ -10,6 +10,8 @@
 //   fsdp       own shard        own shard             own shard         - (gather per unit)
 //   hybrid     a data x tensor x pipeline grid; any of the above inside the data group
 //   local_sgd  full             local only            full (local)      params averaged every H steps
+//   async_sgd  full (a view)    pushed point to point own shard         owners send new versions
+//              to the shards' owners, no collective (bounded staleness: shardopt/async_sgd.hpp)
 //
 // Memory: ShardingOptions::memory picks where parameters, gradients, optimizer state and
 // staging buffers live: host memory (any communicator), or CUDA device memory (a GPU
@@ -42,7 +44,7 @@ struct CUstream_st; // cudaStream_t is CUstream_st *
 namespace shardopt {
 
 // Values are part of the C ABI (shardopt_strategy) and of checkpoints: never renumber.
-enum class Strategy : int32_t { ddp = 0, zero1 = 1, zero2 = 2, fsdp = 3, hybrid = 4, local_sgd = 5 };
+enum class Strategy : int32_t { ddp = 0, zero1 = 1, zero2 = 2, fsdp = 3, hybrid = 4, local_sgd = 5, async_sgd = 6 };
 const char *strategy_name(Strategy strategy) noexcept;
 
 // Where an optimizer keeps its memory. Values are part of the C ABI (shardopt_memory_space).
@@ -74,6 +76,9 @@ struct ShardingOptions {
     int hsdp_replicas = 1;
     // LocalSGD: average parameters every period steps.
     int local_sgd_period = 4;
+    // async_sgd: allowStaleness, the clocks a gradient may lag behind the parameters it is applied
+    // to (0 = synchronous, DDP's result bit for bit). See shardopt/async_sgd.hpp.
+    int async_staleness = 0;
     // Threads for the optimizer update on this rank (the calling thread included); 0 = automatic:
     // SHARDOPT_NUM_THREADS, else the hardware concurrency (at most 16). Updates under 64K
     // elements run on the calling thread. Results are bitwise the same for any value.
@@ -170,6 +175,7 @@ struct OptimizeResult {
 namespace engine {
 class StepEngine; // src/sharding/engine/step_engine.hpp
 }
+class AsyncSgdOptimizer; // shardopt/async_sgd.hpp
 
 class ShardedOptimizer {
   public:
@@ -250,6 +256,11 @@ class ShardedOptimizer {
     // from the device each iteration, and its gradient into the device buckets).
     OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
 
+    // Strategy async_sgd: the asynchronous optimizer behind this one (its statistics), else null.
+    // It trains through optimize() only: the step protocol (zero_grad ... step) throws
+    // Error(unsupported), gather/release and tensor_parameters give its view of the parameters.
+    AsyncSgdOptimizer *async_sgd() noexcept { return async_.get(); }
+
     // --- checkpoints (all collective over the world; see src/checkpoint/) ---
     // Contents: parameters, optimizer state, step count, learning rate, optimizer and sharding
     // options, and the parameter layout (names, counts, dtype). Refused with
@@ -280,7 +291,9 @@ class ShardedOptimizer {
 
   private:
     explicit ShardedOptimizer(std::unique_ptr<engine::StepEngine> engine);
-    std::unique_ptr<engine::StepEngine> engine_;
+    explicit ShardedOptimizer(std::unique_ptr<AsyncSgdOptimizer> async);
+    std::unique_ptr<engine::StepEngine> engine_; // every strategy but async_sgd
+    std::unique_ptr<AsyncSgdOptimizer> async_;   // async_sgd
 };
 
 } // namespace shardopt

@@ -9,7 +9,10 @@ set(rules
   "cuda:optim"
   "cuda:sharding"
   "comm:sharding"
-  "optim:sharding")
+  "optim:sharding"
+  "comm:async"      # asynchronous SGD (src/async) is built on the communicators and the sharding pieces,
+  "optim:async"     # never the other way round
+  "sharding:async")
 set(broken "")
 foreach(rule ${rules})
   string(REPLACE ":" ";" pair "${rule}")

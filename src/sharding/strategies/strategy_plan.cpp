@@ -15,6 +15,7 @@ const char *strategy_name(Strategy strategy) noexcept {
     case Strategy::fsdp: return "fsdp";
     case Strategy::hybrid: return "hybrid";
     case Strategy::local_sgd: return "local_sgd";
+    case Strategy::async_sgd: return "async_sgd";
     }
     return "invalid-strategy";
 }
@@ -29,7 +30,7 @@ const char *memory_space_name(MemorySpace space) noexcept {
 
 void validate_sharding_options(const ShardingOptions &o) {
     compression::validate_compression_options(o.compression);
-    require(int(o.strategy) >= 0 && int(o.strategy) <= int(Strategy::local_sgd), ErrorCode::invalid_argument,
+    require(int(o.strategy) >= 0 && int(o.strategy) <= int(Strategy::async_sgd), ErrorCode::invalid_argument,
             "invalid strategy");
     require(o.memory == MemorySpace::host || o.memory == MemorySpace::cuda, ErrorCode::invalid_argument,
             "invalid memory space (host or cuda)");
@@ -41,6 +42,11 @@ void validate_sharding_options(const ShardingOptions &o) {
     require(o.staging_buffers >= 1, ErrorCode::invalid_argument, "staging_buffers must be >= 1");
     require(o.local_sgd_period >= 1, ErrorCode::invalid_argument, "local_sgd_period must be >= 1");
     require(o.update_threads >= 0, ErrorCode::invalid_argument, "update_threads must be >= 0 (0 = automatic)");
+    require(o.async_staleness >= 0 && o.async_staleness <= kMaxAsyncStaleness, ErrorCode::invalid_argument,
+            "async_staleness must be in [0, " + std::to_string(kMaxAsyncStaleness) + "] (got " +
+                std::to_string(o.async_staleness) + ")");
+    require(o.strategy == Strategy::async_sgd || o.async_staleness == 0, ErrorCode::invalid_argument,
+            "async_staleness applies to the async_sgd strategy only");
     if (o.strategy == Strategy::hybrid)
         require(o.hybrid_data_strategy == Strategy::ddp || o.hybrid_data_strategy == Strategy::zero1 ||
                     o.hybrid_data_strategy == Strategy::zero2 || o.hybrid_data_strategy == Strategy::fsdp,
@@ -58,6 +64,7 @@ StrategyPlan plan_of(const ShardingOptions &options) {
     case Strategy::zero2: return zero2_plan();
     case Strategy::fsdp: return fsdp_plan();
     case Strategy::local_sgd: return local_sgd_plan(options.local_sgd_period);
+    case Strategy::async_sgd: return async_sgd_plan();
     case Strategy::hybrid: break;
     }
     throw Error(ErrorCode::invalid_argument, "hybrid_data_strategy must be ddp, zero1, zero2 or fsdp");

@@ -1,7 +1,7 @@
 // StrategyPlan: what a strategy keeps on each rank, which collective reduces each bucket's
 // gradient, and what happens after the update. The engine (../engine/step_engine.cpp) runs any
-// plan; each strategy's own file here (ddp.cpp, zero1.cpp, zero2.cpp, fsdp.cpp, local_sgd.cpp)
-// says what its plan is and why. Hybrid is a grid (../hybrid_grid.hpp) with one of the four
+// plan; each strategy's own file here (ddp.cpp, zero1.cpp, zero2.cpp, fsdp.cpp, local_sgd.cpp,
+// async_sgd.cpp) says what its plan is and why. Hybrid is a grid (../hybrid_grid.hpp) with one of the four
 // data-parallel plans inside each data group.
 #pragma once
 
@@ -48,6 +48,11 @@ StrategyPlan zero1_plan();
 StrategyPlan zero2_plan();
 StrategyPlan fsdp_plan();
 StrategyPlan local_sgd_plan(int period);
+// What an asynchronous SGD rank holds (src/async runs it, not the step engine).
+StrategyPlan async_sgd_plan();
+
+// The largest ShardingOptions::async_staleness accepted.
+inline constexpr int kMaxAsyncStaleness = 1 << 20;
 
 // The plan of the strategy run inside each data group (options.hybrid_data_strategy for hybrid).
 StrategyPlan plan_of(const ShardingOptions &options);

@@ -1,0 +1,55 @@
+// Channels: the communicators asynchronous SGD's messages travel on, split from the optimizer's
+// communicator once, at creation (collective), and used point to point only.
+//
+// A communicator receives in issue order, whatever the sender, and is driven by one thread at a
+// time. So: `grads` carries gradients to the owners and rank 0's commands (received by each
+// rank's server thread), `params` the owners' versions to the workers (received by each rank's
+// worker thread); each is shared by the two threads of a rank, which issue on it one at a time
+// (SharedChannel) and wait outside. Rank 0 must take the workers' notices in arrival order,
+// whoever sends first: each worker w >= 1 has a notice channel of its own, a two-rank
+// communicator {rank 0, rank w}, read by a receiver thread of rank 0 for w.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shardopt/comm.hpp"
+
+namespace shardopt::async {
+
+class SharedChannel {
+  public:
+    explicit SharedChannel(CommunicatorPtr comm) : comm_(std::move(comm)) {}
+    Communicator &comm() const noexcept { return *comm_; }
+    // Buffered: returns once the bytes are handed to the transport.
+    void send(const void *data, std::size_t bytes, int peer, int tag);
+    // Completes once `bytes` from `peer` with `tag` are in `data`, or with the communicator's
+    // error (a timeout, a lost peer, an abort).
+    WorkPtr recv_async(void *data, std::size_t bytes, int peer, int tag);
+    void recv(void *data, std::size_t bytes, int peer, int tag) { recv_async(data, bytes, peer, tag)->wait(); }
+
+  private:
+    CommunicatorPtr comm_;
+    std::mutex issue_;
+};
+
+class Channels {
+  public:
+    // Collective over world: 2 + (size - 1) splits.
+    explicit Channels(Communicator &world);
+
+    SharedChannel grads, params;
+    // Worker w's notices to rank 0 (w >= 1; in it rank 0 is 0 and w is 1): on rank 0 every
+    // w's, on rank w its own, null elsewhere (and at 0).
+    std::vector<CommunicatorPtr> notices;
+
+    // The timeout of every channel (the world's, at the start of each session).
+    void set_timeout(Communicator::Duration timeout);
+    // Aborts every channel: this rank's blocked calls fail with `reason`, and the peers learn it.
+    void abort(const std::string &reason, ErrorCode code);
+    std::uint64_t bytes_sent() const;
+};
+
+} // namespace shardopt::async
