@@ -11,7 +11,8 @@
 // blocking or not, run in the order they were issued. Sends run in issue order among sends and
 // receives among receives, independently of collectives and of each other, so a posted
 // recv_async never blocks a later send. One thread at a time may issue calls on a given
-// communicator object.
+// communicator object, with one exception: point-to-point calls may come from two threads at once,
+// one issuing the sends and the other the receives (each kind keeps its issue order).
 //
 // Diagnostics: every communicator remembers its last kHistory calls (kind, count, dtype, op,
 // sequence number, outcome). When a call fails with a timeout, mismatch or lost peer, the

@@ -2,14 +2,9 @@
 
 namespace shardopt::async {
 
-void SharedChannel::send(const void *data, std::size_t bytes, int peer, int tag) {
-    std::lock_guard<std::mutex> lock(issue_);
+void Channel::send(const void *data, std::size_t bytes, int peer, int tag) {
+    std::lock_guard<std::mutex> lock(send_);
     comm_->send(data, bytes, DType::u8, peer, tag);
-}
-
-WorkPtr SharedChannel::recv_async(void *data, std::size_t bytes, int peer, int tag) {
-    std::lock_guard<std::mutex> lock(issue_);
-    return comm_->recv_async(data, bytes, DType::u8, peer, tag);
 }
 
 Channels::Channels(Communicator &world) : grads(world.split(0, world.rank())), params(world.split(0, world.rank())) {

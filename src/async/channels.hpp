@@ -1,13 +1,13 @@
 // Channels: the communicators asynchronous SGD's messages travel on, split from the optimizer's
 // communicator once, at creation (collective), and used point to point only.
 //
-// A communicator receives in issue order, whatever the sender, and is driven by one thread at a
-// time. So: `grads` carries gradients to the owners and rank 0's commands (received by each
-// rank's server thread), `params` the owners' versions to the workers (received by each rank's
-// worker thread); each is shared by the two threads of a rank, which issue on it one at a time
-// (SharedChannel) and wait outside. Rank 0 must take the workers' notices in arrival order,
-// whoever sends first: each worker w >= 1 has a notice channel of its own, a two-rank
-// communicator {rank 0, rank w}, read by a receiver thread of rank 0 for w.
+// A communicator receives in issue order, whatever the sender, and takes its sends from one thread
+// and its receives from one other thread at a time. So: `grads` carries gradients to the owners
+// and rank 0's commands, received by each rank's server thread; `params` the owners' versions to
+// the workers, received by each rank's worker thread. Rank 0's worker and server threads both send
+// on `grads` (gradients, commands): a Channel lets them take turns. Rank 0 must take the
+// workers' notices in arrival order, whoever sends first: each worker w >= 1 has a notice channel
+// of its own, a two-rank communicator {rank 0, rank w}, read by a receiver thread of rank 0 for w.
 #pragma once
 
 #include <cstdint>
@@ -19,20 +19,21 @@
 
 namespace shardopt::async {
 
-class SharedChannel {
+// A communicator whose sends may come from several threads of this rank (one at a time) and whose
+// receives come from one thread only.
+class Channel {
   public:
-    explicit SharedChannel(CommunicatorPtr comm) : comm_(std::move(comm)) {}
+    explicit Channel(CommunicatorPtr comm) : comm_(std::move(comm)) {}
     Communicator &comm() const noexcept { return *comm_; }
     // Buffered: returns once the bytes are handed to the transport.
     void send(const void *data, std::size_t bytes, int peer, int tag);
-    // Completes once `bytes` from `peer` with `tag` are in `data`, or with the communicator's
-    // error (a timeout, a lost peer, an abort).
-    WorkPtr recv_async(void *data, std::size_t bytes, int peer, int tag);
-    void recv(void *data, std::size_t bytes, int peer, int tag) { recv_async(data, bytes, peer, tag)->wait(); }
+    // Returns once `bytes` from `peer` with `tag` are in `data`; throws the communicator's error
+    // (a timeout, a lost peer, an abort). From the channel's receiving thread only.
+    void recv(void *data, std::size_t bytes, int peer, int tag) { comm_->recv(data, bytes, DType::u8, peer, tag); }
 
   private:
     CommunicatorPtr comm_;
-    std::mutex issue_;
+    std::mutex send_;
 };
 
 class Channels {
@@ -40,7 +41,7 @@ class Channels {
     // Collective over world: 2 + (size - 1) splits.
     explicit Channels(Communicator &world);
 
-    SharedChannel grads, params;
+    Channel grads, params;
     // Worker w's notices to rank 0 (w >= 1; in it rank 0 is 0 and w is 1): on rank 0 every
     // w's, on rank w its own, null elsewhere (and at 0).
     std::vector<CommunicatorPtr> notices;

@@ -168,32 +168,12 @@ void Session::push(std::int64_t label, std::int64_t version, double loss, const 
 }
 
 Session::Handed Session::receive() {
-    std::vector<WorkPtr> works(static_cast<std::size_t>(size_));
-    std::exception_ptr error;
     try {
         for (int k = 0; k < size_; ++k)
-            works[std::size_t(k)] = s_.channels->params.recv_async(reply_buffers_[std::size_t(k)].data(),
-                                                                   reply_buffers_[std::size_t(k)].size(), k, kReplyTag);
+            s_.channels->params.recv(reply_buffers_[std::size_t(k)].data(), reply_buffers_[std::size_t(k)].size(), k,
+                                     kReplyTag);
     } catch (...) {
-        error = std::current_exception();
-        record_failure(error);
-    }
-    // Every posted receive is waited for (the abort above ends them at once): none may write into
-    // the buffers once this returns.
-    for (auto &w : works) {
-        if (!w) continue;
-        try {
-            w->wait();
-        } catch (...) {
-            if (!error) {
-                error = std::current_exception();
-                record_failure(error);
-            }
-        }
-    }
-    if (error) {
-        stop_threads();
-        rethrow_first();
+        fail();
     }
     Handed out;
     std::memcpy(&out.account, reply_buffers_[0].data(), sizeof out.account);

@@ -55,3 +55,21 @@ BOOST_DATA_TEST_CASE(staleness_0_is_ddp_bit_for_bit,
         BOOST_TEST(async[r].stats.steps == ddp[0].optimize.iterations, "one step per clock");
     }
 }
+
+BOOST_AUTO_TEST_CASE(calibrate_straggler, *boost::unit_test::disabled()) {
+    for (int s : {0, 4}) {
+        AsyncTraining t = setup_of(s == 0 ? Strategy::ddp : Strategy::async_sgd, s, OptimizerKind::adam, DType::f32);
+        t.samples = 4096;
+        t.batch = 512;
+        t.epochs = 4;
+        t.slow_rank = 3;
+        const auto r = train_mlp_inprocess(4, t);
+        for (int k = 0; k < 4; ++k)
+            BOOST_TEST_MESSAGE("s=" << s << " rank " << k << " calls " << r[k].model_calls << " secs " << r[k].seconds
+                               << " steps/s " << r[k].model_calls / r[k].seconds << " final loss " << r[k].final_loss
+                               << " late " << r[k].stats.late_gradients << " maxst " << r[k].stats.max_staleness
+                               << " lead " << r[k].stats.max_lead << " ownlead " << r[k].stats.max_own_lead
+                               << " skipped " << r[k].stats.skipped_clocks << " model s " << r[k].stats.model_seconds
+                               << " wait s " << r[k].stats.wait_seconds);
+    }
+}

@@ -369,7 +369,11 @@ bool Worker::test_locked(Request &r) {
 }
 
 void Worker::progress_locked() {
-    for (int i = 0; i < 64 && ucp_worker_progress(worker_); ++i) {
+    unsigned progressed = 0;
+    for (int i = 0; i < 64; ++i) {
+        const unsigned n = ucp_worker_progress(worker_);
+        if (n == 0) break;
+        progressed += n;
     }
     poll_liveness_locked();
     for (auto it = detached_.begin(); it != detached_.end();) {
@@ -379,6 +383,15 @@ void Worker::progress_locked() {
         } else {
             ++it;
         }
+    }
+    // What this thread progressed may be another thread's request: wake the threads idling on
+    // progress (see idle_wait), so they look.
+    if (progressed > 0 && progress_sleepers_.load(std::memory_order_acquire) > 0) {
+        {
+            std::lock_guard<std::mutex> lock(sleep_mutex_);
+            ++progress_epoch_;
+        }
+        progress_cv_.notify_all();
     }
 }
 
@@ -390,6 +403,31 @@ void Worker::idle_wait(Clock::time_point until) {
         std::this_thread::sleep_for(std::min<Clock::duration>(span, std::chrono::microseconds(50)));
         return;
     }
+    // One thread at a time sleeps on the event fd. The event fd wakes only the thread polling it,
+    // and an event another thread's progress consumed never wakes anyone: a second thread asleep
+    // on it would sleep out its whole span although its request completed. So the others sleep
+    // until some thread progresses, or the event fd's sleeper leaves (then one of them takes over).
+    {
+        std::unique_lock<std::mutex> lock(sleep_mutex_);
+        if (efd_sleeper_) {
+            const std::uint64_t epoch = progress_epoch_;
+            progress_sleepers_.fetch_add(1, std::memory_order_acq_rel);
+            progress_cv_.wait_for(lock, span, [&] { return progress_epoch_ != epoch || !efd_sleeper_; });
+            progress_sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+            return;
+        }
+        efd_sleeper_ = true;
+    }
+    struct LeaveEventFd {
+        Worker &w;
+        ~LeaveEventFd() {
+            {
+                std::lock_guard<std::mutex> lock(w.sleep_mutex_);
+                w.efd_sleeper_ = false;
+            }
+            w.progress_cv_.notify_all();
+        }
+    } leave{*this};
     ucs_status_t st;
     {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -86,7 +87,8 @@ class Worker {
     }
     // Updates r from UCX; call with the lock held (inside progress_and_check). True when done.
     bool test_locked(Request &r);
-    // Sleeps until UCX signals activity or `until` (at most a couple of milliseconds).
+    // Sleeps until UCX signals activity, another thread's progress, or `until` (at most a couple
+    // of milliseconds). Any number of threads may wait at once.
     void idle_wait(Clock::time_point until);
 
     bool lost(int world_peer) const { return lost_[world_peer].load(std::memory_order_acquire); }
@@ -128,6 +130,13 @@ class Worker {
     std::list<Detached> detached_;
     std::uint32_t next_context_ = 1; // 0 is the world communicator
     mutable std::mutex mutex_;
+    // Idle waits of several threads (idle_wait): the one asleep on the event fd, the others on
+    // progress_cv_, woken by any thread's progress (progress_epoch_ moves) or the sleeper leaving.
+    std::mutex sleep_mutex_;
+    std::condition_variable progress_cv_;
+    bool efd_sleeper_ = false;        // under sleep_mutex_
+    std::uint64_t progress_epoch_ = 0; // under sleep_mutex_
+    std::atomic<int> progress_sleepers_{0};
 };
 
 } // namespace shardopt::ucx
