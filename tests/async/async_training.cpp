@@ -35,11 +35,13 @@ template <typename T> AsyncTrainingResult train_typed(Communicator &comm, const 
     AsyncTrainingResult r;
     const bool slow = comm.rank() == setup.slow_rank;
     ModelFunction model = [&](const void *params, void *grad, const std::int64_t *samples, std::size_t n) {
-        if (setup.before_model) setup.before_model(comm.rank(), r.model_calls);
-        ++r.model_calls;
         const auto t0 = Clock::now();
-        const double loss = examples::mlp_loss_grad<T>(shape, data, static_cast<const T *>(params),
-                                                       static_cast<T *>(grad), samples, n);
+        double loss = examples::mlp_loss_grad<T>(shape, data, static_cast<const T *>(params), static_cast<T *>(grad),
+                                                 samples, n);
+        if (setup.after_model) loss = setup.after_model(comm.rank(), r.model_calls, loss);
+        ++r.model_calls;
+        if (setup.compute_ms > 0)
+            std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(setup.compute_ms));
         if (slow) { // a straggler: (factor - 1) times its own compute time more
             const double took = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
             const double extra = std::max((setup.slow_factor - 1.0) * took, setup.slow_min_ms);
@@ -72,6 +74,7 @@ template <typename T> AsyncTrainingResult train_typed(Communicator &comm, const 
 } // namespace
 
 AsyncTrainingResult train_mlp(Communicator &comm, const AsyncTraining &setup) {
+    if (setup.timeout.count() > 0) comm.set_timeout(setup.timeout);
     require(setup.dtype == DType::f32 || setup.dtype == DType::f64, ErrorCode::invalid_argument,
             "train_mlp: f32 or f64");
     return setup.dtype == DType::f32 ? train_typed<float>(comm, setup) : train_typed<double>(comm, setup);

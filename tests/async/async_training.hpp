@@ -23,11 +23,14 @@ struct AsyncTraining {
     std::int64_t batch = 64;
     int epochs = 3;
     bool shuffle = true;
+    double compute_ms = 0.0;    // every model callback sleeps this long (work of a device, CPU left free)
     int slow_rank = -1;         // this rank's model callback is made `slow_factor` times slower
     double slow_factor = 3.0;   // by sleeping (factor - 1) x its own time, and at least...
     double slow_min_ms = 0.0;   // ... this many milliseconds per call
-    // Called in the model callback of every rank before it computes (tests inject failures).
-    std::function<void(int rank, std::int64_t call)> before_model;
+    Communicator::Duration timeout{0}; // the communicator's timeout when > 0
+    // Called in the model callback of every rank before it computes (tests inject failures); a
+    // value it returns replaces the loss.
+    std::function<double(int rank, std::int64_t call, double loss)> after_model;
 };
 
 struct AsyncTrainingResult {

@@ -64,6 +64,7 @@ void require_same_options(Communicator &world, const OptimizerOptions &o, const 
         fact("hybrid_data_strategy", std::int64_t(s.hybrid_data_strategy)),
         fact("hsdp_replicas", std::int64_t(s.hsdp_replicas)),
         fact("local_sgd_period", std::int64_t(s.local_sgd_period)),
+        fact("async_staleness", std::int64_t(s.async_staleness)),
         fact("overlap_param_gather", std::int64_t(s.overlap_param_gather)),
         fact("compression.method", std::int64_t(s.compression.method)),
         fact("compression.ratio (bits)", s.compression.ratio),
