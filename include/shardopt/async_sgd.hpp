@@ -48,7 +48,9 @@
 // parameters, checkpoints, state synchronization and early-stopping votes work as for the other
 // strategies. Errors: a failure anywhere (a lost peer, a timeout, a failing model callback, a
 // non-finite loss) aborts the optimizer's communicators on every rank, which then report it,
-// peer_lost naming the lost rank; every blocking wait is bounded by the communicator's timeout.
+// peer_lost naming the lost rank. Every blocking wait is bounded: rank 0 waits for each worker's
+// next gradient up to the communicator's timeout (a silent worker is reported, named, by rank 0),
+// what waits on rank 0's decisions up to twice that.
 #pragma once
 
 #include <cstdint>

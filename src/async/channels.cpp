@@ -17,8 +17,8 @@ Channels::Channels(Communicator &world) : grads(world.split(0, world.rank())), p
 }
 
 void Channels::set_timeout(Communicator::Duration timeout) {
-    grads.comm().set_timeout(timeout);
-    params.comm().set_timeout(timeout);
+    grads.comm().set_timeout(2 * timeout);
+    params.comm().set_timeout(2 * timeout);
     for (auto &n : notices)
         if (n) n->set_timeout(timeout);
 }

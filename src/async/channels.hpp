@@ -46,7 +46,10 @@ class Channels {
     // w's, on rank w its own, null elsewhere (and at 0).
     std::vector<CommunicatorPtr> notices;
 
-    // The timeout of every channel (the world's, at the start of each session).
+    // The notice channels wait `timeout` (the world's, set at the start of each session), the
+    // others twice that: whatever a worker or owner waits for comes after rank 0 heard from the
+    // workers, so a silent worker is reported by rank 0, which knows it is waiting for it, rather
+    // than by the ranks whose messages rank 0 holds back meanwhile.
     void set_timeout(Communicator::Duration timeout);
     // Aborts every channel: this rank's blocked calls fail with `reason`, and the peers learn it.
     void abort(const std::string &reason, ErrorCode code);
