@@ -330,7 +330,14 @@ SHARDOPT_API shardopt_status shardopt_params_padded_count(shardopt_params params
  * ------------------------------------------------------------------------------------------- */
 typedef enum shardopt_strategy {
     SHARDOPT_DDP = 0, SHARDOPT_ZERO1 = 1, SHARDOPT_ZERO2 = 2, SHARDOPT_FSDP = 3, SHARDOPT_HYBRID = 4,
-    SHARDOPT_LOCAL_SGD = 5
+    SHARDOPT_LOCAL_SGD = 5,
+    /* Asynchronous SGD with bounded staleness (async_staleness), each rank the owner of a shard
+     * (docs/async_sgd.md). It trains through shardopt_optimizer_optimize only: the step protocol
+     * (zero_grad, bucket_grad, tensor_grad, grad_ready, step) returns UNSUPPORTED; parameters,
+     * checkpoints, state synchronization and early stopping work as for the others. Host memory;
+     * no compression, clipping, gradient accumulation, caller-owned parameters or (on more than one
+     * rank) LAMB: UNSUPPORTED. */
+    SHARDOPT_ASYNC_SGD = 6
 } shardopt_strategy;
 
 typedef enum shardopt_memory_space {
@@ -396,6 +403,9 @@ typedef struct shardopt_sharding_options {
     /* Keep what compression missed and add it to the next step (INT8, INT4, TOP_K, POWER_SGD);
      * AUTO = on. */
     shardopt_switch error_feedback;
+    /* ASYNC_SGD: allowStaleness, the clocks a gradient may lag behind the parameters it is applied
+     * to (>= 0; 0 = synchronous: DDP's result bit for bit). Other strategies: must be 0. 0. */
+    int32_t async_staleness;
 } shardopt_sharding_options;
 
 /* Fills *opts with the defaults noted above (struct_size as given); prefer the inline _init.
@@ -448,8 +458,8 @@ SHARDOPT_API shardopt_status shardopt_optimizer_create(shardopt_comm comm, shard
                                                        const void *initial, shardopt_optimizer *out);
 /* Like create, but the parameters live in the caller's buffer of `param_count` elements (in
  * sharding->memory: device memory for CUDA), which must equal shardopt_params_padded_count(params,
- * comm size) and outlive the optimizer (zero copy). DDP, ZeRO-1, ZeRO-2 and Local SGD only (FSDP
- * and hybrid: UNSUPPORTED). Errors also: INVALID_ARGUMENT (wrong param_count). */
+ * comm size) and outlive the optimizer (zero copy). DDP, ZeRO-1, ZeRO-2 and Local SGD only (FSDP,
+ * hybrid and async SGD: UNSUPPORTED). Errors also: INVALID_ARGUMENT (wrong param_count). */
 SHARDOPT_API shardopt_status shardopt_optimizer_create_external(shardopt_comm comm, shardopt_params params,
                                                                 const shardopt_optimizer_options *optimizer,
                                                                 const shardopt_sharding_options *sharding,

@@ -36,7 +36,8 @@ shardopt_status create(const char *fn, shardopt_comm comm, shardopt_params param
         require(layout.tensor_count() > 0, ErrorCode::invalid_argument, "the parameter set has no tensors");
         if (use_external) {
             not_null(external, "param_buffer");
-            require(s.strategy != Strategy::fsdp && s.strategy != Strategy::hybrid, ErrorCode::unsupported,
+            require(s.strategy != Strategy::fsdp && s.strategy != Strategy::hybrid && s.strategy != Strategy::async_sgd,
+                    ErrorCode::unsupported,
                     std::string("caller-owned parameters are not supported for ") + strategy_name(s.strategy) +
                         " (DDP, ZeRO-1, ZeRO-2 and Local SGD only)");
             ParameterSet planned = layout;

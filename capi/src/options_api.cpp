@@ -80,6 +80,7 @@ shardopt_sharding_options sharding_defaults() {
     c.power_sgd_rank = o.compression.power_sgd_rank;
     c.power_sgd_min_elements = o.compression.power_sgd_min_elements;
     c.error_feedback = o.compression.error_feedback ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    c.async_staleness = o.async_staleness;
     return c;
 }
 
@@ -110,7 +111,7 @@ OptimizerKind kind_arg(int kind) {
     return OptimizerKind(kind);
 }
 Strategy strategy_arg(int s, const char *field) {
-    require(s >= 0 && s <= int(Strategy::local_sgd), ErrorCode::invalid_argument,
+    require(s >= 0 && s <= int(Strategy::async_sgd), ErrorCode::invalid_argument,
             std::string(field) + ": invalid strategy " + std::to_string(s));
     return Strategy(s);
 }
@@ -202,6 +203,7 @@ ShardingOptions sharding_options_from(const shardopt_sharding_options *user) {
     o.compression.power_sgd_min_elements =
         or_default(std::size_t(c.power_sgd_min_elements), dc.power_sgd_min_elements);
     o.compression.error_feedback = switch_arg(c.error_feedback, dc.error_feedback, "error_feedback");
+    o.async_staleness = c.async_staleness; // 0 is the default: synchronous
     return o;
 }
 

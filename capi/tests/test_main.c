@@ -16,6 +16,7 @@ int main(void) {
     test_strategies();
     test_checkpoint();
     test_pipeline();
+    test_async();
     test_gpu();
     return harness_report();
 }
