@@ -1,4 +1,4 @@
-"""shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP, hybrid, Local SGD), with
+"""shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP, hybrid, Local SGD, async SGD), with
 optional gradient compression (bf16/fp16, int8/int4, top-k, PowerSGD).
 
 The classes mirror AiDotNet.DistributedTraining in Python naming. They sit on the SWIG module
@@ -26,6 +26,7 @@ from .sharding import (DatasetResult, DDPOptimizer, FSDPOptimizer, GradientCompr
                        HybridShardedOptimizer, LocalSGDOptimizer,
                        MemoryStats, OptimizationInputData, OptimizationResult, ParameterLayout, ShardedOptimizer,
                        ShardingConfiguration, StepResult, ZeRO1Optimizer, ZeRO2Optimizer, ZeRO3Optimizer)
+from .async_sgd import AsyncSGDOptimizer
 from ._views import NativeArray, ObjectDisposedError
 from .models import Model
 from .schedules import (ConstantSchedule, CosineAnnealingSchedule, LambdaSchedule, LearningRateSchedule,
