@@ -130,10 +130,11 @@ void UcxComm::block(const std::function<bool()> &pred, Clock::time_point deadlin
     const auto spin_until = Clock::now() + Tuning::get().spin;
     Clock::time_point lost_grace{};
     for (;;) {
+        const std::uint64_t epoch = worker_->progress_epoch(); // before looking: see idle_wait
         if (poll_once(pred, deadline, waiting_on, timeout_text, lost_grace)) return;
         if (lost_grace != Clock::time_point{} && Clock::now() < lost_grace) continue;
         if (Clock::now() >= spin_until)
-            worker_->idle_wait(deadline);
+            worker_->idle_wait(deadline, epoch);
         else
             sched_yield(); // spinning: let a peer sharing this core run (oversubscribed hosts)
     }

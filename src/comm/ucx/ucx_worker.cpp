@@ -2,6 +2,8 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <ucs/debug/log_def.h>
 
@@ -103,6 +105,7 @@ Worker::Worker(int world_rank, int world_size, std::chrono::milliseconds keepali
     }
     address_.assign(reinterpret_cast<std::uint8_t *>(addr), reinterpret_cast<std::uint8_t *>(addr) + len);
     ucp_worker_release_address(worker_, addr);
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); // -1: the event fd's sleeper sleeps out its span
 }
 
 Worker::~Worker() {
@@ -184,6 +187,7 @@ Worker::~Worker() {
     detached_.clear();
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
+    if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void Worker::on_ep_error(void *arg, ucp_ep_h, ucs_status_t status) {
@@ -384,18 +388,28 @@ void Worker::progress_locked() {
             ++it;
         }
     }
-    // What this thread progressed may be another thread's request: wake the threads idling on
-    // progress (see idle_wait), so they look.
-    if (progressed > 0 && progress_sleepers_.load(std::memory_order_acquire) > 0) {
-        {
-            std::lock_guard<std::mutex> lock(sleep_mutex_);
-            ++progress_epoch_;
+    if (progressed > 0) note_progress();
+}
+
+void Worker::note_progress() {
+    // What this thread progressed may be another thread's request: the threads idling (see
+    // idle_wait) must look. The epoch moves under the mutex their waits check it under.
+    bool cv_sleepers, efd_sleeper;
+    {
+        std::lock_guard<std::mutex> lock(sleep_mutex_);
+        progress_epoch_.fetch_add(1, std::memory_order_release);
+        cv_sleepers = progress_sleepers_ > 0;
+        efd_sleeper = efd_sleeper_;
+    }
+    if (cv_sleepers) progress_cv_.notify_all();
+    if (efd_sleeper && wake_fd_ >= 0) {
+        const std::uint64_t one = 1;
+        if (write(wake_fd_, &one, sizeof one) < 0) { // full counter: it is readable anyway
         }
-        progress_cv_.notify_all();
     }
 }
 
-void Worker::idle_wait(Clock::time_point until) {
+void Worker::idle_wait(Clock::time_point until, std::uint64_t epoch) {
     const auto now = Clock::now();
     if (until <= now) return;
     auto span = std::min<Clock::duration>(until - now, std::chrono::milliseconds(2));
@@ -403,17 +417,19 @@ void Worker::idle_wait(Clock::time_point until) {
         std::this_thread::sleep_for(std::min<Clock::duration>(span, std::chrono::microseconds(50)));
         return;
     }
-    // One thread at a time sleeps on the event fd. The event fd wakes only the thread polling it,
-    // and an event another thread's progress consumed never wakes anyone: a second thread asleep
-    // on it would sleep out its whole span although its request completed. So the others sleep
-    // until some thread progresses, or the event fd's sleeper leaves (then one of them takes over).
+    // One thread at a time sleeps on UCX's event fd (and this worker's wake fd); the others on a
+    // condition variable. An event consumed by another thread's progress never wakes a thread
+    // asleep on the event fd, so whoever progresses wakes the sleepers (note_progress), and nobody
+    // sleeps once anything progressed since it last looked (`epoch`).
     {
         std::unique_lock<std::mutex> lock(sleep_mutex_);
+        if (progress_epoch_.load(std::memory_order_acquire) != epoch) return;
         if (efd_sleeper_) {
-            const std::uint64_t epoch = progress_epoch_;
-            progress_sleepers_.fetch_add(1, std::memory_order_acq_rel);
-            progress_cv_.wait_for(lock, span, [&] { return progress_epoch_ != epoch || !efd_sleeper_; });
-            progress_sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+            ++progress_sleepers_;
+            progress_cv_.wait_for(lock, span, [&] {
+                return progress_epoch_.load(std::memory_order_acquire) != epoch || !efd_sleeper_;
+            });
+            --progress_sleepers_;
             return;
         }
         efd_sleeper_ = true;
@@ -425,7 +441,7 @@ void Worker::idle_wait(Clock::time_point until) {
                 std::lock_guard<std::mutex> lock(w.sleep_mutex_);
                 w.efd_sleeper_ = false;
             }
-            w.progress_cv_.notify_all();
+            w.progress_cv_.notify_all(); // one of the others may take over the event fd
         }
     } leave{*this};
     ucs_status_t st;
@@ -438,10 +454,18 @@ void Worker::idle_wait(Clock::time_point until) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         return;
     }
+    // Progress made since the caller looked, before this thread became the sleeper, found no
+    // sleeper to wake: look again instead.
+    if (progress_epoch_.load(std::memory_order_acquire) != epoch) return;
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(span).count();
     timespec ts{time_t(ns / 1000000000), long(ns % 1000000000)};
-    pollfd p{efd_, POLLIN, 0};
-    ppoll(&p, 1, &ts, nullptr);
+    pollfd p[2] = {{efd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    ppoll(p, wake_fd_ >= 0 ? 2 : 1, &ts, nullptr);
+    if (wake_fd_ >= 0 && (p[1].revents & POLLIN)) {
+        std::uint64_t count;
+        if (read(wake_fd_, &count, sizeof count) < 0) { // drained by nobody else: nothing to do
+        }
+    }
 }
 
 std::uint32_t Worker::propose_context() {

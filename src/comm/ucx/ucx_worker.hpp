@@ -88,8 +88,10 @@ class Worker {
     // Updates r from UCX; call with the lock held (inside progress_and_check). True when done.
     bool test_locked(Request &r);
     // Sleeps until UCX signals activity, another thread's progress, or `until` (at most a couple
-    // of milliseconds). Any number of threads may wait at once.
-    void idle_wait(Clock::time_point until);
+    // of milliseconds); at once when anything progressed since progress_epoch() was `epoch` (read
+    // it before looking at the requests waited for). Any number of threads may wait at once.
+    void idle_wait(Clock::time_point until, std::uint64_t epoch);
+    std::uint64_t progress_epoch() const noexcept { return progress_epoch_.load(std::memory_order_acquire); }
 
     bool lost(int world_peer) const { return lost_[world_peer].load(std::memory_order_acquire); }
     std::string lost_reason(int world_peer) const;
@@ -110,6 +112,7 @@ class Worker {
     };
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
     void progress_locked();
+    void note_progress(); // wakes the threads in idle_wait
     void poll_liveness_locked(); // marks ranks the liveness channel found gone
     void mark_lost_locked(int world_peer, const std::string &reason, bool crashed);
     ucp_ep_h ep_for(int world_peer);
@@ -130,13 +133,15 @@ class Worker {
     std::list<Detached> detached_;
     std::uint32_t next_context_ = 1; // 0 is the world communicator
     mutable std::mutex mutex_;
-    // Idle waits of several threads (idle_wait): the one asleep on the event fd, the others on
-    // progress_cv_, woken by any thread's progress (progress_epoch_ moves) or the sleeper leaving.
+    // Idle waits of several threads (idle_wait): the one asleep on the event fd (woken through
+    // wake_fd_ too), the others on progress_cv_; any thread's progress moves progress_epoch_ and
+    // wakes them, and so does the event fd's sleeper leaving.
     std::mutex sleep_mutex_;
     std::condition_variable progress_cv_;
-    bool efd_sleeper_ = false;        // under sleep_mutex_
-    std::uint64_t progress_epoch_ = 0; // under sleep_mutex_
-    std::atomic<int> progress_sleepers_{0};
+    bool efd_sleeper_ = false;       // under sleep_mutex_
+    int progress_sleepers_ = 0;      // under sleep_mutex_
+    std::atomic<std::uint64_t> progress_epoch_{0}; // written under sleep_mutex_
+    int wake_fd_ = -1;               // an eventfd
 };
 
 } // namespace shardopt::ucx
