@@ -404,7 +404,8 @@ typedef struct shardopt_sharding_options {
      * AUTO = on. */
     shardopt_switch error_feedback;
     /* ASYNC_SGD: allowStaleness, the clocks a gradient may lag behind the parameters it is applied
-     * to (>= 0; 0 = synchronous: DDP's result bit for bit). Other strategies: must be 0. 0. */
+     * to (>= 0); 0, the default, is synchronous: DDP's result bit for bit. Must be 0 for the other
+     * strategies. */
     int32_t async_staleness;
 } shardopt_sharding_options;
 
