@@ -25,11 +25,12 @@
 //      runs at most s clocks ahead of the parameters it computes on, and waits otherwise.
 //  (2) Apply bound: update c waits for every worker still computing on version c - s or older,
 //      so no gradient is applied more than s clocks after the version it was computed on.
-//  (3) When update c goes: once every worker's clock-c gradient is in, or once some worker has run
-//      s clocks ahead of c and waits for update c under (1). Update c waits for a worker's clock-c
-//      gradient only while every worker is within the bound; when the fastest has run out of it,
-//      the workers still owing clock c are more than s clocks behind the fastest, update c goes
-//      without them (as far as (2) allows), and their gradients join a later update.
+//  (3) When update c goes: once every worker's clock-c gradient is in, or once some worker waits
+//      for update c: it has run s clocks ahead of c (1), or made its last step of the session.
+//      Update c waits for a worker's clock-c gradient only while every worker is within the
+//      bound; when the fastest has run out of it, the workers still owing clock c are more than s
+//      clocks behind the fastest, update c goes without them (as far as (2) allows), and their
+//      gradients join a later update.
 //  (4) The last update of a session (the epoch's last batch) waits for every gradient in flight.
 // A worker handed a new version starts its next step at once (its gradient of the version just
 // pushed may still be on its way): with s >= 1, computing overlaps the exchange.
