@@ -84,6 +84,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         s.setCompression_ratio(config.getCompressionRatio());
         s.setPower_sgd_rank(config.getPowerSgdRank());
         s.setError_feedback(config.getErrorFeedback() ? SWITCH_ENABLE : SWITCH_DISABLE);
+        s.setCpu_offload_optimizer(config.getCpuOffloadOptimizer() ? SWITCH_ENABLE : SWITCH_DISABLE);
+        s.setCpu_offload_gradients(config.getCpuOffloadGradients() ? SWITCH_ENABLE : SWITCH_DISABLE);
+        s.setCpu_offload_params(config.getCpuOffloadParams() ? SWITCH_ENABLE : SWITCH_DISABLE);
         configure(s);
         return s;
     }
@@ -610,7 +613,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         try {
             shardopt_native.so_memory_stats(h(), m);
             return new MemoryStats(m.getParams_bytes(), m.getGrads_bytes(), m.getOptimizer_state_bytes(), m.getBuffer_bytes(),
-                                   m.getPeak_buffer_bytes(), m.getTotal_bytes(), m.getCompression_bytes());
+                                   m.getPeak_buffer_bytes(), m.getTotal_bytes(), m.getCompression_bytes(),
+                                   m.getHost_params_bytes(), m.getHost_grads_bytes(), m.getHost_optimizer_state_bytes(),
+                                   m.getHost_total_bytes());
         } finally {
             m.delete();
         }
