@@ -469,9 +469,9 @@ void StepEngine::launch_reduction(int b, unsigned char *buffer) {
         unsigned char *shard = offload_.gradients ? buffer + layout_.max_bucket_padded() * elem_
                                                   : grads_->data() + bl.shard_offset * elem_;
         progress.work = group.reduce_scatter_async(buffer, shard, bl.shard, layout_.dtype(), ReduceOp::avg);
-    }
-    else
+    } else {
         progress.work = group.allreduce_async(buffer, buffer, bl.padded, layout_.dtype(), ReduceOp::avg);
+    }
     progress.phase = BucketPhase::reducing;
     reduce_order_.push_back(b);
 }
