@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mlp.hpp"
+#include "optim/cpu_dispatch.hpp"
 #include "sharding/compression/chunk_codec.hpp"
 #include "sharding_test_support.hpp"
 #include "shardopt/inprocess.hpp"
@@ -237,6 +238,105 @@ BOOST_AUTO_TEST_CASE(non_finite_values_survive) {
         bool any_nan = false;
         for (float v : back) any_nan |= std::isnan(v);
         BOOST_TEST(any_nan, compression_name(m));
+    }
+}
+
+// Chunks large enough for the sampled candidate search, with ties at the cut: the kept set is
+// exactly the k largest magnitudes, ties to the lower index, as a full sort says.
+BOOST_AUTO_TEST_CASE(top_k_is_exact_on_large_chunks) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal;
+    for (std::size_t n : {std::size_t(20000), std::size_t(100003), std::size_t(1) << 20}) {
+        std::vector<float> x(n);
+        for (auto &v : x) v = std::round(normal(rng) * 64.0f) / 64.0f; // coarse: many equal magnitudes
+        for (double ratio : {0.001, 0.01, 0.1}) {
+            compression::ChunkCodec codec(method(GradientCompression::top_k, ratio), DType::f32);
+            std::vector<unsigned char> payload(codec.payload_bytes(n));
+            codec.encode(x.data(), n, payload.data());
+            const std::size_t k = payload.size() / 8;
+            std::vector<std::uint32_t> order(n);
+            for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
+            std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+                const float ma = std::fabs(x[a]), mb = std::fabs(x[b]);
+                return ma > mb || (ma == mb && a < b);
+            });
+            std::vector<std::uint32_t> expected(order.begin(), order.begin() + std::ptrdiff_t(k));
+            std::sort(expected.begin(), expected.end());
+            std::vector<std::uint32_t> got(k);
+            for (std::size_t j = 0; j < k; ++j) std::memcpy(&got[j], payload.data() + 8 * j, 4);
+            BOOST_TEST(got == expected, "n " << n << ", ratio " << ratio);
+        }
+    }
+}
+
+// Error feedback: after encoding x + r, the residual is exactly what the payload misses.
+BOOST_AUTO_TEST_CASE(feedback_keeps_what_the_payload_misses) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal;
+    const std::size_t n = 70001; // blocks and vectors with tails
+    std::vector<float> x(n), r(n), back(n);
+    for (auto &v : x) v = normal(rng);
+    for (GradientCompression m : {GradientCompression::bf16, GradientCompression::fp16, GradientCompression::int8,
+                                  GradientCompression::int4, GradientCompression::top_k}) {
+        for (auto &v : r) v = 0.01f * normal(rng);
+        std::vector<float> c(n);
+        for (std::size_t i = 0; i < n; ++i) c[i] = x[i] + r[i];
+        compression::ChunkCodec codec(method(m, 0.01), DType::f32);
+        std::vector<unsigned char> payload(codec.payload_bytes(n));
+        codec.encode(x.data(), n, payload.data(), r.data());
+        codec.decode(payload.data(), n, back.data());
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i) wrong += r[i] != c[i] - back[i];
+        BOOST_TEST(wrong == 0u, compression_name(m));
+    }
+}
+
+// The AVX2 loops and the baseline ones give the same bytes and the same residuals, for odd block
+// sizes (int4 bytes shared by two blocks) as well as the default.
+BOOST_AUTO_TEST_CASE(vector_loops_match_the_baseline) {
+    std::mt19937 rng(9);
+    std::normal_distribution<double> normal;
+    const std::size_t n = 50021;
+    std::vector<double> x(n), r0(n);
+    for (auto &v : x) v = normal(rng);
+    for (auto &v : r0) v = 0.01 * normal(rng);
+    for (GradientCompression m : {GradientCompression::bf16, GradientCompression::fp16, GradientCompression::int8,
+                                  GradientCompression::int4, GradientCompression::top_k}) {
+        for (int block : {256, 255}) {
+            for (DType dtype : {DType::f32, DType::f64}) {
+                CompressionOptions options = method(m, 0.01);
+                options.block_size = block;
+                std::vector<unsigned char> payload[2];
+                std::vector<unsigned char> residual[2], decoded[2];
+                for (int generic = 0; generic < 2; ++generic) {
+                    optim_kernels::force_generic_kernels(generic == 1);
+                    const std::size_t size = dtype_size(dtype);
+                    std::vector<unsigned char> xs(n * size), rs(n * size), out(n * size);
+                    for (std::size_t i = 0; i < n; ++i) {
+                        if (dtype == DType::f32) {
+                            const float a = float(x[i]), b = float(r0[i]);
+                            std::memcpy(&xs[i * 4], &a, 4);
+                            std::memcpy(&rs[i * 4], &b, 4);
+                        } else {
+                            std::memcpy(&xs[i * 8], &x[i], 8);
+                            std::memcpy(&rs[i * 8], &r0[i], 8);
+                        }
+                    }
+                    compression::ChunkCodec codec(options, dtype);
+                    payload[generic].resize(codec.payload_bytes(n));
+                    codec.encode(xs.data(), n, payload[generic].data(), rs.data());
+                    codec.decode_add(payload[generic].data(), n, out.data());
+                    residual[generic] = rs;
+                    decoded[generic] = out;
+                }
+                optim_kernels::force_generic_kernels(false);
+                BOOST_TEST_CONTEXT(compression_name(m) << ", block " << block << ", " << dtype_name(dtype)) {
+                    BOOST_TEST((payload[0] == payload[1]));
+                    BOOST_TEST((residual[0] == residual[1]));
+                    BOOST_TEST((decoded[0] == decoded[1]));
+                }
+            }
+        }
     }
 }
 
