@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 #include <mutex>
 #include <random>
@@ -480,6 +481,51 @@ BOOST_AUTO_TEST_CASE(every_strategy_compressed) {
 // at step 4 and resumed ends bit for bit where the uninterrupted run ends, in both forms
 // (LocalSGD: sharded only; the consolidated form holds one replica's optimizer state, with or
 // without compression).
+// Each rank's residuals are the last segment of its shard file: a flipped byte there is found
+// by the load's checksums on every rank, and the optimizer keeps what it had.
+BOOST_AUTO_TEST_CASE(corrupt_residuals_are_refused) {
+    const Problem problem = demo_mlp();
+    const auto dir = std::filesystem::temp_directory_path() / ("shardopt_compression_bad_" + std::to_string(::getpid()));
+    ShardingOptions o;
+    o.compression = method(GradientCompression::int8);
+    std::vector<int> refused(2, 0), unchanged(2, 0);
+    run_inprocess(2, [&](Communicator &comm) {
+        auto opt = ShardedOptimizer::create(comm.shared_from_this(), problem.layout(),
+                                            OptimizerOptions::defaults(OptimizerKind::adam), o, problem.init.data());
+        std::vector<float> before(problem.init.size()), after(problem.init.size());
+        opt->zero_grad();
+        for (int t = 0; t < opt->layout().tensor_count(); ++t)
+            std::fill_n(static_cast<float *>(opt->grad(t)), opt->layout().tensor(t).count, 0.25f * float(comm.rank() + 1));
+        opt->step();
+        opt->save(dir.string());
+        comm.barrier();
+        if (comm.rank() == 0)
+            for (const auto &entry : std::filesystem::directory_iterator(dir)) {
+                if (entry.path().filename() == "checkpoint.shardopt") continue;
+                std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+                const auto size = std::filesystem::file_size(entry.path());
+                f.seekg(std::streamoff(size - 5));
+                char c = 0;
+                f.read(&c, 1);
+                c = char(c ^ 0x10);
+                f.seekp(std::streamoff(size - 5));
+                f.write(&c, 1);
+            }
+        comm.barrier();
+        opt->get_parameters(before.data());
+        try {
+            opt->load(dir.string());
+        } catch (const Error &e) {
+            refused[std::size_t(comm.rank())] = e.code() == ErrorCode::corrupt;
+        }
+        opt->get_parameters(after.data());
+        unchanged[std::size_t(comm.rank())] = before == after;
+    });
+    std::filesystem::remove_all(dir);
+    BOOST_TEST((refused == std::vector<int>{1, 1}));
+    BOOST_TEST((unchanged == std::vector<int>{1, 1}));
+}
+
 BOOST_AUTO_TEST_CASE(resume_is_exact) {
     const Problem problem = demo_mlp();
     const auto dir = std::filesystem::temp_directory_path() / ("shardopt_compression_ckpt_" + std::to_string(::getpid()));
