@@ -16,6 +16,7 @@
 #include "mlp.hpp"
 #include "optim/cpu_dispatch.hpp"
 #include "sharding/compression/chunk_codec.hpp"
+#include "sharding/compression/power_sgd_kernels.hpp"
 #include "sharding_test_support.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -339,6 +340,65 @@ BOOST_AUTO_TEST_CASE(vector_loops_match_the_baseline) {
             }
         }
     }
+}
+
+// PowerSGD's passes: the AVX2 clones equal the baseline bit for bit, and each pass computes what
+// its formula says (checked in double against a plain triple loop).
+BOOST_AUTO_TEST_CASE(power_sgd_kernels_match_their_formulas) {
+    namespace k = compression::power_sgd_kernels;
+    const std::size_t rows = 37, cols = 53, r = 3; // vector bodies and tails
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal;
+    std::vector<float> m0(rows * cols), res0(rows * cols), q(cols * r);
+    for (auto &v : m0) v = normal(rng);
+    for (auto &v : res0) v = 0.1f * normal(rng);
+    for (auto &v : q) v = normal(rng);
+    struct Out {
+        std::vector<float> m, res, p, qb, rec, rec_res;
+    } out[2];
+    for (int generic = 0; generic < 2; ++generic) {
+        optim_kernels::force_generic_kernels(generic == 1);
+        Out &o = out[generic];
+        std::vector<float> scratch(cols * (r + 1));
+        o.m = m0;
+        o.res = res0;
+        o.p.assign(rows * r, 0.0f);
+        k::project(o.m.data(), o.res.data(), rows, cols, r, q.data(), o.p.data(), scratch.data());
+        o.qb.assign(cols * r, 0.0f);
+        k::project_back(o.m.data(), rows, cols, r, o.p.data(), o.qb.data(), scratch.data());
+        o.rec = o.m;
+        o.rec_res.assign(rows * cols, 0.0f);
+        k::reconstruct(o.rec.data(), o.rec_res.data(), rows, cols, r, o.p.data(), q.data(), scratch.data());
+    }
+    optim_kernels::force_generic_kernels(false);
+    BOOST_TEST((out[0].m == out[1].m));
+    BOOST_TEST((out[0].p == out[1].p));
+    BOOST_TEST((out[0].qb == out[1].qb));
+    BOOST_TEST((out[0].rec == out[1].rec));
+    BOOST_TEST((out[0].rec_res == out[1].rec_res));
+    const Out &o = out[0];
+    double worst = 0.0;
+    for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) {
+            BOOST_TEST(o.m[i * cols + j] == m0[i * cols + j] + res0[i * cols + j]);
+            double approx = 0.0;
+            for (std::size_t c = 0; c < r; ++c) approx += double(o.p[i * r + c]) * double(q[j * r + c]);
+            worst = std::max(worst, std::fabs(approx - double(o.rec[i * cols + j])));
+            BOOST_TEST(o.rec_res[i * cols + j] == o.m[i * cols + j] - o.rec[i * cols + j]);
+        }
+    for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t c = 0; c < r; ++c) {
+            double p = 0.0;
+            for (std::size_t j = 0; j < cols; ++j) p += double(o.m[i * cols + j]) * double(q[j * r + c]);
+            worst = std::max(worst, std::fabs(p - double(o.p[i * r + c])));
+        }
+    for (std::size_t j = 0; j < cols; ++j)
+        for (std::size_t c = 0; c < r; ++c) {
+            double qb = 0.0;
+            for (std::size_t i = 0; i < rows; ++i) qb += double(o.m[i * cols + j]) * double(o.p[i * r + c]);
+            worst = std::max(worst, std::fabs(qb - double(o.qb[j * r + c])));
+        }
+    BOOST_TEST(worst < 1e-3, "worst deviation from the formulas " << worst);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
