@@ -742,8 +742,25 @@ namespace Shardopt.DistributedTraining
             }
         }
 
+        // ---- a PipelineRunner batch running natively on this optimizer (PipelineRunner.cs) ----
+        bool pipelineRunning;
+        internal void BeginPipelineBatch()
+        {
+            if (pipelineRunning) throw new InvalidOperationException("a pipeline batch is already running on this optimizer");
+            SyncOptionsLearningRate();
+            Expire();
+            pipelineRunning = true;
+        }
+        internal void EndPipelineBatch() { pipelineRunning = false; Expire(); }
+        void NotDuringPipelineBatch()
+        {
+            if (pipelineRunning)
+                throw new InvalidOperationException($"not while a pipeline batch is running on this {GetType().Name} (called from a stage callback?)");
+        }
+
         void DestroyNative()
         {
+            NotDuringPipelineBatch();
             Expire();
             if (handle != null) { var h = handle; handle = null; shardopt_native.so_optimizer_destroy(h); }
             if (external.IsAllocated) external.Free();
@@ -751,6 +768,7 @@ namespace Shardopt.DistributedTraining
 
         public void Dispose()
         {
+            NotDuringPipelineBatch();
             disposed = true;
             DestroyNative();
         }

@@ -28,6 +28,7 @@ from .sharding import (DatasetResult, DDPOptimizer, FSDPOptimizer, GradientCompr
                        ShardingConfiguration, StepResult, ZeRO1Optimizer, ZeRO2Optimizer, ZeRO3Optimizer)
 from ._views import NativeArray, ObjectDisposedError
 from .models import Model
+from .pipeline import PipelineBatchResult, PipelineCall, PipelineRunner, PipelineSchedule, PipelineStage
 from .schedules import (ConstantSchedule, CosineAnnealingSchedule, LambdaSchedule, LearningRateSchedule,
                         StepDecaySchedule, WarmupSchedule)
 

@@ -208,11 +208,25 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return h();
     }
 
+    /** PipelineRunner: a batch starts running natively on this optimizer on thread t (refused while optimize or
+     *  another batch runs; the pending learning rate goes to the library first), or ended (t null). */
+    void nativeRun(Thread t) {
+        if (t != null) {
+            notWhileOptimizing();
+            applyRequestedLr();
+        }
+        pipelineRunning = t != null;
+        optimizing = t;
+    }
+    private volatile boolean pipelineRunning;
+
     private void notWhileOptimizing() {
         Thread t = optimizing;
         if (t != null)
-            throw new IllegalStateException("not while optimize() is running on this optimizer ("
-                    + (t == Thread.currentThread() ? "called from the model callback" : "called from another thread") + ")");
+            throw new IllegalStateException("not while " + (pipelineRunning ? "a pipeline batch" : "optimize()")
+                    + " is running on this optimizer (" + (t == Thread.currentThread()
+                        ? (pipelineRunning ? "called from a stage callback" : "called from the model callback")
+                        : "called from another thread") + ")");
     }
 
     public boolean isInitialized() { return handle != null; }
