@@ -12,6 +12,7 @@ void test_optimize(void);     /* optimize() with a C callback, failing callbacks
 void test_strategies(void);   /* hybrid, Local SGD, accumulation, clipping */
 void test_checkpoint(void);   /* save/load, serialize/deserialize, resume, errors */
 void test_compression(void);  /* compression options, add_matrix, bytes on the wire per method */
+void test_offload(void);      /* ZeRO-Offload switches, memory stats' host fields; meaningless in host memory */
 void test_pipeline(void);     /* experimental: pipeline stages as callbacks */
 void test_async(void);        /* strategy ASYNC_SGD: staleness 0 is DDP, checkpoints, refusals */
 void test_gpu(void);          /* GPU backends, CUDA streams, optimizers in CUDA memory */

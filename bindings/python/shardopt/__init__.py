@@ -29,6 +29,7 @@ from .sharding import (DatasetResult, DDPOptimizer, FSDPOptimizer, GradientCompr
 from .async_sgd import AsyncSGDOptimizer
 from ._views import NativeArray, ObjectDisposedError
 from .models import Model
+from .pipeline import PipelineBatchResult, PipelineCall, PipelineRunner, PipelineSchedule, PipelineStage
 from .schedules import (ConstantSchedule, CosineAnnealingSchedule, LambdaSchedule, LearningRateSchedule,
                         StepDecaySchedule, WarmupSchedule)
 
