@@ -118,6 +118,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     void abort(const std::string &reason, ErrorCode code = ErrorCode::invalid_state);
     // Reason this communicator was aborted, or empty.
     std::string abort_reason() const;
+    // The code it was aborted with (invalid_state when none was given; ok when not aborted): what
+    // an operation in flight when the abort came fails with, as later calls do.
+    ErrorCode abort_code() const;
 
     // --- diagnostics ----------------------------------------------------------------------
     static constexpr std::size_t kHistory = 8;

@@ -148,6 +148,12 @@ std::string Communicator::abort_reason() const {
     return abort_reason_;
 }
 
+ErrorCode Communicator::abort_code() const {
+    if (!aborted_.load(std::memory_order_acquire)) return ErrorCode::ok;
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    return abort_code_ == ErrorCode::ok ? ErrorCode::invalid_state : abort_code_;
+}
+
 void Communicator::validate(const Call &call) const {
     // The description is built only on failure: validation runs on every call, including
     // 8-byte allreduces that take a microsecond.

@@ -119,7 +119,7 @@ bool UcxComm::poll_once(const std::function<bool()> &pred, Clock::time_point dea
         }
     {
         const std::string reason = abort_reason();
-        if (!reason.empty()) throw Error(ErrorCode::invalid_state, "communicator aborted: " + reason);
+        if (!reason.empty()) throw Error(abort_code(), "communicator aborted: " + reason);
     }
     if (Clock::now() >= deadline) throw Error(ErrorCode::timeout, timeout_text());
     return false;
