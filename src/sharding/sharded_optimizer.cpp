@@ -67,6 +67,9 @@ OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const Opti
 }
 
 void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) { engine_->save(dir, form); }
+std::unique_ptr<AsyncCheckpoint> ShardedOptimizer::save_async(const std::string &dir) {
+    return engine_->save_async(dir);
+}
 void ShardedOptimizer::load(const std::string &dir) { engine_->load(dir); }
 std::vector<unsigned char> ShardedOptimizer::serialize() { return engine_->serialize(); }
 void ShardedOptimizer::deserialize(const void *data, std::size_t size) { engine_->deserialize(data, size); }
