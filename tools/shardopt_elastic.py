@@ -215,7 +215,7 @@ class Host:
         self.port_reply = None
 
     def label(self):
-        return "this host" if self.channel is None else f"host {self.ident} ({self.name or self.addr})"
+        return "this host" if self.channel is None else f"host {self.ident} at {self.addr} ({self.name})"
 
 
 class Coordinator:
