@@ -15,6 +15,7 @@ int main(void) {
     test_optimize();
     test_strategies();
     test_checkpoint();
+    test_elastic();
     test_pipeline();
     test_gpu();
     return harness_report();

@@ -77,9 +77,10 @@ class ElasticOptimizer {
     // count that is a multiple of checkpoint_every a new one is taken (after finishing the
     // previous one, waiting for its files if they are still being written).
     StepResult step();
-    // wrapped().optimize() with the schedule after every step; the first call after a resume
-    // skips the iterations the checkpoint covers (step_count() x gradient accumulation steps), so
-    // one call over the whole training continues where the job stopped.
+    // wrapped().optimize() with the schedule after every step. After a resume, the calls skip,
+    // between them, the iterations the checkpoint covers (step_count() x gradient accumulation
+    // steps, counted from the first call's first iteration), so a training run of one call, or of
+    // one call per epoch, continues where the job stopped.
     OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
     // Collective: a checkpoint now, at a step boundary (the previous one finished first).
     void checkpoint();

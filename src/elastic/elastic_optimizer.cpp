@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -110,13 +111,15 @@ StepResult ElasticOptimizer::step() {
 OptimizeResult ElasticOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
     OptimizeOptions o = options;
     o.start_iteration += skip_iterations_;
-    skip_iterations_ = 0;
     const auto caller_hook = options.after_step;
     o.after_step = [this, &caller_hook](const StepResult &r) {
         after_step(r);
         if (caller_hook) caller_hook(r);
     };
-    return wrapped_.optimize(model, o);
+    OptimizeResult result = wrapped_.optimize(model, o);
+    // What this call did not cover is left for the next (a loop calling it once per epoch).
+    skip_iterations_ = std::max<std::int64_t>(0, skip_iterations_ - result.iterations);
+    return result;
 }
 
 void ElasticOptimizer::after_step(const StepResult &result) {
