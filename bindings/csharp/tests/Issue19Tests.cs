@@ -444,6 +444,8 @@ static partial class ShardoptTests
             case "api": return new (string, Action)[] {
                 ("OptimizeWithValidationAndTest", OptimizeWithValidationAndTest), ("ShouldEarlyStopFollowsPatience", ShouldEarlyStopFollowsPatience),
                 ("NoModelIsAClearError", NoModelIsAClearError), ("CollectivesBothTypes", CollectivesBothTypes), ("LearningRateLive", LearningRateLive) };
+            case "elastic": return new (string, Action)[] {
+                ("ElasticResumesAtAnotherWorldSize", ElasticResumesAtAnotherWorldSize), ("ElasticErrors", ElasticErrors) };
             default: throw new ArgumentException("unknown group " + name);
         }
     }
