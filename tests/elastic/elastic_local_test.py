@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The elastic launcher on one host (no namespaces, no root). Usage:
-    elastic_local_test.py ELASTIC_TRAIN SHARDOPT_RUN CASE
+    elastic_local_test.py ELASTIC_TRAIN SHARDOPT_RUN CASE [STRATEGY [COMPRESSION]]
 
 Cases:
   kill_rank     shardopt-run --elastic --min 2 --max 3 -n 3 trains the demo MLP (ZeRO-2 over Adam,
@@ -9,6 +9,7 @@ Cases:
                 the last checkpoint, and finish: the resumed step is a checkpoint the first
                 generation reached, and the final parameters equal, bit for bit, those of a
                 reference run that trains 3 ranks to that step (saving there) and 2 ranks from it.
+                STRATEGY (zero2) and COMPRESSION (none) choose what trains.
   join_replace  the coordinator runs 2 ranks (FSDP) and listens; mid-run an agent joins with one
                 slot: it waits (the world stays 2) until rank 1 is killed, then replaces it (the
                 next generation is rank 0 here and rank 1 on the agent). Reference: 2 ranks to the
@@ -26,6 +27,8 @@ import threading
 import time
 
 TRAIN, RUN, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+STRATEGY = sys.argv[4] if len(sys.argv) > 4 else "zero2"
+COMPRESSION = sys.argv[5] if len(sys.argv) > 5 else "none"
 STEPS, EVERY = 160, 10
 ENV = dict(os.environ, SHARDOPT_TIMEOUT_MS="5000")
 
@@ -84,7 +87,7 @@ def expect(cond, why, text=""):
 
 def train_args(strategy, *extra):
     return [TRAIN, "--steps", str(STEPS), "--every", str(EVERY), "--strategy", strategy, "--print-every", "10",
-            *extra]
+            "--compression", COMPRESSION, *extra]
 
 
 def reference(tmp, strategy, first_world, second_world, switch_step):
@@ -138,16 +141,17 @@ def kill_rank(job, rank, generation=0):
 def case_kill_rank(tmp):
     out = os.path.join(tmp, "elastic.bin")
     job = Job([RUN, "--elastic", "--min", "2", "--max", "3", "-n", "3", "--checkpoint-dir", os.path.join(tmp, "ckpt"),
-               "--timeout", "60", "--", *train_args("zero2", "--sleep-ms", "5", "--out", out)])
+               "--timeout", "60", "--", *train_args(STRATEGY, "--sleep-ms", "5", "--out", out)])
     killed_at = kill_rank(job, 1)
     code = job.finish(60)
     expect(code == 0, f"the elastic job failed ({code})", job.text())
     resumed = check_recovery(job, killed_at, 3, 2, r"^shardopt-run: slot 1 of this host \(rank 1\) is out of the job$")
     with open(out, "rb") as f:
         got = f.read()
-    expect(got == reference(tmp, "zero2", 3, 2, resumed),
+    expect(got == reference(tmp, STRATEGY, 3, 2, resumed),
            f"final parameters differ from the reference run switching from 3 to 2 ranks at step {resumed}")
-    print(f"PASS: rank 1 killed; the job finished on 2 ranks, equal bit for bit to the reference switch at {resumed}")
+    print(f"PASS: rank 1 killed ({STRATEGY}, compression {COMPRESSION}); the job finished on 2 ranks, equal bit for "
+          f"bit to the reference switch at {resumed}")
 
 
 def case_join_replace(tmp):

@@ -5,18 +5,23 @@
 // ($SHARDOPT_CHECKPOINT_DIR) when a checkpoint is there.
 //
 //   elastic_train --steps N [--every K] [--strategy zero2] [--min 1] [--max 1024] [--stop-at S]
-//                 [--sleep-ms MS] [--print-every P] [--out FILE]
+//                 [--sleep-ms MS] [--print-every P] [--out FILE] [--hidden H] [--sync-save DIR]
+//                 [--compression none|bf16|fp16|int8|int4|top_k]
 //
 // --stop-at S: leave after step S with its checkpoint published (S a multiple of K): the first
 // half of a reference run that switches world size at S. --out: rank 0 writes the final packed
-// parameters there (raw f32). Lines (each rank):
+// parameters there (raw f32). --hidden: the MLP's hidden width (32; larger for measurements).
+// --sync-save DIR: at the end, one synchronous save() into DIR, timed, for comparison. Lines (each rank):
 //   START rank R world W pid P
 //   GENERATION G                         restarts of the job before this run
 //   RESUMED step S | FRESH
 //   FIRST_STEP step S world W wall T     after this process's first step (T: CLOCK_REALTIME s)
 //   STEP S                               every P steps
 //   CHECKPOINT step S snapshot_ms A write_ms B publish_ms C bytes D   (rank 0, each published)
-//   DONE step N world W
+//   DONE step N world W last_checkpoint S
+//   STEP_MS plain A poll B checkpoint C    mean step() time: no checkpoint pending, one being written
+//                                         (a poll), and taking one (the snapshot)
+//   SYNC_SAVE_MS T                        with --sync-save
 //   ERROR <code>: <message>              exit 3
 #include <unistd.h>
 
@@ -47,13 +52,22 @@ struct Args {
     std::int64_t stop_at = -1;
     int sleep_ms = 0;
     int print_every = 10;
-    std::string out;
+    int hidden = 32;
+    std::string out, sync_save;
+    GradientCompression compression = GradientCompression::none;
 };
 
 Strategy parse_strategy(const std::string &name) {
     for (Strategy s : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::fsdp, Strategy::local_sgd})
         if (name == strategy_name(s)) return s;
     throw Error(ErrorCode::invalid_argument, "unknown strategy '" + name + "'");
+}
+
+GradientCompression parse_compression(const std::string &name) {
+    for (GradientCompression c : {GradientCompression::none, GradientCompression::bf16, GradientCompression::fp16,
+                                  GradientCompression::int8, GradientCompression::int4, GradientCompression::top_k})
+        if (name == compression_name(c)) return c;
+    throw Error(ErrorCode::invalid_argument, "unknown compression '" + name + "'");
 }
 
 Args parse(int argc, char **argv) {
@@ -71,6 +85,9 @@ Args parse(int argc, char **argv) {
         else if (k == "--sleep-ms") a.sleep_ms = std::stoi(v);
         else if (k == "--print-every") a.print_every = std::stoi(v);
         else if (k == "--out") a.out = v;
+        else if (k == "--hidden") a.hidden = std::stoi(v);
+        else if (k == "--sync-save") a.sync_save = v;
+        else if (k == "--compression") a.compression = parse_compression(v);
         else throw Error(ErrorCode::invalid_argument, "unknown option " + k);
     }
     return a;
@@ -81,7 +98,7 @@ double wall_seconds() {
 }
 
 int run(const Args &a) {
-    const examples::MlpShape shape{16, 32, 4};
+    const examples::MlpShape shape{16, a.hidden, 4};
     const std::int64_t samples = 2048, batch = 96;
     const auto data = examples::make_blobs(std::size_t(samples), shape.inputs, shape.classes);
     const auto init = examples::mlp_init<float>(shape);
@@ -92,6 +109,7 @@ int run(const Args &a) {
     for (auto &[name, count] : examples::mlp_tensors(shape)) layout.add(name, count);
     ShardingOptions sharding;
     sharding.strategy = a.strategy;
+    sharding.compression.method = a.compression;
     ElasticOptions elastic;
     elastic.min_workers = a.min_workers;
     elastic.max_workers = a.max_workers;
@@ -111,6 +129,8 @@ int run(const Args &a) {
     const std::int64_t end = a.stop_at >= 0 ? a.stop_at : a.steps;
     bool first = true;
     std::int64_t published = 0;
+    double step_ms[3] = {0, 0, 0};
+    std::int64_t step_n[3] = {0, 0, 0};
     for (std::int64_t s = o.step_count(); s < end; ++s) {
         // Global batch s: samples (s * batch + i) mod samples, this rank's contiguous slice.
         const BatchSlice slice = batch_slice(0, batch, rank, world);
@@ -127,7 +147,13 @@ int run(const Args &a) {
             at += count;
             o.grad_ready(b);
         }
+        const bool pending = opt->checkpoint_pending();
+        const auto started = std::chrono::steady_clock::now();
         opt->step();
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+        const int kind = o.step_count() % a.every == 0 ? 2 : pending ? 1 : 0;
+        step_ms[kind] += ms;
+        ++step_n[kind];
         if (first) {
             std::printf("FIRST_STEP step %lld world %d wall %.6f\n", (long long)o.step_count(), world, wall_seconds());
             first = false;
@@ -153,6 +179,14 @@ int run(const Args &a) {
     }
     std::printf("DONE step %lld world %d last_checkpoint %lld\n", (long long)o.step_count(), world,
                 (long long)opt->last_checkpoint_step());
+    auto mean = [&](int k) { return step_n[k] ? step_ms[k] / double(step_n[k]) : 0.0; };
+    std::printf("STEP_MS plain %.3f poll %.3f checkpoint %.3f\n", mean(0), mean(1), mean(2));
+    if (!a.sync_save.empty()) {
+        const auto started = std::chrono::steady_clock::now();
+        o.save(a.sync_save);
+        std::printf("SYNC_SAVE_MS %.3f\n",
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+    }
     std::fflush(stdout);
     return 0;
 }
