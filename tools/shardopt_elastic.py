@@ -650,7 +650,15 @@ def main(args, command):
     if args.stop_timeout <= 0:
         args.stop_timeout = args.heartbeat_timeout
     if args.join:
-        return Agent(args, command).run()
+        agent = Agent(args, command)
+
+        def on_agent_signal(signum, _frame):
+            agent.local.kill()  # its ranks run in sessions of their own: they would outlive it
+            sys.exit(128 + signum)
+
+        signal.signal(signal.SIGINT, on_agent_signal)
+        signal.signal(signal.SIGTERM, on_agent_signal)
+        return agent.run()
     if args.min < 1:
         raise SystemExit("shardopt-run: --min must be at least 1")
     if args.max == 0:

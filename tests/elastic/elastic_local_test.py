@@ -14,7 +14,10 @@ Cases:
                 slot: it waits (the world stays 2) until rank 1 is killed, then replaces it (the
                 next generation is rank 0 here and rank 1 on the agent). Reference: 2 ranks to the
                 resumed step, 2 ranks from it.
-Each prints the recovery time: from the kill to the first step of the new generation.
+  below_min     --min 3 with 3 ranks: the killed rank leaves 2, so the launcher gives up at once, saying
+                so, with the killed rank's status (137), and starts no second generation.
+kill_rank and join_replace print the recovery time: from the kill to the first step of the new
+generation.
 """
 import os
 import re
@@ -185,8 +188,21 @@ def case_join_replace(tmp):
     print(f"PASS: a host joined mid-run and waited; it replaced the killed rank; equal bit for bit to the reference")
 
 
+def case_below_min(tmp):
+    job = Job([RUN, "--elastic", "--min", "3", "--max", "3", "-n", "3", "--checkpoint-dir", os.path.join(tmp, "ckpt"),
+               "--timeout", "60", "--", *train_args(STRATEGY, "--sleep-ms", "5")])
+    kill_rank(job, 1)
+    code = job.finish(30)
+    text = job.text()
+    expect(code == 137, f"exit code {code}, not 137 (the killed rank's)", text)
+    expect(re.search(r"^shardopt-run: 2 slot\(s\) left, fewer than --min 3: giving up$", text, re.M),
+           "the launcher did not say why it gave up", text)
+    expect("[g1:" not in text, "a second generation ran", text)
+    print("PASS: below --min the job fails at once, saying so")
+
+
 def main():
-    cases = {"kill_rank": case_kill_rank, "join_replace": case_join_replace}
+    cases = {"kill_rank": case_kill_rank, "join_replace": case_join_replace, "below_min": case_below_min}
     tmp = tempfile.mkdtemp(prefix="shardopt-elastic-")
     try:
         cases[CASE](tmp)
