@@ -51,6 +51,8 @@ class AsyncCheckpoint {
     // every rank once the checkpoint is complete. Throws on every rank when a write failed.
     virtual bool poll() = 0;
     // Collective: waits for the writes and publishes; returns with the checkpoint complete.
+    // Once complete, poll() returns true and finish() returns at once, without collectives; once
+    // failed, both throw Error(invalid_state).
     virtual void finish() = 0;
     virtual bool complete() const noexcept = 0;
 };
