@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Gradient compression (docs/compression.md), in one run:
+#  0. each codec's encode (with error feedback) and decode-add rate on one thread, beside memcpy;
 #  1. bytes on the wire per step, each method vs uncompressed, as the communicators counted them
 #     (DDP, 4 ranks, a 256 x 256 matrix), and the final loss of the demo MLP and a softmax
 #     regression trained on 4 ranks with each method vs uncompressed (the unit.compression test's
@@ -26,6 +27,8 @@ if [ -x "$TEST" ]; then
 else
   echo "  $TEST not built; skipping"
 fi
+
+if [ -x "$BUILD/bench/bench_codec" ]; then "$BUILD/bench/bench_codec" | sed 's/^/  /'; fi
 
 if [ ! -x "$BIN" ]; then echo "bench/compression: $BIN not built (UCX missing?); skipping the links"; exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then echo "bench/compression: needs root for network namespaces; skipping the links"; exit 0; fi

@@ -977,3 +977,6 @@ void so_optimize_fn(shardopt_optimizer opt, void *FNPTR, void *USERDATA, const s
 void so_cs_model_error(const char *message) { shardopt_model_error(message); }
 %}
 #endif
+
+/* Pipeline parallelism: stage callbacks and the runner (pipeline.i). */
+%include "pipeline.i"

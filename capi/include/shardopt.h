@@ -396,6 +396,19 @@ typedef struct shardopt_sharding_options {
     /* Keep what compression missed and add it to the next step (INT8, INT4, TOP_K, POWER_SGD);
      * AUTO = on. */
     shardopt_switch error_feedback;
+    /* ZeRO-Offload (docs/offload.md; AiDotNet's CpuOffloadOptimizer, CpuOffloadGradients,
+     * CpuOffloadParams), for CUDA memory; AUTO = off. With HOST memory they are accepted and change
+     * nothing (everything already is in host memory). With CUDA memory INVALID_ARGUMENT when
+     * cpu_offload_gradients or cpu_offload_params is on without cpu_offload_optimizer, when
+     * cpu_offload_params is on for a strategy other than FSDP (or hybrid with FSDP inside), and for
+     * Local SGD or hsdp_replicas > 1. */
+    /* The optimizer state and fp32 master weights of this rank's owned part in host memory, the
+     * update on the CPU (update_threads); gradients copied to the host per bucket as their
+     * reductions complete, updated parameters back per bucket. Results equal the same optimizer
+     * in host memory. */
+    shardopt_switch cpu_offload_optimizer;
+    shardopt_switch cpu_offload_gradients; /* reduced gradients kept in host memory only */
+    shardopt_switch cpu_offload_params;    /* FSDP: the parameter shard at rest in host memory */
 } shardopt_sharding_options;
 
 /* Fills *opts with the defaults noted above (struct_size as given); prefer the inline _init.
@@ -546,6 +559,14 @@ typedef struct shardopt_memory_stats {
     uint64_t total_bytes;           /* params + grads + state + buffers + compression */
     /* Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers. */
     uint64_t compression_bytes;
+    /* The fields above count the optimizer's memory space (device memory with CUDA memory).
+     * ZeRO-Offload also holds host memory: the parameter shard at rest (cpu_offload_params), the
+     * reduced gradients of the rank's owned part, the optimizer state with the fp32 master
+     * weights; 0 without offload and with HOST memory. */
+    uint64_t host_params_bytes;
+    uint64_t host_grads_bytes;
+    uint64_t host_optimizer_state_bytes;
+    uint64_t host_total_bytes; /* the three above */
 } shardopt_memory_stats;
 
 /* Bytes this rank holds now, in its memory space (not collective). stats->struct_size must be set

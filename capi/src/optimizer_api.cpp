@@ -283,6 +283,10 @@ SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer 
         c.peak_buffer_bytes = m.peak_buffer_bytes;
         c.total_bytes = m.total();
         c.compression_bytes = m.compression_bytes;
+        c.host_params_bytes = m.host_params_bytes;
+        c.host_grads_bytes = m.host_grads_bytes;
+        c.host_optimizer_state_bytes = m.host_optimizer_state_bytes;
+        c.host_total_bytes = m.host_total();
         write_struct(stats, c, "memory stats");
     });
 }

@@ -80,6 +80,9 @@ shardopt_sharding_options sharding_defaults() {
     c.power_sgd_rank = o.compression.power_sgd_rank;
     c.power_sgd_min_elements = o.compression.power_sgd_min_elements;
     c.error_feedback = o.compression.error_feedback ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    c.cpu_offload_optimizer = o.cpu_offload_optimizer ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    c.cpu_offload_gradients = o.cpu_offload_gradients ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    c.cpu_offload_params = o.cpu_offload_params ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     return c;
 }
 
@@ -202,6 +205,9 @@ ShardingOptions sharding_options_from(const shardopt_sharding_options *user) {
     o.compression.power_sgd_min_elements =
         or_default(std::size_t(c.power_sgd_min_elements), dc.power_sgd_min_elements);
     o.compression.error_feedback = switch_arg(c.error_feedback, dc.error_feedback, "error_feedback");
+    o.cpu_offload_optimizer = switch_arg(c.cpu_offload_optimizer, d.cpu_offload_optimizer, "cpu_offload_optimizer");
+    o.cpu_offload_gradients = switch_arg(c.cpu_offload_gradients, d.cpu_offload_gradients, "cpu_offload_gradients");
+    o.cpu_offload_params = switch_arg(c.cpu_offload_params, d.cpu_offload_params, "cpu_offload_params");
     return o;
 }
 

@@ -136,8 +136,11 @@ static void test_no_device(void) {
 
 static const float initial[N] = {0.5f, -1.f, 2.f, 0.25f, -0.75f, 1.5f, 3.f, -2.f, 1.f};
 
-static shardopt_optimizer make(shardopt_comm comm, shardopt_memory_space memory, shardopt_strategy strategy,
-                               shardopt_optimizer_kind kind) {
+/* ZeRO-Offload levels of make(): none, the optimizer, + the gradients, + the parameters (FSDP). */
+enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_GRADIENTS, OFFLOAD_ALL };
+
+static shardopt_optimizer make_offloaded(shardopt_comm comm, shardopt_memory_space memory, shardopt_strategy strategy,
+                                         shardopt_optimizer_kind kind, int offload) {
     shardopt_params p = make_params_a6_b3();
     shardopt_optimizer_options o;
     shardopt_sharding_options s;
@@ -147,9 +150,17 @@ static shardopt_optimizer make(shardopt_comm comm, shardopt_memory_space memory,
     CHECK_OK(shardopt_sharding_options_init(&s));
     s.strategy = strategy;
     s.memory = memory; /* cuda_stream NULL: the legacy default stream, where test_cuda_copy copies */
+    s.cpu_offload_optimizer = offload >= OFFLOAD_OPTIMIZER ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    s.cpu_offload_gradients = offload >= OFFLOAD_GRADIENTS ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    s.cpu_offload_params = offload >= OFFLOAD_ALL ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     CHECK_OK(shardopt_optimizer_create(comm, p, &o, &s, initial, &opt));
     CHECK_OK(shardopt_params_destroy(p));
     return opt;
+}
+
+static shardopt_optimizer make(shardopt_comm comm, shardopt_memory_space memory, shardopt_strategy strategy,
+                               shardopt_optimizer_kind kind) {
+    return make_offloaded(comm, memory, strategy, kind, OFFLOAD_NONE);
 }
 
 static int close_all(const float *a, const float *b, int n, float tolerance) {
@@ -162,8 +173,9 @@ static int close_all(const float *a, const float *b, int n, float tolerance) {
 /* The step protocol with device pointers: gradients written into bucket_grad/tensor_grad with
  * cudaMemcpy when this program has a CUDA runtime (else left as the optimizer cleared them:
  * zero), against the host optimizer given the same gradients. */
-static void step_protocol(shardopt_comm gpu, shardopt_comm host_comm, shardopt_strategy strategy, int world) {
-    shardopt_optimizer dev = make(gpu, SHARDOPT_MEMORY_CUDA, strategy, SHARDOPT_ADAM);
+static void step_protocol(shardopt_comm gpu, shardopt_comm host_comm, shardopt_strategy strategy, int world,
+                          int offload) {
+    shardopt_optimizer dev = make_offloaded(gpu, SHARDOPT_MEMORY_CUDA, strategy, SHARDOPT_ADAM, offload);
     shardopt_optimizer host = make(host_comm, SHARDOPT_MEMORY_HOST, strategy, SHARDOPT_ADAM);
     int step, can_copy = 1;
     for (step = 0; step < 3; ++step) {
@@ -230,8 +242,16 @@ static void step_protocol(shardopt_comm gpu, shardopt_comm host_comm, shardopt_s
         int64_t steps = -1;
         CHECK_OK(shardopt_optimizer_memory_stats(dev, &dm));
         CHECK_OK(shardopt_optimizer_memory_stats(host, &hm));
-        CHECK((world > 1 || dm.params_bytes == hm.params_bytes) && dm.params_bytes > 0 && dm.optimizer_state_bytes > 0 &&
-              dm.total_bytes == dm.params_bytes + dm.grads_bytes + dm.optimizer_state_bytes + dm.buffer_bytes);
+        CHECK(dm.total_bytes == dm.params_bytes + dm.grads_bytes + dm.optimizer_state_bytes + dm.buffer_bytes);
+        CHECK(dm.host_total_bytes == dm.host_params_bytes + dm.host_grads_bytes + dm.host_optimizer_state_bytes);
+        if (offload == OFFLOAD_NONE) {
+            CHECK((world > 1 || dm.params_bytes == hm.params_bytes) && dm.params_bytes > 0 &&
+                  dm.optimizer_state_bytes > 0 && dm.host_total_bytes == 0);
+        } else { /* the state and master weights in host memory; the gradients too, then the parameters */
+            CHECK(dm.optimizer_state_bytes == 0 && dm.host_optimizer_state_bytes > 0);
+            CHECK(dm.host_grads_bytes > 0 && (offload < OFFLOAD_GRADIENTS || dm.grads_bytes == 0));
+            CHECK(offload < OFFLOAD_ALL || (dm.params_bytes == 0 && dm.host_params_bytes > 0));
+        }
         CHECK_OK(shardopt_optimizer_step_count(dev, &steps));
         CHECK(steps == 3);
         CHECK_OK(shardopt_optimizer_synchronize_state(dev));
@@ -355,7 +375,11 @@ int test_gpu_device_memory(const char *backend) {
     printf("test_gpu: rank %d of %d: the optimizer in CUDA memory on backend '%s'\n", rank, world, backend);
     CHECK_OK(shardopt_comm_create_inprocess(1, &host_comm)); /* the reference: host memory, one rank */
     for (i = 0; i < sizeof strategies / sizeof strategies[0]; ++i)
-        step_protocol(gpu, host_comm, strategies[i], world);
+        step_protocol(gpu, host_comm, strategies[i], world, OFFLOAD_NONE);
+    /* ZeRO-Offload: the same steps with the update on the CPU */
+    step_protocol(gpu, host_comm, SHARDOPT_DDP, world, OFFLOAD_OPTIMIZER);
+    step_protocol(gpu, host_comm, SHARDOPT_ZERO2, world, OFFLOAD_GRADIENTS);
+    step_protocol(gpu, host_comm, SHARDOPT_FSDP, world, OFFLOAD_ALL);
     optimize_and_checkpoints(gpu, host_comm);
     unsupported(gpu, world);
     CHECK_OK(shardopt_comm_destroy(host_comm));

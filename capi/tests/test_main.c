@@ -9,6 +9,7 @@ int main(void) {
     test_defaults();
     test_knobs();
     test_compression();
+    test_offload();
     test_registry();
     test_collectives();
     test_optimizer();

@@ -13,6 +13,7 @@ void test_strategies(void);   /* hybrid, Local SGD, accumulation, clipping */
 void test_checkpoint(void);   /* save/load, serialize/deserialize, resume, errors */
 void test_elastic(void);      /* elastic optimizers: resume at another world size, optimize, errors */
 void test_compression(void);  /* compression options, add_matrix, bytes on the wire per method */
+void test_offload(void);      /* ZeRO-Offload switches, memory stats' host fields; meaningless in host memory */
 void test_pipeline(void);     /* experimental: pipeline stages as callbacks */
 void test_gpu(void);          /* GPU backends, CUDA streams, optimizers in CUDA memory */
 /* The optimizer in CUDA memory on a GPU communicator of `backend` (world of one); nothing when

@@ -100,6 +100,24 @@ struct ShardingOptions {
     // Gradient compression of every gradient reduction (and of LocalSGD's parameter averaging):
     // see shardopt/compression.hpp. Host memory only (Error(unsupported) for cuda memory).
     CompressionOptions compression;
+    // ZeRO-Offload (docs/offload.md; AiDotNet's CpuOffloadOptimizer, CpuOffloadGradients,
+    // CpuOffloadParams). They act on cuda memory only; with host memory they are accepted and
+    // change nothing, since everything already is in host memory (memory_stats() too).
+    //  - cpu_offload_optimizer: the optimizer state and the fp32 master weights of this rank's
+    //    owned part live in host memory and the update runs on the CPU (the host rules, on
+    //    update_threads threads). Each bucket's reduced gradient is copied to pinned host memory
+    //    as its reduction completes, and its updated parameters back to the device while the next
+    //    bucket is updated. Results are those of the same optimizer in host memory, bit for bit.
+    //  - cpu_offload_gradients (needs cpu_offload_optimizer): the reduced gradients are kept in
+    //    host memory only; the device holds bucket-sized staging buffers for the reductions.
+    //  - cpu_offload_params (needs cpu_offload_optimizer; fsdp, or hybrid with fsdp inside): the
+    //    parameter shard at rest lives in host memory, where the update writes it; gather(u)
+    //    copies unit u's shard to the device and gathers the unit there (prefetching the next).
+    // Not with local_sgd or hsdp_replicas > 1 (Error(invalid_argument)); the CPU update also runs
+    // LAMB with tensors split across ranks, which the device kernels refuse.
+    bool cpu_offload_optimizer = false;
+    bool cpu_offload_gradients = false;
+    bool cpu_offload_params = false;
 };
 
 // Checkpoint forms (see save()).
@@ -130,9 +148,18 @@ struct MemoryStats {
     // Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers,
     // LocalSGD's last averaged parameters.
     std::size_t compression_bytes = 0;
+    // The fields above count the optimizer's memory space (device memory for cuda); total() is
+    // their sum. ZeRO-Offload (cuda memory with cpu_offload_*) also holds host memory: the
+    // parameter shard at rest (cpu_offload_params), the reduced gradients of the rank's owned part
+    // (pinned), and the optimizer state with the fp32 master weights. 0 without offload and in
+    // host memory, where the fields above are host memory already.
+    std::size_t host_params_bytes = 0;
+    std::size_t host_grads_bytes = 0;
+    std::size_t host_optimizer_state_bytes = 0;
     std::size_t total() const {
         return params_bytes + grads_bytes + optimizer_state_bytes + buffer_bytes + compression_bytes;
     }
+    std::size_t host_total() const { return host_params_bytes + host_grads_bytes + host_optimizer_state_bytes; }
 };
 
 // optimize(): the AiDotNet-style training loop on top of step().

@@ -22,7 +22,7 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm,
     require(comm != nullptr, ErrorCode::invalid_argument, "communicator is null");
     validate_sharding_options(options);
     std::unique_ptr<engine::Space> space = options.memory == MemorySpace::cuda
-                                               ? engine::make_cuda_space(*comm, options.cuda_stream)
+                                               ? engine::make_cuda_space(*comm, options.cuda_stream, options.update_threads)
                                                : engine::make_host_space(options.update_threads);
     return std::unique_ptr<ShardedOptimizer>(new ShardedOptimizer(std::make_unique<engine::StepEngine>(
         std::move(space), std::move(comm), std::move(layout), optimizer, options, initial, external_params)));

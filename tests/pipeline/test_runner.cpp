@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(bubble_and_peak_activations_match_theory) {
     for (auto [schedule, v] : {std::pair{PipelineSchedule::gpipe, 1}, std::pair{PipelineSchedule::one_f_one_b, 1},
                                std::pair{PipelineSchedule::interleaved_1f1b, 2}}) {
         PipelineShape shape{schedule, p, m, v};
-        const Measured got = measure(schedule, p, m, v, 3);
+        const Measured got = measure(schedule, p, m, v, 5); // the best of 5: a loaded machine only adds idle time
         const double theory = pipeline_bubble_fraction(shape);
         BOOST_TEST_MESSAGE(pipeline_schedule_name(schedule) << ": bubble " << got.bubble << ", theory " << theory);
         BOOST_TEST_INFO(pipeline_schedule_name(schedule) << ": bubble " << got.bubble << ", theory " << theory);

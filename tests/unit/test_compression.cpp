@@ -7,13 +7,16 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 #include <mutex>
 #include <random>
 #include <vector>
 
 #include "mlp.hpp"
+#include "optim/cpu_dispatch.hpp"
 #include "sharding/compression/chunk_codec.hpp"
+#include "sharding/compression/power_sgd_kernels.hpp"
 #include "sharding_test_support.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -240,6 +243,164 @@ BOOST_AUTO_TEST_CASE(non_finite_values_survive) {
     }
 }
 
+// Chunks large enough for the sampled candidate search, with ties at the cut: the kept set is
+// exactly the k largest magnitudes, ties to the lower index, as a full sort says.
+BOOST_AUTO_TEST_CASE(top_k_is_exact_on_large_chunks) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal;
+    for (std::size_t n : {std::size_t(20000), std::size_t(100003), std::size_t(1) << 20}) {
+        std::vector<float> x(n);
+        for (auto &v : x) v = std::round(normal(rng) * 64.0f) / 64.0f; // coarse: many equal magnitudes
+        for (double ratio : {0.001, 0.01, 0.1}) {
+            compression::ChunkCodec codec(method(GradientCompression::top_k, ratio), DType::f32);
+            std::vector<unsigned char> payload(codec.payload_bytes(n));
+            codec.encode(x.data(), n, payload.data());
+            const std::size_t k = payload.size() / 8;
+            std::vector<std::uint32_t> order(n);
+            for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
+            std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+                const float ma = std::fabs(x[a]), mb = std::fabs(x[b]);
+                return ma > mb || (ma == mb && a < b);
+            });
+            std::vector<std::uint32_t> expected(order.begin(), order.begin() + std::ptrdiff_t(k));
+            std::sort(expected.begin(), expected.end());
+            std::vector<std::uint32_t> got(k);
+            for (std::size_t j = 0; j < k; ++j) std::memcpy(&got[j], payload.data() + 8 * j, 4);
+            BOOST_TEST(got == expected, "n " << n << ", ratio " << ratio);
+        }
+    }
+}
+
+// Error feedback: after encoding x + r, the residual is exactly what the payload misses.
+BOOST_AUTO_TEST_CASE(feedback_keeps_what_the_payload_misses) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal;
+    const std::size_t n = 70001; // blocks and vectors with tails
+    std::vector<float> x(n), r(n), back(n);
+    for (auto &v : x) v = normal(rng);
+    for (GradientCompression m : {GradientCompression::bf16, GradientCompression::fp16, GradientCompression::int8,
+                                  GradientCompression::int4, GradientCompression::top_k}) {
+        for (auto &v : r) v = 0.01f * normal(rng);
+        std::vector<float> c(n);
+        for (std::size_t i = 0; i < n; ++i) c[i] = x[i] + r[i];
+        compression::ChunkCodec codec(method(m, 0.01), DType::f32);
+        std::vector<unsigned char> payload(codec.payload_bytes(n));
+        codec.encode(x.data(), n, payload.data(), r.data());
+        codec.decode(payload.data(), n, back.data());
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i) wrong += r[i] != c[i] - back[i];
+        BOOST_TEST(wrong == 0u, compression_name(m));
+    }
+}
+
+// The AVX2 loops and the baseline ones give the same bytes and the same residuals, for odd block
+// sizes (int4 bytes shared by two blocks) as well as the default.
+BOOST_AUTO_TEST_CASE(vector_loops_match_the_baseline) {
+    std::mt19937 rng(9);
+    std::normal_distribution<double> normal;
+    const std::size_t n = 50021;
+    std::vector<double> x(n), r0(n);
+    for (auto &v : x) v = normal(rng);
+    for (auto &v : r0) v = 0.01 * normal(rng);
+    for (GradientCompression m : {GradientCompression::bf16, GradientCompression::fp16, GradientCompression::int8,
+                                  GradientCompression::int4, GradientCompression::top_k}) {
+        for (int block : {256, 255}) {
+            for (DType dtype : {DType::f32, DType::f64}) {
+                CompressionOptions options = method(m, 0.01);
+                options.block_size = block;
+                std::vector<unsigned char> payload[2];
+                std::vector<unsigned char> residual[2], decoded[2];
+                for (int generic = 0; generic < 2; ++generic) {
+                    optim_kernels::force_generic_kernels(generic == 1);
+                    const std::size_t size = dtype_size(dtype);
+                    std::vector<unsigned char> xs(n * size), rs(n * size), out(n * size);
+                    for (std::size_t i = 0; i < n; ++i) {
+                        if (dtype == DType::f32) {
+                            const float a = float(x[i]), b = float(r0[i]);
+                            std::memcpy(&xs[i * 4], &a, 4);
+                            std::memcpy(&rs[i * 4], &b, 4);
+                        } else {
+                            std::memcpy(&xs[i * 8], &x[i], 8);
+                            std::memcpy(&rs[i * 8], &r0[i], 8);
+                        }
+                    }
+                    compression::ChunkCodec codec(options, dtype);
+                    payload[generic].resize(codec.payload_bytes(n));
+                    codec.encode(xs.data(), n, payload[generic].data(), rs.data());
+                    codec.decode_add(payload[generic].data(), n, out.data());
+                    residual[generic] = rs;
+                    decoded[generic] = out;
+                }
+                optim_kernels::force_generic_kernels(false);
+                BOOST_TEST_CONTEXT(compression_name(m) << ", block " << block << ", " << dtype_name(dtype)) {
+                    BOOST_TEST((payload[0] == payload[1]));
+                    BOOST_TEST((residual[0] == residual[1]));
+                    BOOST_TEST((decoded[0] == decoded[1]));
+                }
+            }
+        }
+    }
+}
+
+// PowerSGD's passes: the AVX2 clones equal the baseline bit for bit, and each pass computes what
+// its formula says (checked in double against a plain triple loop).
+BOOST_AUTO_TEST_CASE(power_sgd_kernels_match_their_formulas) {
+    namespace k = compression::power_sgd_kernels;
+    const std::size_t rows = 37, cols = 53, r = 3; // vector bodies and tails
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal;
+    std::vector<float> m0(rows * cols), res0(rows * cols), q(cols * r);
+    for (auto &v : m0) v = normal(rng);
+    for (auto &v : res0) v = 0.1f * normal(rng);
+    for (auto &v : q) v = normal(rng);
+    struct Out {
+        std::vector<float> m, res, p, qb, rec, rec_res;
+    } out[2];
+    for (int generic = 0; generic < 2; ++generic) {
+        optim_kernels::force_generic_kernels(generic == 1);
+        Out &o = out[generic];
+        std::vector<float> scratch(cols * (r + 1));
+        o.m = m0;
+        o.res = res0;
+        o.p.assign(rows * r, 0.0f);
+        k::project(o.m.data(), o.res.data(), rows, cols, r, q.data(), o.p.data(), scratch.data());
+        o.qb.assign(cols * r, 0.0f);
+        k::project_back(o.m.data(), rows, cols, r, o.p.data(), o.qb.data(), scratch.data());
+        o.rec = o.m;
+        o.rec_res.assign(rows * cols, 0.0f);
+        k::reconstruct(o.rec.data(), o.rec_res.data(), rows, cols, r, o.p.data(), q.data(), scratch.data());
+    }
+    optim_kernels::force_generic_kernels(false);
+    BOOST_TEST((out[0].m == out[1].m));
+    BOOST_TEST((out[0].p == out[1].p));
+    BOOST_TEST((out[0].qb == out[1].qb));
+    BOOST_TEST((out[0].rec == out[1].rec));
+    BOOST_TEST((out[0].rec_res == out[1].rec_res));
+    const Out &o = out[0];
+    double worst = 0.0;
+    for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) {
+            BOOST_TEST(o.m[i * cols + j] == m0[i * cols + j] + res0[i * cols + j]);
+            double approx = 0.0;
+            for (std::size_t c = 0; c < r; ++c) approx += double(o.p[i * r + c]) * double(q[j * r + c]);
+            worst = std::max(worst, std::fabs(approx - double(o.rec[i * cols + j])));
+            BOOST_TEST(o.rec_res[i * cols + j] == o.m[i * cols + j] - o.rec[i * cols + j]);
+        }
+    for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t c = 0; c < r; ++c) {
+            double p = 0.0;
+            for (std::size_t j = 0; j < cols; ++j) p += double(o.m[i * cols + j]) * double(q[j * r + c]);
+            worst = std::max(worst, std::fabs(p - double(o.p[i * r + c])));
+        }
+    for (std::size_t j = 0; j < cols; ++j)
+        for (std::size_t c = 0; c < r; ++c) {
+            double qb = 0.0;
+            for (std::size_t i = 0; i < rows; ++i) qb += double(o.m[i * cols + j]) * double(o.p[i * r + c]);
+            worst = std::max(worst, std::fabs(qb - double(o.qb[j * r + c])));
+        }
+    BOOST_TEST(worst < 1e-3, "worst deviation from the formulas " << worst);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(wire_bytes)
@@ -380,6 +541,51 @@ BOOST_AUTO_TEST_CASE(every_strategy_compressed) {
 // at step 4 and resumed ends bit for bit where the uninterrupted run ends, in both forms
 // (LocalSGD: sharded only; the consolidated form holds one replica's optimizer state, with or
 // without compression).
+// Each rank's residuals are the last segment of its shard file: a flipped byte there is found
+// by the load's checksums on every rank, and the optimizer keeps what it had.
+BOOST_AUTO_TEST_CASE(corrupt_residuals_are_refused) {
+    const Problem problem = demo_mlp();
+    const auto dir = std::filesystem::temp_directory_path() / ("shardopt_compression_bad_" + std::to_string(::getpid()));
+    ShardingOptions o;
+    o.compression = method(GradientCompression::int8);
+    std::vector<int> refused(2, 0), unchanged(2, 0);
+    run_inprocess(2, [&](Communicator &comm) {
+        auto opt = ShardedOptimizer::create(comm.shared_from_this(), problem.layout(),
+                                            OptimizerOptions::defaults(OptimizerKind::adam), o, problem.init.data());
+        std::vector<float> before(problem.init.size()), after(problem.init.size());
+        opt->zero_grad();
+        for (int t = 0; t < opt->layout().tensor_count(); ++t)
+            std::fill_n(static_cast<float *>(opt->grad(t)), opt->layout().tensor(t).count, 0.25f * float(comm.rank() + 1));
+        opt->step();
+        opt->save(dir.string());
+        comm.barrier();
+        if (comm.rank() == 0)
+            for (const auto &entry : std::filesystem::directory_iterator(dir)) {
+                if (entry.path().filename() == "checkpoint.shardopt") continue;
+                std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+                const auto size = std::filesystem::file_size(entry.path());
+                f.seekg(std::streamoff(size - 5));
+                char c = 0;
+                f.read(&c, 1);
+                c = char(c ^ 0x10);
+                f.seekp(std::streamoff(size - 5));
+                f.write(&c, 1);
+            }
+        comm.barrier();
+        opt->get_parameters(before.data());
+        try {
+            opt->load(dir.string());
+        } catch (const Error &e) {
+            refused[std::size_t(comm.rank())] = e.code() == ErrorCode::corrupt;
+        }
+        opt->get_parameters(after.data());
+        unchanged[std::size_t(comm.rank())] = before == after;
+    });
+    std::filesystem::remove_all(dir);
+    BOOST_TEST((refused == std::vector<int>{1, 1}));
+    BOOST_TEST((unchanged == std::vector<int>{1, 1}));
+}
+
 BOOST_AUTO_TEST_CASE(resume_is_exact) {
     const Problem problem = demo_mlp();
     const auto dir = std::filesystem::temp_directory_path() / ("shardopt_compression_ckpt_" + std::to_string(::getpid()));

@@ -119,7 +119,10 @@ namespace Shardopt.DistributedTraining
     /// EnableGradientCompression (false): true compresses every gradient reduction (and Local SGD's averaging) with
     /// GradientCompression (Int8 by default); the optimizer's BytesSent shows the saving. CompressionRatio (0.1):
     /// TopK's fraction of each chunk sent, in (0, 1]. ErrorFeedback (true): keep what compression missed and add it to
-    /// the next step. PowerSgdRank (4): PowerSGD's rank, in [1, 1024]. Invalid values throw ArgumentException.</summary>
+    /// the next step. PowerSgdRank (4): PowerSGD's rank, in [1, 1024]. Invalid values throw ArgumentException.
+    /// CpuOffloadOptimizer, CpuOffloadGradients, CpuOffloadParams (false): ZeRO-Offload (docs/offload.md). They act on an
+    /// optimizer in CUDA memory; these optimizers keep their memory in host memory, where the flags are accepted and
+    /// change nothing (GetMemoryStats() too). CreateForZeROOffload turns on the first, CreateForZeROOffloadFull all three.</summary>
     public class ShardingConfiguration
     {
         double? learningRate;
@@ -142,6 +145,12 @@ namespace Shardopt.DistributedTraining
         /// feedback), as in AiDotNet.</summary>
         public static ShardingConfiguration CreateForLowBandwidth(CommunicationBackend backend) =>
             new ShardingConfiguration(backend) { MinimumParameterGroupSize = 4096, EnableGradientCompression = true };
+        /// <summary>DeepSpeed's ZeRO-Offload: optimizer state, master weights and the update on the CPU (CpuOffloadOptimizer).</summary>
+        public static ShardingConfiguration CreateForZeROOffload(CommunicationBackend backend) =>
+            new ShardingConfiguration(backend) { CpuOffloadOptimizer = true };
+        /// <summary>ZeRO-Offload of the optimizer, the gradients and (FSDP) the parameter shard.</summary>
+        public static ShardingConfiguration CreateForZeROOffloadFull(CommunicationBackend backend) =>
+            new ShardingConfiguration(backend) { CpuOffloadOptimizer = true, CpuOffloadGradients = true, CpuOffloadParams = true };
 
         public CommunicationBackend CommunicationBackend { get; }
         public double? LearningRate
@@ -193,6 +202,12 @@ namespace Shardopt.DistributedTraining
         public int LocalSteps { get; set; } = 4;
         public int GradientAccumulationSteps { get; set; } = 1;
         public double MaxGradNorm { get; set; }
+        /// <summary>ZeRO-Offload of the optimizer state, the master weights and the update (an optimizer in CUDA memory).</summary>
+        public bool CpuOffloadOptimizer { get; set; }
+        /// <summary>ZeRO-Offload of the reduced gradients (with CpuOffloadOptimizer).</summary>
+        public bool CpuOffloadGradients { get; set; }
+        /// <summary>ZeRO-Offload of FSDP's parameter shard (with CpuOffloadOptimizer).</summary>
+        public bool CpuOffloadParams { get; set; }
     }
 
     /// <summary>AiDotNet's ShardingConfiguration&lt;T&gt; over a backend of element type T.</summary>
@@ -205,6 +220,10 @@ namespace Shardopt.DistributedTraining
             new ShardingConfiguration<T>(backend) { MinimumParameterGroupSize = 512 };
         public static ShardingConfiguration<T> CreateForLowBandwidth(CommunicationBackend<T> backend) =>
             new ShardingConfiguration<T>(backend) { MinimumParameterGroupSize = 4096, EnableGradientCompression = true };
+        public static ShardingConfiguration<T> CreateForZeROOffload(CommunicationBackend<T> backend) =>
+            new ShardingConfiguration<T>(backend) { CpuOffloadOptimizer = true };
+        public static ShardingConfiguration<T> CreateForZeROOffloadFull(CommunicationBackend<T> backend) =>
+            new ShardingConfiguration<T>(backend) { CpuOffloadOptimizer = true, CpuOffloadGradients = true, CpuOffloadParams = true };
     }
 
     /// <summary>The data set is the sample indices [0, NumSamples), split across data-parallel ranks.</summary>
@@ -334,6 +353,9 @@ namespace Shardopt.DistributedTraining
             s.compression_ratio = c.CompressionRatio;
             s.power_sgd_rank = c.PowerSgdRank;
             s.error_feedback = c.ErrorFeedback ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
+            s.cpu_offload_optimizer = c.CpuOffloadOptimizer ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
+            s.cpu_offload_gradients = c.CpuOffloadGradients ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
+            s.cpu_offload_params = c.CpuOffloadParams ? shardopt_native.SHARDOPT_ENABLE : shardopt_native.SHARDOPT_DISABLE;
             Configure(s);
             return s;
         }
@@ -716,12 +738,33 @@ namespace Shardopt.DistributedTraining
             {
                 shardopt_native.so_memory_stats(h, m);
                 return new MemoryStats((long)m.params_bytes, (long)m.grads_bytes, (long)m.optimizer_state_bytes, (long)m.buffer_bytes,
-                                       (long)m.peak_buffer_bytes, (long)m.total_bytes, (long)m.compression_bytes);
+                                       (long)m.peak_buffer_bytes, (long)m.total_bytes, (long)m.compression_bytes)
+                {
+                    HostParamsBytes = (long)m.host_params_bytes, HostGradsBytes = (long)m.host_grads_bytes,
+                    HostOptimizerStateBytes = (long)m.host_optimizer_state_bytes, HostTotalBytes = (long)m.host_total_bytes,
+                };
             }
+        }
+
+        // ---- a PipelineRunner batch running natively on this optimizer (PipelineRunner.cs) ----
+        bool pipelineRunning;
+        internal void BeginPipelineBatch()
+        {
+            if (pipelineRunning) throw new InvalidOperationException("a pipeline batch is already running on this optimizer");
+            SyncOptionsLearningRate();
+            Expire();
+            pipelineRunning = true;
+        }
+        internal void EndPipelineBatch() { pipelineRunning = false; Expire(); }
+        void NotDuringPipelineBatch()
+        {
+            if (pipelineRunning)
+                throw new InvalidOperationException($"not while a pipeline batch is running on this {GetType().Name} (called from a stage callback?)");
         }
 
         void DestroyNative()
         {
+            NotDuringPipelineBatch();
             Expire();
             if (handle != null) { var h = handle; handle = null; shardopt_native.so_optimizer_destroy(h); }
             if (external.IsAllocated) external.Free();
@@ -729,6 +772,7 @@ namespace Shardopt.DistributedTraining
 
         public void Dispose()
         {
+            NotDuringPipelineBatch();
             disposed = true;
             DestroyNative();
         }
@@ -912,6 +956,11 @@ namespace Shardopt.DistributedTraining
         public long TotalBytes { get; }
         /// <summary>Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers.</summary>
         public long CompressionBytes { get; }
+        /// <summary>ZeRO-Offload's host memory beside the fields above (0 in host memory, where those are host memory).</summary>
+        public long HostParamsBytes { get; internal set; }
+        public long HostGradsBytes { get; internal set; }
+        public long HostOptimizerStateBytes { get; internal set; }
+        public long HostTotalBytes { get; internal set; }
     }
 
     internal static class Hybrid

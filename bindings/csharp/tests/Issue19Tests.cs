@@ -444,6 +444,7 @@ static partial class ShardoptTests
             case "api": return new (string, Action)[] {
                 ("OptimizeWithValidationAndTest", OptimizeWithValidationAndTest), ("ShouldEarlyStopFollowsPatience", ShouldEarlyStopFollowsPatience),
                 ("NoModelIsAClearError", NoModelIsAClearError), ("CollectivesBothTypes", CollectivesBothTypes), ("LearningRateLive", LearningRateLive) };
+            case "pipeline": return PipelineGroup(); // PipelineTests.cs
             case "elastic": return new (string, Action)[] {
                 ("ElasticResumesAtAnotherWorldSize", ElasticResumesAtAnotherWorldSize), ("ElasticErrors", ElasticErrors) };
             default: throw new ArgumentException("unknown group " + name);

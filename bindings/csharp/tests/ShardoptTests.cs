@@ -501,6 +501,7 @@ static partial class ShardoptTests
             ("CompressionConfiguration", CompressionConfiguration), ("CompressedTrainingReachesUncompressedLoss", CompressedTrainingReachesUncompressedLoss),
             ("GradientCompressionOptimizerAndPowerSgd", GradientCompressionOptimizerAndPowerSgd),
             ("InvalidCompressionSettingsThrow", InvalidCompressionSettingsThrow),
+            ("ZeROOffloadConfiguration", ZeROOffloadConfiguration), ("OffloadFlagsChangeNothingInHostMemory", OffloadFlagsChangeNothingInHostMemory),
             ("ErrorsMapToExceptions", ErrorsMapToExceptions), ("NullArguments", NullArguments),
             ("SerializeDeserializeResumesBitwise", SerializeDeserializeResumesBitwise), ("SaveZero2LoadFsdp", SaveZero2LoadFsdp),
             ("CheckpointErrors", CheckpointErrors), ("TenThousandCycles", TenThousandCycles), ("TwoUcxProcesses", TwoUcxProcesses) };

@@ -30,6 +30,7 @@ from .sharding import (DatasetResult, DDPOptimizer, FSDPOptimizer, GradientCompr
 from .elastic import ElasticOptimizer
 from ._views import NativeArray, ObjectDisposedError
 from .models import Model
+from .pipeline import PipelineBatchResult, PipelineCall, PipelineRunner, PipelineSchedule, PipelineStage
 from .schedules import (ConstantSchedule, CosineAnnealingSchedule, LambdaSchedule, LearningRateSchedule,
                         StepDecaySchedule, WarmupSchedule)
 

@@ -148,6 +148,10 @@ class ShardingConfiguration:
     - compression_ratio (0.1): TOP_K's fraction of each chunk sent, in (0, 1].
     - error_feedback (True): keep what compression missed and add it to the next step.
     - power_sgd_rank (4): POWER_SGD's approximation rank, in [1, 1024].
+    - cpu_offload_optimizer, cpu_offload_gradients, cpu_offload_params (False): ZeRO-Offload
+      (docs/offload.md). They act on an optimizer in CUDA memory; these optimizers keep their
+      memory in host memory, where the flags are accepted and change nothing (memory_stats too).
+      create_for_zero_offload turns on the first, create_for_zero_offload_full all three.
     """
 
     def __init__(self, backend, learning_rate=None):
@@ -171,6 +175,9 @@ class ShardingConfiguration:
         self._compression_ratio = 0.1
         self.error_feedback = True
         self._power_sgd_rank = 4
+        self.cpu_offload_optimizer = False
+        self.cpu_offload_gradients = False
+        self.cpu_offload_params = False
 
     @property
     def learning_rate(self):
@@ -256,6 +263,23 @@ class ShardingConfiguration:
         c = cls(backend)
         c.minimum_parameter_group_size = 4096
         c.enable_gradient_compression = True
+        return c
+
+    @classmethod
+    def create_for_zero_offload(cls, backend):
+        """DeepSpeed's ZeRO-Offload: optimizer state, master weights and the update on the CPU
+        (cpu_offload_optimizer), as AiDotNet's CreateForZeROOffload."""
+        c = cls(backend)
+        c.cpu_offload_optimizer = True
+        return c
+
+    @classmethod
+    def create_for_zero_offload_full(cls, backend):
+        """ZeRO-Offload of the optimizer, the gradients and (FSDP) the parameter shard, as
+        AiDotNet's CreateForZeROOffloadFull."""
+        c = cls.create_for_zero_offload(backend)
+        c.cpu_offload_gradients = True
+        c.cpu_offload_params = True
         return c
 
 
@@ -347,6 +371,11 @@ class MemoryStats:
     total_bytes: int
     # gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers
     compression_bytes: int = 0
+    # ZeRO-Offload's host memory beside the fields above (0 in host memory, where those are host memory)
+    host_params_bytes: int = 0
+    host_grads_bytes: int = 0
+    host_optimizer_state_bytes: int = 0
+    host_total_bytes: int = 0
 
 
 _U64 = (1 << 64) - 1
@@ -448,6 +477,8 @@ class ShardedOptimizer(NativeResource):
         s.compression_ratio = c.compression_ratio
         s.power_sgd_rank = c.power_sgd_rank
         s.error_feedback = _n.SHARDOPT_ENABLE if c.error_feedback else _n.SHARDOPT_DISABLE
+        for flag in ("cpu_offload_optimizer", "cpu_offload_gradients", "cpu_offload_params"):
+            setattr(s, flag, _n.SHARDOPT_ENABLE if getattr(c, flag) else _n.SHARDOPT_DISABLE)
         self._configure(s)
         return s
 
@@ -884,7 +915,8 @@ class ShardedOptimizer(NativeResource):
         m = _n.shardopt_memory_stats()
         _n.so_memory_stats(self._h, m)
         return MemoryStats(m.params_bytes, m.grads_bytes, m.optimizer_state_bytes, m.buffer_bytes,
-                           m.peak_buffer_bytes, m.total_bytes, m.compression_bytes)
+                           m.peak_buffer_bytes, m.total_bytes, m.compression_bytes, m.host_params_bytes,
+                           m.host_grads_bytes, m.host_optimizer_state_bytes, m.host_total_bytes)
 
     @property
     def bytes_sent(self):

@@ -7,13 +7,15 @@
 //   bf16/fp16  count x u16
 //   int8       nblocks x f32 scale, then count x i8       (scale = absmax / 127)
 //   int4       nblocks x f32 scale, then ceil(count/2) u8 (two 4-bit values, q + 8; scale = absmax / 7)
-//   top_k      k x (u32 index, f32 value), k = max(1, ceil(ratio x count)), largest |x| first
+//   top_k      k x (u32 index, f32 value) in index order, k = max(1, ceil(ratio x count)): the k
+//              largest |x|, ties by lower index, NaN above infinity
 // A non-finite element makes its block (int8/int4) or itself (top_k: NaN sorts as largest)
 // decode non-finite, so the step that sees it is skipped like an uncompressed one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "shardopt/compression.hpp"
@@ -25,10 +27,14 @@ class ChunkCodec {
   public:
     // dtype: the gradients' (f32 or f64). method: anything but none and power_sgd.
     ChunkCodec(const CompressionOptions &options, DType dtype);
+    ~ChunkCodec();
+    ChunkCodec(ChunkCodec &&) noexcept;
 
     std::size_t payload_bytes(std::size_t count) const;
-    // Encodes x[0, count) (elements of the dtype) into out (payload_bytes(count)).
-    void encode(const void *x, std::size_t count, unsigned char *out);
+    // Encodes x[0, count) (elements of the dtype) into out (payload_bytes(count)). With a
+    // residual (error feedback, count elements), encodes x + residual instead and leaves in the
+    // residual what the payload misses: (x + residual) - decode(out). One pass over the chunk.
+    void encode(const void *x, std::size_t count, unsigned char *out, void *residual = nullptr);
     // out[0, count) = the values the payload stands for.
     void decode(const unsigned char *payload, std::size_t count, void *out) const;
     // accum[i] += value i of the payload, in element order.
@@ -36,12 +42,15 @@ class ChunkCodec {
 
   private:
     std::size_t top_k_count(std::size_t count) const;
-    template <typename T> void encode_as(const T *x, std::size_t count, unsigned char *out);
+    template <typename T> void encode_as(const T *x, std::size_t count, unsigned char *out, T *residual);
     template <typename T> void decode_as(const unsigned char *payload, std::size_t count, T *out, bool add) const;
 
     CompressionOptions options_;
     DType dtype_;
-    std::vector<std::uint32_t> order_; // top_k scratch
+    struct TopKScratch; // candidates of the selection, kept between chunks
+    std::unique_ptr<TopKScratch> top_k_;
+    std::vector<std::uint32_t> selected_;     // top_k: the chosen k
+    std::vector<std::uint16_t> half_scratch_;      // bf16/fp16 into a misaligned payload
 };
 
 } // namespace shardopt::compression

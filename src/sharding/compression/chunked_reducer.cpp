@@ -35,17 +35,9 @@ template <typename T> class ChunkedReducer final : public CompressedReducer {
         f.recv.resize(std::size_t(p) * pb);
         T *g = f.bucket;
         T *res = residual_.empty() ? nullptr : residual_.data() + bl.offset;
-        if (res)
-            for (std::size_t i = 0; i < bl.padded; ++i) g[i] += res[i];
-        for (int j = 0; j < p; ++j) {
-            unsigned char *payload = f.send.data() + std::size_t(j) * pb;
-            codec_.encode(g + std::size_t(j) * s, s, payload);
-            if (res) { // what the chunk's payload misses stays here for the next step
-                T *rj = res + std::size_t(j) * s;
-                codec_.decode(payload, s, rj);
-                for (std::size_t i = 0; i < s; ++i) rj[i] = g[std::size_t(j) * s + i] - rj[i];
-            }
-        }
+        for (int j = 0; j < p; ++j) // with a residual, what a payload misses stays for the next step
+            codec_.encode(g + std::size_t(j) * s, s, f.send.data() + std::size_t(j) * pb,
+                          res ? res + std::size_t(j) * s : nullptr);
         // Receives first: a peer's send may then land directly.
         for (int i = 0; i < p; ++i)
             if (i != r) f.works.push_back(comm_->recv_async(f.recv.data() + std::size_t(i) * pb, pb, DType::u8, i, b));
@@ -76,13 +68,7 @@ template <typename T> class ChunkedReducer final : public CompressedReducer {
         // and every rank decodes the same bytes.
         unsigned char *mine = f.send.data() + std::size_t(r) * pb; // its own chunk was never sent
         T *server = server_residual_.empty() ? nullptr : server_residual_.data() + bl.shard_offset;
-        if (server)
-            for (std::size_t k = 0; k < s; ++k) sum[k] += server[k];
-        codec_.encode(sum, s, mine);
-        if (server) {
-            codec_.decode(mine, s, server);
-            for (std::size_t k = 0; k < s; ++k) server[k] = sum[k] - server[k];
-        }
+        codec_.encode(sum, s, mine, server);
         comm_->allgather(mine, f.recv.data(), pb, DType::u8);
         for (int j = 0; j < p; ++j) codec_.decode(f.recv.data() + std::size_t(j) * pb, s, f.bucket + std::size_t(j) * s);
     }

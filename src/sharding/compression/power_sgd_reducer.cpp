@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "power_sgd_kernels.hpp"
 #include "residual_state.hpp"
 #include "shardopt/error.hpp"
 
@@ -76,6 +77,10 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
         }
         residual_.assign(residual_at, T(0));
         q_.resize(q_at);
+        std::size_t widest = 0;
+        for (const auto &bucket : buckets_)
+            for (const auto &m : bucket.matrices) widest = std::max(widest, m.cols);
+        scratch_.resize(widest * (r_ + 1));
         for (const auto &bucket : buckets_)
             for (const auto &m : bucket.matrices)
                 for (std::size_t k = 0; k < m.cols * r_; ++k)
@@ -91,18 +96,10 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
         bucket.pack.resize(bucket.first_pack);
         T *out = bucket.pack.data();
         for (const auto &d : bucket.dense) out = std::copy_n(bucket.data + d.offset, d.count, out);
-        for (const auto &m : bucket.matrices) {
-            T *mat = bucket.data + m.offset;
-            if (!residual_.empty())
-                for (std::size_t i = 0; i < m.rows * m.cols; ++i) mat[i] += residual_[m.residual_at + i];
-            const T *q = q_.data() + m.q_at;
-            for (std::size_t i = 0; i < m.rows; ++i, out += r_) { // P = M Q
-                std::fill(out, out + r_, T(0));
-                for (std::size_t j = 0; j < m.cols; ++j) {
-                    const T v = mat[i * m.cols + j];
-                    for (std::size_t k = 0; k < r_; ++k) out[k] += v * q[j * r_ + k];
-                }
-            }
+        for (const auto &m : bucket.matrices) { // M += residual; P = M Q
+            power_sgd_kernels::project(bucket.data + m.offset, residual_.empty() ? nullptr : residual_.data() + m.residual_at,
+                                       m.rows, m.cols, r_, q_.data() + m.q_at, out, scratch_.data());
+            out += m.rows * r_;
         }
         bucket.work = comm_->allreduce_async(bucket.pack.data(), bucket.pack.data(), bucket.pack.size(),
                                              layout_.dtype(), ReduceOp::avg);
@@ -126,13 +123,7 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
         T *p = bucket.pack.data() + bucket.dense_count;
         for (const auto &m : bucket.matrices) {
             orthogonalize(p, m.rows, r_);
-            const T *mat = bucket.data + m.offset;
-            std::fill(qo, qo + m.cols * r_, T(0));
-            for (std::size_t i = 0; i < m.rows; ++i)
-                for (std::size_t j = 0; j < m.cols; ++j) {
-                    const T v = mat[i * m.cols + j];
-                    for (std::size_t k = 0; k < r_; ++k) qo[j * r_ + k] += v * p[i * r_ + k];
-                }
+            power_sgd_kernels::project_back(bucket.data + m.offset, m.rows, m.cols, r_, p, qo, scratch_.data());
             qo += m.cols * r_;
             p += m.rows * r_;
         }
@@ -141,14 +132,9 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
         const T *qi = q_pack_.data();
         p = bucket.pack.data() + bucket.dense_count;
         for (const auto &m : bucket.matrices) {
-            T *mat = bucket.data + m.offset;
-            for (std::size_t i = 0; i < m.rows; ++i)
-                for (std::size_t j = 0; j < m.cols; ++j) {
-                    T approx = T(0);
-                    for (std::size_t k = 0; k < r_; ++k) approx += p[i * r_ + k] * qi[j * r_ + k];
-                    if (!residual_.empty()) residual_[m.residual_at + i * m.cols + j] = mat[i * m.cols + j] - approx;
-                    mat[i * m.cols + j] = approx;
-                }
+            power_sgd_kernels::reconstruct(bucket.data + m.offset,
+                                           residual_.empty() ? nullptr : residual_.data() + m.residual_at, m.rows, m.cols,
+                                           r_, p, qi, scratch_.data());
             std::copy_n(qi, m.cols * r_, q_.data() + m.q_at); // warm start
             qi += m.cols * r_;
             p += m.rows * r_;
@@ -173,7 +159,7 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
     void clear_residuals() override { std::fill(residual_.begin(), residual_.end(), T(0)); }
 
     std::size_t state_bytes() const noexcept override {
-        std::size_t total = (residual_.size() + q_.size() + q_pack_.capacity()) * sizeof(T);
+        std::size_t total = (residual_.size() + q_.size() + q_pack_.capacity() + scratch_.size()) * sizeof(T);
         for (const auto &bucket : buckets_) total += bucket.pack.capacity() * sizeof(T);
         return total;
     }
@@ -216,6 +202,7 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
     std::vector<T> residual_; // every compressed matrix's, back to back
     std::vector<T> q_;        // every compressed matrix's Q (cols x r), back to back
     std::vector<T> q_pack_;
+    std::vector<T> scratch_; // the kernels' transposed Q and one row
 };
 
 } // namespace

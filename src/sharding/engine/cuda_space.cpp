@@ -25,6 +25,7 @@
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
 #include "comm/gpu/host_buffer_comm.hpp"
+#include "cuda_offload_lanes.hpp"
 #include "space_kernels.hpp"
 
 namespace shardopt::engine {
@@ -181,8 +182,9 @@ class CudaUpdater final : public SpanUpdater {
 
 class CudaSpace final : public Space {
   public:
-    CudaSpace(const Communicator &comm, cudaStream_t compute)
-        : device_(gpu::device_of(comm)), compute_(compute), comm_(comm.weak_from_this()), timeout_(comm.timeout()) {
+    CudaSpace(const Communicator &comm, cudaStream_t compute, int update_threads)
+        : device_(gpu::device_of(comm)), compute_(compute), comm_(comm.weak_from_this()), timeout_(comm.timeout()),
+          update_threads_(update_threads) {
         DeviceGuard guard(device_);
         order_.create();
         done_.create();
@@ -192,6 +194,7 @@ class CudaSpace final : public Space {
 
     ~CudaSpace() override {
         try {
+            lanes_.reset(); // waits for its copies first
             DeviceGuard guard(device_); // events and memory are released on their own device
             order_.destroy();
             done_.destroy();
@@ -338,6 +341,13 @@ class CudaSpace final : public Space {
         return std::make_shared<gpu::detail::HostBufferComm>(std::move(comm));
     }
 
+    // Made on first use: an optimizer without ZeRO-Offload creates no copy streams.
+    OffloadLanes *offload_lanes() override {
+        if (!lanes_)
+            lanes_ = std::make_unique<CudaOffloadLanes>(device_, compute_, [this] { return timeout(); }, update_threads_);
+        return lanes_.get();
+    }
+
   private:
     // The communicator's current timeout (set_timeout may change it after the space was made);
     // the one it had then, once the communicator is gone.
@@ -378,12 +388,14 @@ class CudaSpace final : public Space {
     DeviceBuffer scalar_;   // allreduce_scalar's device double
     DeviceBuffer partials_; // sum_of_squares' partials, grown to the largest call
     PinnedScratch pinned_;  // host side of the partials and of the allreduce scalar
+    int update_threads_;    // the CPU update's, with ZeRO-Offload
+    std::unique_ptr<CudaOffloadLanes> lanes_;
 };
 
 } // namespace
 
-std::unique_ptr<Space> make_cuda_space(const Communicator &comm, cuda::Stream compute_stream) {
-    return std::make_unique<CudaSpace>(comm, compute_stream);
+std::unique_ptr<Space> make_cuda_space(const Communicator &comm, cuda::Stream compute_stream, int update_threads) {
+    return std::make_unique<CudaSpace>(comm, compute_stream, update_threads);
 }
 
 } // namespace shardopt::engine

@@ -11,8 +11,9 @@
 namespace shardopt::engine {
 
 // `comm` must be an nccl or staged communicator (or one split from one): the space uses its
-// device, and its timeout bounds every host wait. Throws Error(unsupported) when built without
-// CUDA, Error(invalid_argument) for any other communicator.
-std::unique_ptr<Space> make_cuda_space(const Communicator &comm, cuda::Stream compute_stream);
+// device, and its timeout bounds every host wait. update_threads (ShardingOptions's) runs
+// ZeRO-Offload's CPU update. Throws Error(unsupported) when built without CUDA,
+// Error(invalid_argument) for any other communicator.
+std::unique_ptr<Space> make_cuda_space(const Communicator &comm, cuda::Stream compute_stream, int update_threads);
 
 } // namespace shardopt::engine

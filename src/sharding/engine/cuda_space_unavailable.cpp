@@ -5,7 +5,7 @@
 
 namespace shardopt::engine {
 
-std::unique_ptr<Space> make_cuda_space(const Communicator &, cuda::Stream) {
+std::unique_ptr<Space> make_cuda_space(const Communicator &, cuda::Stream, int) {
     throw Error(ErrorCode::unsupported,
                 "shardopt was built without CUDA (SHARDOPT_WITH_CUDA=OFF or no CUDA toolkit was found at configure "
                 "time): the CUDA device space is not available");

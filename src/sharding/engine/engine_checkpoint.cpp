@@ -136,7 +136,7 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
 
     const unsigned char *host_part(int k) override {
         if (k < 0) {
-            if (e_.space_->host_accessible()) return e_.params_->data();
+            if (e_.params_on_host()) return e_.params_->data();
             if (params_.empty()) {
                 params_.resize(e_.params_->bytes());
                 e_.space_->copy_to_host(params_.data(), e_.params_->data(), params_.size());
@@ -159,7 +159,10 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
     void commit(const std::vector<unsigned char> &params, const std::vector<std::vector<unsigned char>> &state,
                 std::int64_t step_count, double lr, const std::vector<unsigned char> *rank_state) override {
         e_.release_all_units(); // their contents are about to go stale
-        e_.space_->copy_from_host(e_.params_->data(), params.data(), params.size());
+        require(params.size() == e_.params_->bytes(), ErrorCode::invalid_state,
+                "checkpoint: " + std::to_string(params.size()) + " parameter bytes staged for a buffer of " +
+                    std::to_string(e_.params_->bytes()));
+        e_.write_params(params.data());
         for (int k = 0; k < e_.state_slots_; ++k) e_.state_from_host(k, state[std::size_t(k)].data());
         // The rules' bias corrections count from the restored step.
         for (BucketUpdate &u : e_.updates_) u.updater->set_step_count(step_count);
@@ -211,9 +214,17 @@ void StepEngine::synchronize_state() {
     for_each_replicated_part(plan_, grid_, state_slots_, [&](int k, Communicator &comm, SyncOp op) {
         if (k < 0) { // the parameters where they are, on the engine's communicator
             const std::size_t count = params_->bytes() / elem_;
+            if (schedule_) run(schedule_->replace_parameters()); // copies still reading the host side
+            if (params_on_host() && !space_->host_accessible()) { // cpu_offload_params: a host shard
+                Communicator &host = host_comm(comm);
+                if (op == SyncOp::average) host.allreduce(params_->data(), params_->data(), count, dtype, ReduceOp::avg);
+                else host.broadcast(params_->data(), count, dtype, 0);
+                return;
+            }
             space_->before_collective(comm);
             if (op == SyncOp::average) comm.allreduce(params_->data(), params_->data(), count, dtype, ReduceOp::avg);
             else comm.broadcast(params_->data(), count, dtype, 0);
+            refresh_master();
             return;
         }
         // State lives inside the updaters: through a host mirror laid out as ShardedOptimizer's.

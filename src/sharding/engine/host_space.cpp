@@ -128,9 +128,7 @@ class HostSpace final : public Space {
     }
     std::unique_ptr<SpanUpdater> make_updater(const std::vector<Span> &params, DType dtype,
                                               const OptimizerOptions &options) override {
-        check_supported(dtype, options, false);
-        if (dtype == DType::f32) return std::make_unique<HostUpdater<float>>(params, options, threads_);
-        return std::make_unique<HostUpdater<double>>(params, options, threads_);
+        return make_host_updater(params, dtype, options, threads_);
     }
     void synchronize() override {}
 
@@ -139,6 +137,14 @@ class HostSpace final : public Space {
 };
 
 } // namespace
+
+std::unique_ptr<SpanUpdater> make_host_updater(const std::vector<Span> &params, DType dtype,
+                                               const OptimizerOptions &options, ParallelUpdate &threads) {
+    require(dtype == DType::f32 || dtype == DType::f64, ErrorCode::invalid_argument,
+            std::string("host memory keeps f32 or f64 parameters, got ") + dtype_name(dtype));
+    if (dtype == DType::f32) return std::make_unique<HostUpdater<float>>(params, options, threads);
+    return std::make_unique<HostUpdater<double>>(params, options, threads);
+}
 
 std::unique_ptr<Space> make_host_space(int update_threads) { return std::make_unique<HostSpace>(update_threads); }
 

@@ -24,6 +24,8 @@
 
 namespace shardopt::engine {
 
+class OffloadLanes;
+
 // Memory of a space, released by its destructor.
 class SpaceBuffer {
   public:
@@ -111,6 +113,10 @@ class Space {
 
     // Waits until every pass issued so far has completed.
     virtual void synchronize() = 0;
+
+    // ZeRO-Offload's copy lanes and CPU update (offload_lanes.hpp), or null when the space's
+    // memory is host memory already (nothing to offload).
+    virtual OffloadLanes *offload_lanes() { return nullptr; }
 };
 
 } // namespace shardopt::engine

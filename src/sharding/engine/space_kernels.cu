@@ -17,6 +17,7 @@ using cuda::detail::check;
 using cuda::detail::check_launch;
 
 constexpr int kThreads = 256;
+static_assert(kThreads == kSumsqThreads, "the host's copy of the sum-of-squares order (sumsq_order.hpp) assumes it");
 constexpr int64_t kMaxBlocks = 4096; // grid-stride beyond this
 
 int blocks_for(std::size_t count) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "shardopt/types.hpp"
+#include "sumsq_order.hpp"
 
 namespace shardopt::engine::detail {
 
@@ -24,8 +25,9 @@ void launch_scale(void *data, std::size_t count, DType dtype, double factor, cud
 // Sum-of-squares partials: every span is cut into chunks of kSumsqChunk elements (the last one
 // of a span may be shorter), numbered in span order; partial c is chunk c's sum of squares in
 // double, in an order that depends only on the chunk's length. Summing the partials in chunk
-// order on the host makes the whole sum reproducible from run to run.
-constexpr std::size_t kSumsqChunk = 65536;
+// order on the host makes the whole sum reproducible from run to run, and the same as
+// sumsq_order.hpp's host version of it (ZeRO-Offload's norm).
+constexpr std::size_t kSumsqChunk = kSumsqChunkElements;
 
 // A group of chunks small enough to travel in one launch's arguments (no table to upload, so
 // no host memory has to outlive the call).

@@ -44,7 +44,11 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
     plan_ = plan_of(options_);
     group_rank_ = grid_.shard->rank();
     group_size_ = grid_.shard->size();
-    space_->check_supported(layout_.dtype(), optimizer_, plan_.state_sharded() && group_size_ > 1);
+    // Host memory has no lanes: there the flags are accepted and mean nothing.
+    offload_ = OffloadPlan::of(options_, options_.cpu_offload_optimizer && space_->offload_lanes() != nullptr);
+    if (offload_.active()) lanes_ = space_->offload_lanes();
+    // Offloaded, the update is the CPU's, which sums LAMB's per-tensor statistics across shards.
+    space_->check_supported(layout_.dtype(), optimizer_, plan_.state_sharded() && group_size_ > 1 && !offload_.active());
     layout_.plan(group_size_);
     elem_ = layout_.element_size();
     // Ranks that disagree fail here, all of them, naming the difference (not later, silently).
@@ -63,13 +67,15 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
         require(!plan_.params_sharded(), ErrorCode::invalid_argument,
                 "FSDP keeps parameters sharded at rest: caller-owned full parameter buffers are not supported");
         params_ = std::make_unique<BorrowedBuffer>(external_params, full * elem_);
+    } else if (offload_.params) { // the shard at rest in host memory, where the CPU update writes it
+        params_ = lanes_->allocate_pinned(shard * elem_, "parameter shard (cpu_offload_params)");
     } else {
         params_ = space_->allocate((plan_.params_sharded() ? shard : full) * elem_, "parameters");
     }
-    grads_ = space_->allocate((plan_.grads_sharded() ? shard : full) * elem_, "gradients");
+    if (!offload_.gradients) grads_ = space_->allocate((plan_.grads_sharded() ? shard : full) * elem_, "gradients");
     if (options_.gradient_accumulation_steps > 1)
         accumulation_ = space_->allocate(full * elem_, "gradient accumulation buffer");
-    if (plan_.grads_sharded()) staging_.resize(std::size_t(std::max(1, options_.staging_buffers)));
+    if (grads_staged()) staging_.resize(std::size_t(std::max(1, options_.staging_buffers)));
     buckets_.resize(std::size_t(layout_.bucket_count()));
     if (plan_.params_sharded()) units_.resize(std::size_t(layout_.bucket_count()));
 
@@ -77,10 +83,14 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
     const std::vector<OwnedSegment> owned = plan_.state_sharded() ? chunk_segments_ : whole_tensors(layout_);
     updates_.resize(std::size_t(layout_.bucket_count()));
     for (const auto &s : owned) updates_[std::size_t(layout_.tensor(s.tensor).bucket)].segments.push_back(s);
-    for (auto &u : updates_) {
-        std::vector<Span> spans;
-        for (const auto &s : u.segments) spans.push_back({param_at(s), s.count, s.tensor});
-        u.updater = space_->make_updater(spans, layout_.dtype(), optimizer_);
+    if (offload_.active()) {
+        set_up_offload(owned);
+    } else {
+        for (auto &u : updates_) {
+            std::vector<Span> spans;
+            for (const auto &s : u.segments) spans.push_back({param_at(s), s.count, s.tensor});
+            u.updater = space_->make_updater(spans, layout_.dtype(), optimizer_);
+        }
     }
     if (options_.compression.enabled()) {
         require(space_->host_accessible(), ErrorCode::unsupported,
@@ -136,6 +146,7 @@ void finish_quietly(WorkPtr &work) noexcept {
 
 StepEngine::~StepEngine() {
     finish_in_flight();
+    finish_copies();
     try {
         space_->synchronize(); // passes still reading buffers about to be freed
     } catch (...) { // a failed device: nothing left to wait for
@@ -187,16 +198,24 @@ SpaceBufferPtr StepEngine::take_unit_buffer() {
 }
 
 void StepEngine::start_gather(int b) {
-    const auto &bl = layout_.bucket(b);
     Unit &unit = units_[std::size_t(b)];
     unit.buffer = take_unit_buffer();
+    unit.gathered = true;
+    if (schedule_) run(schedule_->gather(b)); // the shard may have to come from the host first
+    else gather_unit(b);
+    note_buffers();
+}
+
+void StepEngine::gather_unit(int b) {
+    const auto &bl = layout_.bucket(b);
+    Unit &unit = units_[std::size_t(b)];
+    // With the shard on the host, it was copied into its own place in the unit: gathered in place.
+    const unsigned char *shard = offload_.params ? unit.buffer->data() + std::size_t(group_rank_) * bl.shard * elem_
+                                                 : params_->data() + bl.shard_offset * elem_;
     // The buffer may have been read by the caller's kernels (an earlier unit), and the shard
     // written by the update: both on the compute stream.
     space_->before_collective(*grid_.shard);
-    unit.work = grid_.shard->allgather_async(params_->data() + bl.shard_offset * elem_, unit.buffer->data(),
-                                             bl.shard, layout_.dtype());
-    unit.gathered = true;
-    note_buffers();
+    unit.work = grid_.shard->allgather_async(shard, unit.buffer->data(), bl.shard, layout_.dtype());
 }
 
 void *StepEngine::gather(int b) {
@@ -253,9 +272,16 @@ void StepEngine::get_parameters(void *packed_host) {
         const auto &bl = layout_.bucket(b);
         const unsigned char *full = params_->data() + bl.offset * elem_;
         if (plan_.params_sharded()) {
+            const unsigned char *shard = params_->data() + bl.shard_offset * elem_;
+            if (offload_.params) { // from the host into its place in the device buffer, gathered in place
+                unsigned char *own = gathered->data() + std::size_t(group_rank_) * bl.shard * elem_;
+                const CopyMark copied = lanes_->copy_to_device_async(own, shard, bl.shard * elem_);
+                lanes_->wait(copied); // before the host shard may change again
+                lanes_->compute_waits(copied);
+                shard = own;
+            }
             space_->before_collective(*grid_.shard);
-            grid_.shard->allgather(params_->data() + bl.shard_offset * elem_, gathered->data(), bl.shard,
-                                   layout_.dtype());
+            grid_.shard->allgather(shard, gathered->data(), bl.shard, layout_.dtype());
             full = gathered->data();
         }
         space_->copy_to_host(packed + out * elem_, full, bl.count * elem_);
@@ -282,11 +308,21 @@ void StepEngine::set_parameters(const void *packed_host) {
         }
         in += bl.count;
     }
-    space_->copy_from_host(params_->data(), host.data(), host.size());
+    write_params(host.data());
     if (anchor_) {
         space_->copy_from_host(anchor_->data(), host.data(), host.size());
         anchor_synced_ = true; // set_parameters' values are the same on every rank
     }
+}
+
+void StepEngine::write_params(const unsigned char *host) {
+    if (schedule_) run(schedule_->replace_parameters()); // copies still reading the master weights
+    if (offload_.params) {
+        std::memcpy(params_->data(), host, params_->bytes());
+        return;
+    }
+    space_->copy_from_host(params_->data(), host, params_->bytes());
+    refresh_master();
 }
 
 // --- step protocol ------------------------------------------------------------------------------
@@ -298,6 +334,17 @@ void StepEngine::zero_grad() {
     reduce_order_.clear();
     for (auto &progress : buckets_) progress = BucketProgress{};
     for (auto &s : staging_) s.bucket = -1;
+    if (schedule_) schedule_->begin_backward();
+}
+
+std::size_t StepEngine::staging_bytes() const {
+    std::size_t elements = layout_.max_bucket_padded();
+    if (offload_.gradients && plan_.grads_sharded()) { // and the reduce-scatter's output, copied out from there
+        std::size_t max_shard = 0;
+        for (const auto &bl : layout_.buckets()) max_shard = std::max(max_shard, bl.shard);
+        elements += max_shard;
+    }
+    return elements * elem_;
 }
 
 std::size_t StepEngine::buffer_bytes() const {
@@ -315,9 +362,8 @@ int StepEngine::take_staging(int b) {
         if (staging_[std::size_t(i)].bucket < 0) return i;
     for (int issued : reduce_order_) { // recycle the buffer whose reduction was issued first
         auto &progress = buckets_[std::size_t(issued)];
-        if (progress.staging_index >= 0 && progress.phase == BucketPhase::reducing) {
-            await_reduction(issued);
-            progress.phase = BucketPhase::done;
+        if (progress.staging_index >= 0) { // reducing, or (ZeRO-Offload's poll) reduced already
+            if (progress.phase == BucketPhase::reducing) complete_reduction(issued);
             const int index = progress.staging_index;
             progress.staging_index = -1;
             staging_[std::size_t(index)].bucket = -1;
@@ -339,7 +385,7 @@ unsigned char *StepEngine::open_bucket(int b) {
         throw Error(ErrorCode::invalid_state,
                     "bucket " + std::to_string(b) +
                         " was already marked ready in this micro-step; call zero_grad() to start the next one");
-    if (!plan_.grads_sharded()) {
+    if (!grads_staged()) {
         unsigned char *region = grads_->data() + bl.offset * elem_;
         if (progress.phase == BucketPhase::idle) space_->zero(region, bl.padded * elem_);
         progress.phase = BucketPhase::open;
@@ -348,7 +394,11 @@ unsigned char *StepEngine::open_bucket(int b) {
     if (progress.phase == BucketPhase::idle) {
         const int index = take_staging(b);
         Staging &s = staging_[std::size_t(index)];
-        if (!s.buffer) s.buffer = space_->allocate(layout_.max_bucket_padded() * elem_, "gradient staging buffer");
+        if (!s.buffer) s.buffer = space_->allocate(staging_bytes(), "gradient staging buffer");
+        if (!s.read_by_copy.empty()) { // a reduced gradient still being copied to the host out of it
+            lanes_->compute_waits(s.read_by_copy);
+            s.read_by_copy = CopyMark{};
+        }
         space_->zero(s.buffer->data(), bl.padded * elem_);
         s.bucket = b;
         progress.staging_index = index;
@@ -399,6 +449,7 @@ void StepEngine::grad_ready(int b) {
         }
     }
     launch_reduction(b, buffer);
+    if (schedule_) poll_reductions(); // earlier buckets' gradients to the host as soon as they are reduced
 }
 
 void StepEngine::launch_reduction(int b, unsigned char *buffer) {
@@ -413,11 +464,14 @@ void StepEngine::launch_reduction(int b, unsigned char *buffer) {
     if (compressor_) {
         compressor_->start(b, buffer, plan_.grads_sharded() ? grads_->data() + bl.shard_offset * elem_ : nullptr);
         progress.compressed = true;
-    } else if (plan_.grads_sharded())
-        progress.work = group.reduce_scatter_async(buffer, grads_->data() + bl.shard_offset * elem_, bl.shard,
-                                                   layout_.dtype(), ReduceOp::avg);
-    else
+    } else if (plan_.grads_sharded()) {
+        // Offloaded, the shard lands in the staging buffer's output part and goes to the host from there.
+        unsigned char *shard = offload_.gradients ? buffer + layout_.max_bucket_padded() * elem_
+                                                  : grads_->data() + bl.shard_offset * elem_;
+        progress.work = group.reduce_scatter_async(buffer, shard, bl.shard, layout_.dtype(), ReduceOp::avg);
+    } else {
         progress.work = group.allreduce_async(buffer, buffer, bl.padded, layout_.dtype(), ReduceOp::avg);
+    }
     progress.phase = BucketPhase::reducing;
     reduce_order_.push_back(b);
 }
@@ -425,10 +479,7 @@ void StepEngine::launch_reduction(int b, unsigned char *buffer) {
 void StepEngine::wait_reductions() {
     for (int b : reduce_order_) {
         auto &progress = buckets_[std::size_t(b)];
-        if (progress.phase == BucketPhase::reducing) {
-            await_reduction(b);
-            progress.phase = BucketPhase::done;
-        }
+        if (progress.phase == BucketPhase::reducing) complete_reduction(b);
         progress.work.reset();
         if (progress.staging_index >= 0) {
             staging_[std::size_t(progress.staging_index)].bucket = -1;
@@ -441,6 +492,12 @@ void StepEngine::wait_reductions() {
         grid_.replica->allreduce(grads_->data(), grads_->data(), grads_->bytes() / elem_, layout_.dtype(),
                                  ReduceOp::avg);
     }
+}
+
+void StepEngine::complete_reduction(int b) {
+    await_reduction(b);
+    buckets_[std::size_t(b)].phase = BucketPhase::done;
+    if (schedule_) run(schedule_->reduction_complete(b));
 }
 
 void StepEngine::await_reduction(int b) {
@@ -568,7 +625,7 @@ StepResult StepEngine::step() {
     micro_step_ = 0;
     if (accumulation_) space_->zero(accumulation_->data(), accumulation_->bytes());
 
-    const double sumsq = global_sum_of_squares();
+    const double sumsq = offload_.active() ? host_sum_of_squares() : global_sum_of_squares();
     result.grad_norm = std::sqrt(sumsq);
     bool finite = std::isfinite(sumsq);
     if (!plan_.reduce_grads()) // LocalSGD: one rank's NaN must stop every rank's step
@@ -582,7 +639,8 @@ StepResult StepEngine::step() {
     double clip = 1.0;
     if (options_.max_grad_norm > 0.0) clip = std::min(1.0, options_.max_grad_norm / (result.grad_norm + 1e-6));
     t0 = Clock::now();
-    update_and_gather(clip);
+    if (offload_.active()) offload_update(clip);
+    else update_and_gather(clip);
     result.update_seconds = seconds_since(t0);
     ++step_count_;
     result.applied = true;
@@ -603,9 +661,17 @@ std::uint64_t StepEngine::take_traffic() {
 
 MemoryStats StepEngine::memory_stats() const {
     MemoryStats m;
-    m.params_bytes = params_->bytes();
-    m.grads_bytes = grads_->bytes();
-    for (const auto &u : updates_) m.optimizer_state_bytes += u.updater->state_bytes();
+    std::size_t state = 0;
+    for (const auto &u : updates_) state += u.updater->state_bytes();
+    if (offload_.active()) { // what went to the host, and what remains in the space
+        (offload_.params ? m.host_params_bytes : m.params_bytes) = params_->bytes();
+        m.host_grads_bytes = host_grads_->bytes();
+        m.host_optimizer_state_bytes = state + (host_master_ ? host_master_->bytes() : 0);
+    } else {
+        m.params_bytes = params_->bytes();
+        m.optimizer_state_bytes = state;
+    }
+    m.grads_bytes = grads_ ? grads_->bytes() : 0;
     m.buffer_bytes = buffer_bytes();
     m.peak_buffer_bytes = peak_buffer_bytes_;
     if (compressor_) m.compression_bytes = compressor_->state_bytes();

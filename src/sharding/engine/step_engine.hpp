@@ -5,7 +5,8 @@
 // when. Every buffer and element-wise pass belongs to a Space (host memory or a GPU), which
 // also orders collectives after its compute stream. The update runs bucket by bucket (one
 // SpanUpdater per bucket), so a bucket's post-update allgather overlaps the next bucket's
-// update.
+// update. With ZeRO-Offload (engine_offload.cpp) the update runs on the CPU over host copies,
+// following an OffloadSchedule (../offload/).
 #pragma once
 
 #include <memory>
@@ -15,8 +16,11 @@
 
 #include "../compression/compressed_reducer.hpp"
 #include "../hybrid_grid.hpp"
+#include "../offload/offload_plan.hpp"
+#include "../offload/offload_schedule.hpp"
 #include "../owned_segments.hpp"
 #include "../strategies/strategy_plan.hpp"
+#include "offload_lanes.hpp"
 #include "space.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 
@@ -83,6 +87,7 @@ class StepEngine {
     struct Staging {
         SpaceBufferPtr buffer;
         int bucket = -1;
+        CopyMark read_by_copy; // ZeRO-Offload: the copy of a reduced gradient out of it
     };
     struct Unit { // FSDP: a gathered bucket
         SpaceBufferPtr buffer;
@@ -133,6 +138,40 @@ class StepEngine {
     void restore_compression_state(const std::vector<unsigned char> *bytes);
     // `comm` (one of the grid's) as a communicator taking host buffers; made once per communicator.
     Communicator &host_comm(Communicator &comm);
+    // Bucket b's reduction in flight has finished: waits for it, and with ZeRO-Offload starts
+    // the copy of its gradient to the host.
+    void complete_reduction(int b);
+    // Gradients go through bucket staging buffers (ZeRO-2, FSDP; any strategy whose reduced
+    // gradients are offloaded).
+    bool grads_staged() const noexcept { return plan_.grads_sharded() || offload_.gradients; }
+    std::size_t staging_bytes() const;
+    // The parameters at rest are host memory (the host space, or cpu_offload_params).
+    bool params_on_host() const noexcept { return space_->host_accessible() || offload_.params; }
+    // Replaces the parameters at rest with `host` (params_->bytes() bytes laid out as params_),
+    // keeping ZeRO-Offload's master weights equal to them.
+    void write_params(const unsigned char *host);
+    // FSDP: starts unit b's allgather into its buffer (from the host shard with cpu_offload_params).
+    void gather_unit(int b);
+    void finish_copies() noexcept;
+
+    // --- ZeRO-Offload (engine_offload.cpp) ---
+    // Host buffers, updaters over them, the schedule; called by the constructor.
+    void set_up_offload(const std::vector<OwnedSegment> &owned);
+    // Runs the schedule's ops. `clip`: begin_update's gradient scale; `stats`: LAMB's statistics;
+    // norm_on_host's sum of squares goes to *sumsq.
+    void run(const std::vector<OffloadOp> &ops, double clip = 1.0, std::vector<double> *stats = nullptr,
+             double *sumsq = nullptr);
+    // Reductions finished by now, in issue order, without waiting (during the backward).
+    void poll_reductions();
+    // The device region of bucket b's reduced owned region, and where its updated parameters go.
+    const unsigned char *reduced_owned_region(int b) const;
+    unsigned char *device_owned_params(int b) const;
+    // Host address of segment s in the host buffers (laid out as owned_region says).
+    unsigned char *host_at(const SpaceBufferPtr &buffer, const OwnedSegment &s) const;
+    double host_sum_of_squares();
+    void offload_update(double clip);
+    // The master weights again from the device's parameters (after they were replaced there).
+    void refresh_master();
 
     std::unique_ptr<Space> space_;
     CommunicatorPtr comm_;
@@ -168,6 +207,14 @@ class StepEngine {
     SpaceBufferPtr anchor_, delta_;
     bool anchor_synced_ = false; // anchor_ holds parameters every rank shares
     std::uint64_t traffic_at_last_step_ = 0;
+    // ZeRO-Offload: what is offloaded, the space's lanes, the schedule, the host buffers
+    // (reduced gradients and master weights of the owned regions, owned_region's layout), and the
+    // last copy of each bucket's data in each direction.
+    OffloadPlan offload_;
+    OffloadLanes *lanes_ = nullptr;
+    std::unique_ptr<OffloadSchedule> schedule_;
+    SpaceBufferPtr host_grads_, host_master_;
+    std::vector<CopyMark> grads_copied_, params_copied_;
 };
 
 } // namespace shardopt::engine

@@ -3,6 +3,7 @@
 #include "../compression/compressed_reducer.hpp"
 
 #include "../hybrid_grid.hpp"
+#include "../offload/offload_plan.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt {
@@ -49,6 +50,7 @@ void validate_sharding_options(const ShardingOptions &o) {
         require(o.pipeline_parallel_size == 1 && o.tensor_parallel_size == 1 && o.hsdp_replicas == 1,
                 ErrorCode::invalid_argument,
                 "pipeline/tensor parallel sizes and hsdp_replicas apply to the hybrid strategy only");
+    validate_offload_options(o);
 }
 
 StrategyPlan plan_of(const ShardingOptions &options) {

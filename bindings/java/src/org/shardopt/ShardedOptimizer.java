@@ -84,6 +84,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         s.setCompression_ratio(config.getCompressionRatio());
         s.setPower_sgd_rank(config.getPowerSgdRank());
         s.setError_feedback(config.getErrorFeedback() ? SWITCH_ENABLE : SWITCH_DISABLE);
+        s.setCpu_offload_optimizer(config.getCpuOffloadOptimizer() ? SWITCH_ENABLE : SWITCH_DISABLE);
+        s.setCpu_offload_gradients(config.getCpuOffloadGradients() ? SWITCH_ENABLE : SWITCH_DISABLE);
+        s.setCpu_offload_params(config.getCpuOffloadParams() ? SWITCH_ENABLE : SWITCH_DISABLE);
         configure(s);
         return s;
     }
@@ -217,11 +220,25 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return h();
     }
 
+    /** PipelineRunner: a batch starts running natively on this optimizer on thread t (refused while optimize or
+     *  another batch runs; the pending learning rate goes to the library first), or ended (t null). */
+    void nativeRun(Thread t) {
+        if (t != null) {
+            notWhileOptimizing();
+            applyRequestedLr();
+        }
+        pipelineRunning = t != null;
+        optimizing = t;
+    }
+    private volatile boolean pipelineRunning;
+
     private void notWhileOptimizing() {
         Thread t = optimizing;
         if (t != null)
-            throw new IllegalStateException("not while optimize() is running on this optimizer ("
-                    + (t == Thread.currentThread() ? "called from the model callback" : "called from another thread") + ")");
+            throw new IllegalStateException("not while " + (pipelineRunning ? "a pipeline batch" : "optimize()")
+                    + " is running on this optimizer (" + (t == Thread.currentThread()
+                        ? (pipelineRunning ? "called from a stage callback" : "called from the model callback")
+                        : "called from another thread") + ")");
     }
 
     public boolean isInitialized() { return handle != null; }
@@ -626,7 +643,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         try {
             shardopt_native.so_memory_stats(h(), m);
             return new MemoryStats(m.getParams_bytes(), m.getGrads_bytes(), m.getOptimizer_state_bytes(), m.getBuffer_bytes(),
-                                   m.getPeak_buffer_bytes(), m.getTotal_bytes(), m.getCompression_bytes());
+                                   m.getPeak_buffer_bytes(), m.getTotal_bytes(), m.getCompression_bytes(),
+                                   m.getHost_params_bytes(), m.getHost_grads_bytes(), m.getHost_optimizer_state_bytes(),
+                                   m.getHost_total_bytes());
         } finally {
             m.delete();
         }

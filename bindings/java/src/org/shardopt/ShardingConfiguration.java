@@ -14,6 +14,10 @@ import java.util.Objects;
  *     averaging) with GradientCompression (INT8 by default); the optimizer's getBytesSent() shows the saving.</li>
  * <li>CompressionRatio (0.1): TOP_K's fraction of each chunk sent, in (0, 1]. ErrorFeedback (true): keep what
  *     compression missed and add it to the next step. PowerSgdRank (4): POWER_SGD's rank, in [1, 1024].</li>
+ * <li>CpuOffloadOptimizer, CpuOffloadGradients, CpuOffloadParams (false): ZeRO-Offload (docs/offload.md). They
+ *     act on an optimizer in CUDA memory; these optimizers keep their memory in host memory, where the flags are
+ *     accepted and change nothing (getMemoryStats() too). createForZeROOffload turns on the first,
+ *     createForZeROOffloadFull all three, as in AiDotNet.</li>
  * </ul>
  */
 public final class ShardingConfiguration<T> {
@@ -30,6 +34,9 @@ public final class ShardingConfiguration<T> {
     private double compressionRatio = 0.1;
     private boolean errorFeedback = true;
     private int powerSgdRank = 4;
+    private boolean cpuOffloadOptimizer = false;
+    private boolean cpuOffloadGradients = false;
+    private boolean cpuOffloadParams = false;
 
     public ShardingConfiguration(CommunicationBackend<T> backend) {
         if (backend == null) throw new NullPointerException("backend");
@@ -56,6 +63,21 @@ public final class ShardingConfiguration<T> {
         ShardingConfiguration<T> c = new ShardingConfiguration<>(backend);
         c.setMinimumParameterGroupSize(4096);
         c.setEnableGradientCompression(true);
+        return c;
+    }
+
+    /** DeepSpeed's ZeRO-Offload: optimizer state, master weights and the update on the CPU (CpuOffloadOptimizer). */
+    public static <T> ShardingConfiguration<T> createForZeROOffload(CommunicationBackend<T> backend) {
+        ShardingConfiguration<T> c = new ShardingConfiguration<>(backend);
+        c.setCpuOffloadOptimizer(true);
+        return c;
+    }
+
+    /** ZeRO-Offload of the optimizer, the gradients and (FSDP) the parameter shard. */
+    public static <T> ShardingConfiguration<T> createForZeROOffloadFull(CommunicationBackend<T> backend) {
+        ShardingConfiguration<T> c = createForZeROOffload(backend);
+        c.setCpuOffloadGradients(true);
+        c.setCpuOffloadParams(true);
         return c;
     }
 
@@ -104,5 +126,11 @@ public final class ShardingConfiguration<T> {
     public boolean getBroadcastInitialParameters() { return broadcastInitialParameters; }
     public void setBroadcastInitialParameters(boolean v) { broadcastInitialParameters = v; }
     public double getMaxGradNorm() { return maxGradNorm; }
+    public boolean getCpuOffloadOptimizer() { return cpuOffloadOptimizer; }
+    public void setCpuOffloadOptimizer(boolean v) { cpuOffloadOptimizer = v; }
+    public boolean getCpuOffloadGradients() { return cpuOffloadGradients; }
+    public void setCpuOffloadGradients(boolean v) { cpuOffloadGradients = v; }
+    public boolean getCpuOffloadParams() { return cpuOffloadParams; }
+    public void setCpuOffloadParams(boolean v) { cpuOffloadParams = v; }
     public void setMaxGradNorm(double v) { maxGradNorm = v; }
 }
