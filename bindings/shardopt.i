@@ -469,6 +469,8 @@ SWIGEXPORT void SWIGSTDCALL so_cs_register_exception_callback(so_cs_exception_ca
 %ignore shardopt_optimize_result::best_parameters_count;
 %ignore shardopt_optimize_result::loss_history;
 %ignore shardopt_optimize_result::loss_history_capacity;
+%ignore shardopt_elastic_options; /* so_make_elastic takes the fields */
+%ignore shardopt_elastic_status::checkpoint_dir; /* so_elastic_dir */
 %immutable shardopt_step_result::struct_size;
 %rename("$ignore", %$isfunction, regextarget=1) "^shardopt_";
 %rename("%s") shardopt_version;
@@ -753,6 +755,33 @@ void so_save(shardopt_optimizer opt, const char *dir, int consolidated) {
            SO_VOID);
 }
 void so_load(shardopt_optimizer opt, const char *dir) { SO_TRY(shardopt_optimizer_load(opt, dir), SO_VOID); }
+
+/* ---- elastic training (collective where the C ABI is) ---- */
+/* checkpoint_dir NULL or "": $SHARDOPT_CHECKPOINT_DIR; 0 for the others: their defaults */
+void so_make_elastic(shardopt_optimizer opt, int min_workers, int max_workers, int checkpoint_every,
+                     const char *checkpoint_dir) {
+    shardopt_elastic_options e;
+    SO_TRY(shardopt_elastic_options_init(&e), SO_VOID);
+    e.min_workers = min_workers;
+    e.max_workers = max_workers;
+    e.checkpoint_every = checkpoint_every;
+    e.checkpoint_dir = checkpoint_dir;
+    SO_TRY(shardopt_optimizer_make_elastic(opt, &e), SO_VOID);
+}
+void so_elastic_status(shardopt_optimizer opt, shardopt_elastic_status *status) {
+    if (status) status->struct_size = sizeof *status;
+    SO_TRY(shardopt_optimizer_elastic_status(opt, status), SO_VOID);
+}
+/* The checkpoint directory in force (a copy: valid as long as the optimizer is). */
+const char *so_elastic_dir(shardopt_optimizer opt) {
+    shardopt_elastic_status st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    SO_TRY(shardopt_optimizer_elastic_status(opt, &st), NULL);
+    return st.checkpoint_dir;
+}
+void so_checkpoint_now(shardopt_optimizer opt) { SO_TRY(shardopt_optimizer_checkpoint_now(opt), SO_VOID); }
+void so_finish_checkpoint(shardopt_optimizer opt) { SO_TRY(shardopt_optimizer_finish_checkpoint(opt), SO_VOID); }
 %}
 
 /* ---- optimize(): one entry per language ---- */

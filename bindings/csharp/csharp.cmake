@@ -26,8 +26,8 @@ if(SHARDOPT_BUILD_TESTS)
   add_test(NAME bindings.csharp COMMAND ${MONO_EXECUTABLE} ${CS_DIR}/ShardoptTests.exe)
   add_test(NAME samples.csharp_fsdp_adam COMMAND ${MONO_EXECUTABLE} ${CS_DIR}/FsdpAdam.exe)
   # issue 19: mistakes raise (safety), ranks that disagree fail everywhere (agreement), the generic/model API (api);
-  # issue 23: pipeline stages and runner (pipeline); issue 22: AsyncSGDOptimizer (async)
-  foreach(group safety agreement api pipeline async)
+  # issue 23: pipeline stages and runner (pipeline); issue 22: AsyncSGDOptimizer (async); issue 24: ElasticOptimizer (elastic)
+  foreach(group safety agreement api pipeline async elastic)
     add_test(NAME bindings.csharp_${group} COMMAND ${MONO_EXECUTABLE} ${CS_DIR}/ShardoptTests.exe --group ${group})
   endforeach()
   # the seed example ported (double, generic): 4 in-memory ranks == 1 process, and == the C++ core bit for bit
@@ -41,7 +41,7 @@ if(SHARDOPT_BUILD_TESTS)
   add_test(NAME samples.csharp_ported_fsdp_ucx
            COMMAND python3 ${SO_RUN} -n 4 --timeout 120 -- ${MONO_EXECUTABLE} ${CS_DIR}/PortedFsdp.exe ucx)
   set_tests_properties(bindings.csharp samples.csharp_fsdp_adam bindings.csharp_safety bindings.csharp_agreement
-    bindings.csharp_api bindings.csharp_pipeline bindings.csharp_async samples.csharp_ported_fsdp bindings.csharp_f64_reference_shuffled samples.csharp_ported_fsdp_ucx
+    bindings.csharp_api bindings.csharp_pipeline bindings.csharp_async bindings.csharp_elastic samples.csharp_ported_fsdp bindings.csharp_f64_reference_shuffled samples.csharp_ported_fsdp_ucx
     PROPERTIES LABELS csharp TIMEOUT 300
     ENVIRONMENT "LD_LIBRARY_PATH=${CS_DIR};SHARDOPT_RUN=${SO_RUN};MONO=${MONO_EXECUTABLE};SHARDOPT_CS_DIR=${CS_DIR}")
 endif()

@@ -672,6 +672,67 @@ SHARDOPT_API shardopt_status shardopt_optimizer_deserialize(shardopt_optimizer o
 /* Frees a buffer the library allocated (NULL is a no-op). */
 SHARDOPT_API shardopt_status shardopt_buffer_free(void *data);
 
+/* ---------------------------------------------------------------------------------------------
+ * Elastic training (docs/elastic.md): an optimizer made elastic checkpoints every k steps
+ * without stopping training (its state copied to host memory at the step boundary, the files
+ * written by background threads and published atomically once every rank has written them) and,
+ * when it is made elastic, resumes from the latest complete checkpoint in its directory at
+ * whatever world size the job now has (resharded). `shardopt-run --elastic --min N --max M
+ * --checkpoint-dir D` restarts the ranks with the survivors when one dies or a host is cut off.
+ * ------------------------------------------------------------------------------------------- */
+/* Zero means default in every field. */
+typedef struct shardopt_elastic_options {
+    size_t struct_size;         /* set by _init */
+    int32_t min_workers;        /* fewest ranks the job may run with; 0 = 1 */
+    int32_t max_workers;        /* most ranks; 0 = 1024 */
+    int32_t checkpoint_every;   /* optimizer steps between checkpoints; 0 = $SHARDOPT_CHECKPOINT_EVERY, else 100 */
+    /* A directory every rank reads and writes (across hosts: a shared file system), one per
+     * job; copied. NULL or "" = $SHARDOPT_CHECKPOINT_DIR (set by shardopt-run --checkpoint-dir). */
+    const char *checkpoint_dir;
+} shardopt_elastic_options;
+
+/* Fills *opts with the defaults noted above; prefer the inline _init. Errors: INVALID_ARGUMENT. */
+SHARDOPT_API shardopt_status shardopt_elastic_options_init_sized(shardopt_elastic_options *opts, size_t struct_size);
+static inline shardopt_status shardopt_elastic_options_init(shardopt_elastic_options *opts) {
+    return shardopt_elastic_options_init_sized(opts, sizeof *opts);
+}
+
+/* Collective: makes opt elastic (once). Checks the options and that the world size lies in
+ * [min_workers, max_workers], then loads the latest complete checkpoint in the directory when
+ * there is one, as shardopt_optimizer_load does (any world size and strategy); continue training
+ * from shardopt_optimizer_step_count. From then on shardopt_optimizer_step and
+ * shardopt_optimizer_optimize follow the checkpoint schedule after every step (one small
+ * allreduce per step while a checkpoint is being written), and the first optimize after a resume
+ * skips the iterations the checkpoint covers. Errors: INVALID_ARGUMENT (NULL, bad options, no
+ * directory), INVALID_STATE (already elastic; a world size outside the range; inside optimize),
+ * and those of shardopt_optimizer_load. */
+SHARDOPT_API shardopt_status shardopt_optimizer_make_elastic(shardopt_optimizer opt,
+                                                             const shardopt_elastic_options *options);
+
+typedef struct shardopt_elastic_status {
+    size_t struct_size;           /* set by the caller */
+    int64_t resumed_step;         /* the step count loaded by make_elastic; -1: no checkpoint was there */
+    int64_t last_checkpoint_step; /* the latest complete checkpoint (published or loaded); -1: none */
+    int32_t checkpoint_pending;   /* 1 while a checkpoint is being written */
+    int32_t generation;           /* restarts of the job before this run ($SHARDOPT_ELASTIC_GENERATION) */
+    int32_t min_workers, max_workers, checkpoint_every; /* in force */
+    int64_t checkpoints_published; /* by this process */
+    /* The last published checkpoint: seconds copying the state at the step boundary, writing in
+     * the background, and in the agreements between steps; bytes of the copy. */
+    double snapshot_seconds, write_seconds, publish_seconds;
+    uint64_t snapshot_bytes;
+    const char *checkpoint_dir;   /* in force; owned by the optimizer */
+} shardopt_elastic_status;
+
+/* Not collective. Errors: INVALID_ARGUMENT (NULL), INVALID_STATE (not elastic). */
+SHARDOPT_API shardopt_status shardopt_optimizer_elastic_status(shardopt_optimizer opt, shardopt_elastic_status *status);
+/* Collective: an elastic optimizer's checkpoint now, at a step boundary (the previous one
+ * finished first). Errors: INVALID_STATE (not elastic, mid gradient accumulation), IO. */
+SHARDOPT_API shardopt_status shardopt_optimizer_checkpoint_now(shardopt_optimizer opt);
+/* Collective: waits for the checkpoint being written, if any, and publishes it (at the end of
+ * training). A failed write fails it on every rank (IO); the previous checkpoint stays. */
+SHARDOPT_API shardopt_status shardopt_optimizer_finish_checkpoint(shardopt_optimizer opt);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

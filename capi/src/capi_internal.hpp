@@ -12,6 +12,7 @@
 #define SHARDOPT_EXPERIMENTAL
 #include "shardopt.h"
 #include "shardopt/comm.hpp"
+#include "shardopt/elastic.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/params.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -43,6 +44,9 @@ struct shardopt_params_s {
 struct shardopt_optimizer_s {
     HandleTag tag = HandleTag::optimizer;
     std::unique_ptr<shardopt::ShardedOptimizer> opt;
+    // Set by shardopt_optimizer_make_elastic: the checkpoint schedule around opt (declared after
+    // it, so destroyed first).
+    std::unique_ptr<shardopt::ElasticOptimizer> elastic;
     // True while shardopt_optimizer_optimize runs: its model callback must not call back into
     // (or destroy) the optimizer whose buffers the loop is using.
     bool in_optimize = false;

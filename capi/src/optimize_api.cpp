@@ -69,7 +69,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt,
             explicit InOptimize(shardopt_optimizer_s *handle) : h(handle) { h->in_optimize = true; }
             ~InOptimize() { h->in_optimize = false; }
         } in_optimize(opt);
-        const OptimizeResult r = o.optimize(fn, oo);
+        const OptimizeResult r = opt->elastic ? opt->elastic->optimize(fn, oo) : o.optimize(fn, oo);
         if (!result) return;
         if (out.best_parameters && !r.best_parameters.empty())
             std::memcpy(out.best_parameters, r.best_parameters.data(), r.best_parameters.size());

@@ -241,7 +241,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_step(shardopt_optimizer opt, sha
     return guard(__func__, [&] {
         ShardedOptimizer &o = opt_of(opt);
         if (result) check_out_struct(result, "step result"); // before stepping: outputs unchanged on error
-        const StepResult r = o.step();
+        const StepResult r = opt->elastic ? opt->elastic->step() : o.step();
         if (!result) return;
         shardopt_step_result c{};
         c.applied = r.applied;

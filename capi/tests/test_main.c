@@ -16,6 +16,7 @@ int main(void) {
     test_optimize();
     test_strategies();
     test_checkpoint();
+    test_elastic();
     test_pipeline();
     test_async();
     test_gpu();

@@ -11,6 +11,7 @@ void test_optimizer(void);    /* creation, step protocol, FSDP states, parameter
 void test_optimize(void);     /* optimize() with a C callback, failing callbacks */
 void test_strategies(void);   /* hybrid, Local SGD, accumulation, clipping */
 void test_checkpoint(void);   /* save/load, serialize/deserialize, resume, errors */
+void test_elastic(void);      /* elastic optimizers: resume at another world size, optimize, errors */
 void test_compression(void);  /* compression options, add_matrix, bytes on the wire per method */
 void test_offload(void);      /* ZeRO-Offload switches, memory stats' host fields; meaningless in host memory */
 void test_pipeline(void);     /* experimental: pipeline stages as callbacks */

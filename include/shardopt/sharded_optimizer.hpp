@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "shardopt/async_checkpoint.hpp"
 #include "shardopt/comm.hpp"
 #include "shardopt/compression.hpp"
 #include "shardopt/optim.hpp"
@@ -182,6 +183,16 @@ struct OptimizeOptions {
     // calls optimize() once per epoch passes its epoch, and visits the samples as one call over
     // every epoch would.
     int first_epoch = 0;
+    // Resuming a run (ElasticOptimizer): the number of its iterations (batches, counted over its
+    // epochs from the first) already done; they are skipped, without model calls or steps, and
+    // count towards max_iterations and OptimizeResult::iterations. The loss of the epoch it
+    // resumes in is the mean over its remaining batches; epochs skipped whole are not in the
+    // loss history. C++ only.
+    std::int64_t start_iteration = 0;
+    // Called on every rank after each iteration's step() with its result (ElasticOptimizer's
+    // periodic checkpoints); it may run collectives, as every rank calls it at the same point.
+    // C++ only.
+    std::function<void(const StepResult &)> after_step;
 };
 
 // Model callback: mean loss over the given samples at `params` (packed, all tensors in order),
@@ -304,6 +315,10 @@ class ShardedOptimizer {
     // parameters as `dir/model.safetensors`. Files are replaced atomically; an interrupted
     // save leaves the previous checkpoint loadable.
     void save(const std::string &dir, CheckpointForm form = CheckpointForm::sharded);
+    // The sharded save with its writing overlapping training (shardopt/async_checkpoint.hpp):
+    // collective; copies this rank's shard to host memory and returns while a thread writes it.
+    // Refused as save() is. The result must not outlive the optimizer.
+    std::unique_ptr<AsyncCheckpoint> save_async(const std::string &dir);
     // Loads a checkpoint of either form saved by any world size and strategy (resharding).
     // Validates everything before changing anything: on any error (Error(corrupt), io,
     // invalid_argument for a layout or optimizer mismatch) every rank throws and the

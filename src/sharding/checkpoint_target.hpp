@@ -11,12 +11,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "../checkpoint/container_format.hpp"
+#include "../checkpoint/manifest.hpp"
 #include "hybrid_grid.hpp"
 #include "owned_segments.hpp"
 #include "strategies/strategy_plan.hpp"
+#include "shardopt/error.hpp"
 
 namespace shardopt::checkpoint {
 
@@ -66,5 +70,39 @@ std::vector<unsigned char> serialize(CheckpointTarget &target);
 // From the directory or manifest `dir`, or from `bytes` when not null (serialize()'s bytes).
 void load(CheckpointTarget &target, const std::string &dir, const void *bytes, std::size_t size);
 void deserialize(CheckpointTarget &target, const void *data, std::size_t size);
+
+// The sharded save in parts, so that the writing can overlap training (AsyncCheckpoint):
+//   begin_sharded_save   collective, at a step boundary: the checks, the generation, this rank's
+//                        segments (copied into the save when `copy`, else pointing into the
+//                        target's memory, which must then stay unchanged until write_shard).
+//   write_shard          no communication, any thread: this rank's shard file, written
+//                        atomically; an error is kept in the save, not thrown.
+//   agree_sharded_save   collective: every rank learns whether any write failed (then every
+//                        rank throws its error and removes its file), and the files' sizes.
+//   write_manifest       rank 0, any thread: the manifest, atomically (the moment the checkpoint
+//                        exists), then what it replaced goes; an error is kept, not thrown.
+//   agree_manifest       collective: every rank throws rank 0's manifest error, if any.
+// publish_sharded_save is the last three back to back; save(sharded) is all of them.
+struct ShardedSave {
+    struct Outcome {
+        ErrorCode code = ErrorCode::ok;
+        std::string message;
+    };
+    std::string dir;
+    std::string file; // this rank's shard file name
+    std::int64_t step_count = 0;
+    Manifest manifest; // the files filled in by agree_sharded_save
+    nlohmann::json shard_header;
+    std::vector<SegmentData> data;
+    std::vector<std::vector<unsigned char>> copies; // what data points into, when copied
+    std::uint64_t bytes = 0, header_xxh3 = 0;        // this rank's file, once written
+    Outcome shard_outcome, manifest_outcome;
+};
+std::unique_ptr<ShardedSave> begin_sharded_save(CheckpointTarget &target, const std::string &dir, bool copy);
+void write_shard(ShardedSave &save) noexcept;
+void agree_sharded_save(Communicator &world, ShardedSave &save);
+void write_manifest(ShardedSave &save) noexcept;
+void agree_manifest(Communicator &world, ShardedSave &save);
+void publish_sharded_save(Communicator &world, ShardedSave &save);
 
 } // namespace shardopt::checkpoint

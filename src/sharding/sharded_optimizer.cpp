@@ -146,6 +146,12 @@ void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
     if (async_) return async_->save(dir, form);
     engine_->save(dir, form);
 }
+std::unique_ptr<AsyncCheckpoint> ShardedOptimizer::save_async(const std::string &dir) {
+    if (async_)
+        throw Error(ErrorCode::unsupported, "save_async: asynchronous SGD checkpoints with save() (its owners hold "
+                                            "state that a step-boundary snapshot would miss)");
+    return engine_->save_async(dir);
+}
 void ShardedOptimizer::load(const std::string &dir) {
     if (async_) return async_->load(dir);
     engine_->load(dir);

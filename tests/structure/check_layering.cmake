@@ -12,7 +12,10 @@ set(rules
   "optim:sharding"
   "comm:async"      # asynchronous SGD (src/async) is built on the communicators and the sharding pieces,
   "optim:async"     # never the other way round
-  "sharding:async")
+  "sharding:async"
+  "sharding:elastic"  # the elastic schedule sits on ShardedOptimizer's public interface, nothing under it
+  "checkpoint:elastic"
+  "comm:elastic")
 set(broken "")
 foreach(rule ${rules})
   string(REPLACE ":" ";" pair "${rule}")

@@ -361,6 +361,8 @@ namespace Shardopt.DistributedTraining
         }
 
         internal virtual void Configure(shardopt_sharding_options s) { }
+        /// <summary>Subclasses' collective set-up of the native optimizer just created (ElasticOptimizer).</summary>
+        internal virtual void Created(SWIGTYPE_p_shardopt_optimizer_s native) { }
 
         public Optimizer WrappedOptimizer { get; }
         public ShardingConfiguration ShardingConfiguration { get; }
@@ -439,6 +441,8 @@ namespace Shardopt.DistributedTraining
                         external = pin;
                     }
                     else handle = shardopt_native.so_optimizer_create(comm, p, opts, s, initPtr);
+                    try { Created(handle); }
+                    catch { DestroyNative(); throw; }
                     pushedOptionsLr = WrappedOptimizer.Options.LearningRate;
                     lastLayout = layout;
                     lastInitial = initial == null ? null : (T[])initial.Clone();
@@ -839,6 +843,7 @@ namespace Shardopt.DistributedTraining
                                                                     Shuffle = o.ShuffleData, Seed = o.RandomSeed,
                                                                     FirstEpoch = e }, out T[] _);
                 iterations += r.Iterations;
+                if (r.FitnessHistory.Length == 0) continue; // an epoch an ElasticOptimizer's resume skipped
                 train.Add(r.FitnessHistory[0]);
                 var current = GetParameters();
                 double score = hasVal ? Loss(model, current, inputData.XValidation, inputData.YValidation) : r.FitnessHistory[0];

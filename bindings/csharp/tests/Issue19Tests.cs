@@ -446,6 +446,8 @@ static partial class ShardoptTests
                 ("NoModelIsAClearError", NoModelIsAClearError), ("CollectivesBothTypes", CollectivesBothTypes), ("LearningRateLive", LearningRateLive) };
             case "pipeline": return PipelineGroup(); // PipelineTests.cs
             case "async": return AsyncGroup(); // AsyncSgdTests.cs
+            case "elastic": return new (string, Action)[] {
+                ("ElasticResumesAtAnotherWorldSize", ElasticResumesAtAnotherWorldSize), ("ElasticErrors", ElasticErrors) };
             default: throw new ArgumentException("unknown group " + name);
         }
     }

@@ -1,5 +1,6 @@
 """shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP, hybrid, Local SGD, async SGD), with
-optional gradient compression (bf16/fp16, int8/int4, top-k, PowerSGD).
+optional gradient compression (bf16/fp16, int8/int4, top-k, PowerSGD), and elastic training that
+resumes at another world size (ElasticOptimizer).
 
 The classes mirror AiDotNet.DistributedTraining in Python naming. They sit on the SWIG module
 `shardopt.shardopt_native`, generated at build time from bindings/shardopt.i over the C ABI.
@@ -27,6 +28,7 @@ from .sharding import (DatasetResult, DDPOptimizer, FSDPOptimizer, GradientCompr
                        MemoryStats, OptimizationInputData, OptimizationResult, ParameterLayout, ShardedOptimizer,
                        ShardingConfiguration, StepResult, ZeRO1Optimizer, ZeRO2Optimizer, ZeRO3Optimizer)
 from .async_sgd import AsyncSGDOptimizer
+from .elastic import ElasticOptimizer
 from ._views import NativeArray, ObjectDisposedError
 from .models import Model
 from .pipeline import PipelineBatchResult, PipelineCall, PipelineRunner, PipelineSchedule, PipelineStage

@@ -6,7 +6,8 @@
     shardopt-run -n 2 script.py                        # the same, as a console script
 
 Options (before the script): -n/--nprocs N, --master-addr A, --master-port P, --timeout S,
---keep-going, --bind none|core, --no-python. Each rank gets SHARDOPT_RANK, SHARDOPT_WORLD_SIZE,
+--keep-going, --bind none|core, --no-python; --elastic with its options (--min, --max,
+--checkpoint-dir, ...) restarts the job at another world size when ranks are lost (docs/elastic.md). Each rank gets SHARDOPT_RANK, SHARDOPT_WORLD_SIZE,
 SHARDOPT_MASTER_ADDR/PORT, a fresh SHARDOPT_JOB_TOKEN and SHARDOPT_BACKEND=ucx, as with the
 repository's tools/shardopt-run, whose code this runs (the wheel carries a copy of it).
 A script (a path, or -m module) runs under this interpreter (sys.executable), so the ranks use
@@ -17,8 +18,11 @@ import importlib.util
 import os
 import sys
 
-_VALUE_OPTIONS = {"-n", "--nprocs", "--master-addr", "--master-port", "--timeout", "--bind"}
-_FLAG_OPTIONS = {"--keep-going"}
+_VALUE_OPTIONS = {"-n", "--nprocs", "--master-addr", "--master-port", "--timeout", "--bind",
+                  # --elastic (docs/elastic.md)
+                  "--min", "--max", "--hosts", "--listen", "--join", "--token", "--checkpoint-dir", "--max-restarts",
+                  "--join-timeout", "--heartbeat", "--heartbeat-timeout", "--settle", "--stop-timeout"}
+_FLAG_OPTIONS = {"--keep-going", "--elastic"}
 
 
 def _load_launcher():

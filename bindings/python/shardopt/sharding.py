@@ -521,6 +521,11 @@ class ShardedOptimizer(NativeResource):
                 handle = _n.so_optimizer_create(comm, params, opts, self._sharding, initial)
         finally:
             _n.so_params_destroy(params)
+        try:
+            self._created(handle)
+        except BaseException:
+            _n.so_optimizer_destroy(handle)
+            raise
         # the handle, freed once this object is closed and no view of its memory is left;
         # `keep`: caller parameters must outlive it
         self._owner = NativeOwner(handle, _n.so_optimizer_destroy,
@@ -529,6 +534,9 @@ class ShardedOptimizer(NativeResource):
         self._options_lr_seen = self._wrapped.options.learning_rate
         self._init_args = (layout, None if initial is None else initial.copy(), parameters)
         return self
+
+    def _created(self, handle):
+        """Subclasses' collective set-up of the native optimizer just created (ElasticOptimizer)."""
 
     def padded_count_for(self, layout):
         """Elements a `parameters=` array needs for `layout` on this backend."""
@@ -703,6 +711,10 @@ class ShardedOptimizer(NativeResource):
                         e.add_note(f"(raised by the model on rank {self.rank}; every rank's optimize failed)")
                 raise
             iterations += r.iterations
+            if r.loss_history_count == 0:  # an epoch an elastic optimizer's resume skipped
+                if max_iterations and iterations >= max_iterations:
+                    break
+                continue
             train_loss = float(history[0])
             train_history.append(train_loss)
             score = train_loss

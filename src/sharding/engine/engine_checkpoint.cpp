@@ -5,10 +5,12 @@
 // commits them (parameters, state, the updaters' step counts) only once every rank has
 // validated everything. The operations' own collectives run on host buffers, through
 // Space::host_access.
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 
+#include "../async_save.hpp"
 #include "../checkpoint_target.hpp"
 #include "rank_agreement.hpp"
 #include "step_engine.hpp"
@@ -180,6 +182,14 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
 void StepEngine::save(const std::string &dir, CheckpointForm form) {
     CheckpointView view(*this);
     checkpoint::save(view, dir, form);
+}
+
+std::unique_ptr<AsyncCheckpoint> StepEngine::save_async(const std::string &dir) {
+    const auto start = std::chrono::steady_clock::now();
+    CheckpointView view(*this);
+    std::unique_ptr<checkpoint::ShardedSave> save = checkpoint::begin_sharded_save(view, dir, true);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return start_async_save(std::move(save), view.world(), [this] { wait_param_gathers(); }, seconds);
 }
 
 void StepEngine::load(const std::string &dir) {

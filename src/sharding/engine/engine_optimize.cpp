@@ -17,7 +17,7 @@
 
 namespace shardopt::engine {
 
-void StepEngine::step_on_packed_gradient(const unsigned char *packed_grad) {
+StepResult StepEngine::step_on_packed_gradient(const unsigned char *packed_grad) {
     zero_grad();
     std::size_t packed = 0;
     for (int b = 0; b < layout_.bucket_count(); ++b) {
@@ -27,7 +27,7 @@ void StepEngine::step_on_packed_gradient(const unsigned char *packed_grad) {
         packed += count;
         grad_ready(b);
     }
-    step();
+    return step();
 }
 
 OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOptions &o) {
@@ -36,6 +36,7 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
     require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
     require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
     require(o.first_epoch >= 0, ErrorCode::invalid_argument, "optimize: first_epoch must be >= 0");
+    require(o.start_iteration >= 0, ErrorCode::invalid_argument, "optimize: start_iteration must be >= 0");
     require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
             "optimize: max_iterations, patience and min_delta must be >= 0");
     const ParameterSet &layout = layout_;
@@ -55,6 +56,14 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
         bool hit_limit = false;
         for (std::int64_t start = 0; start < o.num_samples; start += batch) {
             const std::int64_t batch_n = std::min(batch, o.num_samples - start);
+            if (result.iterations < o.start_iteration) { // done before the run was resumed
+                ++result.iterations;
+                if (o.max_iterations > 0 && result.iterations >= o.max_iterations) {
+                    hit_limit = true;
+                    break;
+                }
+                continue;
+            }
             const BatchSlice slice = batch_slice(start, batch_n, dp_rank, dp);
             samples.resize(std::size_t(slice.size()));
             for (std::int64_t i = slice.begin; i < slice.end; ++i)
@@ -66,7 +75,8 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
             const double weight = slice.weight;
             if (weight != 1.0) scale(grads.data(), n, layout.dtype(), weight);
             local_loss *= weight;
-            step_on_packed_gradient(grads.data());
+            const StepResult stepped = step_on_packed_gradient(grads.data());
+            if (o.after_step) o.after_step(stepped);
             const double batch_loss = space_->allreduce_scalar(*grid_.data, local_loss, ReduceOp::avg);
             // Every rank sees the same average: all stop together, instead of skipping steps forever.
             if (!std::isfinite(batch_loss))
@@ -81,6 +91,10 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
                 hit_limit = true;
                 break;
             }
+        }
+        if (epoch_samples == 0) { // skipped whole: resumed after it
+            if (hit_limit) break;
+            continue;
         }
         const double epoch_loss = epoch_loss_sum / double(epoch_samples);
         result.loss_history.push_back(epoch_loss);

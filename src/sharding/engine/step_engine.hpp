@@ -66,6 +66,7 @@ class StepEngine {
 
     // --- checkpoints and state (engine_checkpoint.cpp) ---
     void save(const std::string &dir, CheckpointForm form);
+    std::unique_ptr<AsyncCheckpoint> save_async(const std::string &dir);
     void load(const std::string &dir);
     std::vector<unsigned char> serialize();
     void deserialize(const void *data, std::size_t size);
@@ -116,7 +117,7 @@ class StepEngine {
     double global_sum_of_squares();
     void update_and_gather(double clip);
     // One step of the training loop on a packed host gradient.
-    void step_on_packed_gradient(const unsigned char *packed_grad);
+    StepResult step_on_packed_gradient(const unsigned char *packed_grad);
     void wait_param_gather(int b);
     void wait_param_gathers();
     void average_params();

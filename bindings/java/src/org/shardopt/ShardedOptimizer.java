@@ -93,6 +93,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     void configure(shardopt_sharding_options s) {}
 
+    /** Subclasses' collective set-up of the native optimizer just created (ElasticOptimizer). */
+    void created(SWIGTYPE_p_shardopt_optimizer_s x) {}
+
     /** Checks that data (float[], double[] or a direct Float/Double/ByteBuffer; null when allowed) holds
      *  exactly count (atLeast: at least count) elements of precision p. */
     static void checkData(Object data, long count, ParameterLayout.Precision p, String what, boolean atLeast) {
@@ -148,6 +151,15 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
                 external = direct;
             } else {
                 handle = shardopt_native.so_optimizer_create(config.getCommunicationBackend().handle(), p, opts, s, init);
+            }
+            try {
+                created(handle);
+            } catch (RuntimeException | Error e) {
+                SWIGTYPE_p_shardopt_optimizer_s x = handle;
+                handle = null;
+                external = null;
+                shardopt_native.so_optimizer_destroy(x);
+                throw e;
             }
             this.layout = layout;
             this.initialCopy = copyOf(initial);
@@ -408,6 +420,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
                 OptimizationResult r = run(raw, samples, batch, 1, left, 0, 0, shuffle, seed + e);
                 iterations += r.getIterations();
                 double[] h = r.getFitnessHistory();
+                if (h.length == 0) { // an epoch an ElasticOptimizer's resume skipped
+                    if (input.maxIterations > 0 && iterations >= input.maxIterations) break;
+                    continue;
+                }
                 double trainLoss = h.length > 0 ? h[0] : r.getBestFitnessScore();
                 hist.add(trainLoss);
                 Object current = packedParameters();
