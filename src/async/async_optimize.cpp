@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "../sharding/epoch_order.hpp"
+#include "../sharding/epoch_progress.hpp"
 #include "../sharding/vector_ops.hpp"
 #include "async_state.hpp"
 #include "session.hpp"
@@ -51,9 +52,10 @@ OptimizeResult AsyncSgdOptimizer::optimize(const ModelFunction &model, const Opt
 
     const auto started = Clock::now();
     AsyncSgdStats stats;
-    OptimizeResult result;
-    result.best_loss = std::numeric_limits<double>::infinity();
-    int epochs_without_improvement = 0;
+    EpochProgress progress(
+        o, n * elem, [&s](void *packed) { s.view_to_packed(packed); },
+        [this](bool vote) { return should_early_stop(vote); });
+    OptimizeResult &result = progress.result();
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
         const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
         // The epoch's clocks: one per batch, as far as max_iterations allows.
@@ -113,30 +115,12 @@ OptimizeResult AsyncSgdOptimizer::optimize(const ModelFunction &model, const Opt
         stats.max_lead = std::max(stats.max_lead, int(account.max_lead));
         result.iterations += applied;
 
-        const double epoch_loss = account.epoch_loss;
-        result.loss_history.push_back(epoch_loss);
-        if (epoch_loss < result.best_loss - o.min_delta) {
-            result.best_loss = epoch_loss;
-            epochs_without_improvement = 0;
-            s.view_to_packed(params.data());
-            result.best_parameters.assign(params.begin(), params.end());
-        } else {
-            ++epochs_without_improvement;
-        }
-        if (hit_limit) break;
-        const bool want_stop = o.patience > 0 && epochs_without_improvement >= o.patience;
-        if (should_early_stop(want_stop)) {
-            result.stopped_early = true;
-            break;
-        }
+        if (progress.end_epoch(account.epoch_loss, hit_limit)) break;
     }
-    if (result.best_parameters.empty()) {
-        s.view_to_packed(params.data());
-        result.best_parameters.assign(params.begin(), params.end());
-    }
+    OptimizeResult finished = progress.finish();
     stats.seconds = seconds_since(started);
     s.stats = stats;
-    return result;
+    return finished;
 }
 
 } // namespace shardopt

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../epoch_order.hpp"
+#include "../epoch_progress.hpp"
 #include "../vector_ops.hpp"
 #include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
@@ -46,9 +47,10 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
     std::vector<unsigned char> params(n * elem), grads(n * elem);
     std::vector<std::int64_t> samples;
 
-    OptimizeResult result;
-    result.best_loss = std::numeric_limits<double>::infinity();
-    int epochs_without_improvement = 0;
+    EpochProgress progress(
+        o, n * elem, [this](void *packed) { get_parameters(packed); },
+        [this](bool vote) { return should_early_stop(vote); });
+    OptimizeResult &result = progress.result();
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
         const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
         double epoch_loss_sum = 0.0;
@@ -96,28 +98,9 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
             if (hit_limit) break;
             continue;
         }
-        const double epoch_loss = epoch_loss_sum / double(epoch_samples);
-        result.loss_history.push_back(epoch_loss);
-        if (epoch_loss < result.best_loss - o.min_delta) {
-            result.best_loss = epoch_loss;
-            epochs_without_improvement = 0;
-            get_parameters(params.data());
-            result.best_parameters.assign(params.begin(), params.end());
-        } else {
-            ++epochs_without_improvement;
-        }
-        if (hit_limit) break;
-        const bool want_stop = o.patience > 0 && epochs_without_improvement >= o.patience;
-        if (should_early_stop(want_stop)) {
-            result.stopped_early = true;
-            break;
-        }
+        if (progress.end_epoch(epoch_loss_sum / double(epoch_samples), hit_limit)) break;
     }
-    if (result.best_parameters.empty()) {
-        get_parameters(params.data());
-        result.best_parameters.assign(params.begin(), params.end());
-    }
-    return result;
+    return progress.finish();
 }
 
 } // namespace shardopt::engine
