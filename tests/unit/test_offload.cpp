@@ -27,6 +27,8 @@ using namespace shardopt;
 using shardopt::testing::assertion_mutex;
 using shardopt::testing::EmulatedDeviceSpace;
 using shardopt::testing::expect_error;
+using shardopt::testing::gradient;
+using shardopt::testing::initial_values;
 using shardopt::testing::TraceEvent;
 using shardopt::testing::with;
 using Kind = OffloadOp::Kind;
@@ -55,18 +57,6 @@ std::size_t offload_elements() {
     ParameterSet layout = offload_layout();
     layout.plan(1);
     return layout.element_count();
-}
-
-std::vector<float> initial_values(std::size_t n) {
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = 0.5f * std::sin(0.37f * float(i) + 0.1f);
-    return v;
-}
-
-// Depends on the parameters, the rank and the step: a stale parameter, a wrong shard or a
-// gradient that never reached the host all change the result.
-float gradient(float w, std::size_t i, int rank, int step) {
-    return std::cos(w * float(rank + 1) + 0.1f * float(step)) + 0.01f * float(i % 7) - 0.3f * w;
 }
 
 struct Config {

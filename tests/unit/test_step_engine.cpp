@@ -24,6 +24,8 @@
 using namespace shardopt;
 using shardopt::testing::assertion_mutex;
 using shardopt::testing::expect_error;
+using shardopt::testing::gradient;
+using shardopt::testing::initial_values;
 using shardopt::testing::with;
 
 namespace {
@@ -57,18 +59,6 @@ std::size_t test_elements() {
     ParameterSet layout = test_layout();
     layout.plan(1);
     return layout.element_count();
-}
-
-std::vector<float> initial_values(std::size_t n) {
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = 0.5f * std::sin(0.37f * float(i) + 0.1f);
-    return v;
-}
-
-// A gradient that depends on the parameters, the rank and the step, so a wrong shard, stale
-// parameters or a missed reduction all change the result.
-float gradient(float w, std::size_t i, int rank, int step) {
-    return std::cos(w * float(rank + 1) + 0.1f * float(step)) + 0.01f * float(i % 7) - 0.3f * w;
 }
 
 struct Config {
