@@ -145,6 +145,14 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     // For backends (and the layers that drive one): records `bytes` moved by this rank.
     void count_sent(std::size_t bytes) noexcept { bytes_sent_.fetch_add(bytes, std::memory_order_relaxed); }
 
+    // --- topology -------------------------------------------------------------------------
+    // The host each rank runs on, one index per rank, hosts numbered in the order of their
+    // lowest rank (rank 0 is on host 0); empty where the backend does not know. UCX learns it as
+    // the job starts (docs/collectives.md: host keys); an in-process group is one host unless
+    // made with ranks_per_host. A split communicator keeps its members' hosts. Layers above use
+    // it to combine a host's ranks before anything crosses a host's link.
+    const std::vector<int> &host_of_ranks() const noexcept { return host_of_ranks_; }
+
   protected:
     Communicator(int rank, int size);
 
@@ -152,6 +160,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     virtual void run(const Call &call) = 0;
     // split: backends create the child communicator (null for color < 0).
     virtual CommunicatorPtr run_split(int color, int key) = 0;
+
+    // For backends: the hosts of the ranks (see host_of_ranks; renumbered by lowest rank here).
+    void set_host_of_ranks(const std::vector<int> &host_of);
 
     // Called once by abort(): lets the backend wake peers blocked in this communicator.
     virtual void on_abort(const std::string &reason, ErrorCode code);
@@ -201,6 +212,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     ErrorCode abort_code_ = ErrorCode::ok;
     std::atomic<bool> aborted_{false}; // abort_reason_ is set: lets every call check without the lock
     std::atomic<std::uint64_t> bytes_sent_{0};
+    std::vector<int> host_of_ranks_;
 };
 
 // Timeout taken from SHARDOPT_TIMEOUT_MS when set, else Communicator::kDefaultTimeout.

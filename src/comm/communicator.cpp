@@ -2,6 +2,7 @@
 // state. Backends see only validated calls, one at a time.
 #include "shardopt/comm.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -109,6 +110,20 @@ Communicator::Communicator(int rank, int size)
 }
 
 Communicator::~Communicator() { shutdown_queues(); }
+
+void Communicator::set_host_of_ranks(const std::vector<int> &host_of) {
+    require(host_of.empty() || int(host_of.size()) == size_, ErrorCode::internal,
+            "set_host_of_ranks: one host per rank expected");
+    // Renumbered by first appearance: every rank derives the same indices from the same input.
+    std::vector<int> renumbered(host_of.size());
+    std::vector<std::pair<int, int>> seen; // (given index, new index)
+    for (std::size_t r = 0; r < host_of.size(); ++r) {
+        auto it = std::find_if(seen.begin(), seen.end(), [&](const auto &p) { return p.first == host_of[r]; });
+        if (it == seen.end()) it = seen.insert(seen.end(), {host_of[r], int(seen.size())});
+        renumbered[r] = it->second;
+    }
+    host_of_ranks_ = std::move(renumbered);
+}
 
 void Communicator::shutdown_queues() noexcept {
     if (!collective_queue_) return;

@@ -63,8 +63,10 @@ std::string mismatch_report(std::uint64_t seq, const std::vector<Call> &calls,
 
 class InProcessComm final : public Communicator {
   public:
-    InProcessComm(int rank, std::shared_ptr<InProcessGroup> group)
-        : Communicator(rank, group->size()), group_(std::move(group)) {}
+    InProcessComm(int rank, std::shared_ptr<InProcessGroup> group, const std::vector<int> &host_of)
+        : Communicator(rank, group->size()), group_(std::move(group)) {
+        set_host_of_ranks(host_of);
+    }
     ~InProcessComm() override { shutdown_queues(); } // before group_ goes
 
     std::string backend_name() const override { return "inprocess"; }
@@ -122,7 +124,9 @@ class InProcessComm final : public Communicator {
         auto child = group_->child_group(slot, color, int(members.size()));
         // Everyone must have taken its child group before the slot (which holds them) is freed.
         group_->finish_and_wait(seq, slot, deadline);
-        return std::make_shared<InProcessComm>(child_rank, child);
+        std::vector<int> child_hosts;
+        for (const auto &m : members) child_hosts.push_back(host_of_ranks()[std::size_t(m.second)]);
+        return std::make_shared<InProcessComm>(child_rank, child, child_hosts);
     }
 
   private:
@@ -232,12 +236,15 @@ class InProcessComm final : public Communicator {
 
 } // namespace
 
-std::vector<CommunicatorPtr> make_inprocess_group(int size) {
+std::vector<CommunicatorPtr> make_inprocess_group(int size, const std::vector<int> &host_of_ranks) {
     require(size >= 1, ErrorCode::invalid_argument, "in-process group size must be at least 1");
+    require(host_of_ranks.empty() || int(host_of_ranks.size()) == size, ErrorCode::invalid_argument,
+            "host_of_ranks names " + std::to_string(host_of_ranks.size()) + " hosts for " + std::to_string(size) + " ranks");
+    const std::vector<int> host_of = host_of_ranks.empty() ? std::vector<int>(std::size_t(size), 0) : host_of_ranks;
     auto group = std::make_shared<InProcessGroup>(size);
     std::vector<CommunicatorPtr> comms;
     comms.reserve(size);
-    for (int r = 0; r < size; ++r) comms.push_back(std::make_shared<InProcessComm>(r, group));
+    for (int r = 0; r < size; ++r) comms.push_back(std::make_shared<InProcessComm>(r, group, host_of));
     return comms;
 }
 

@@ -433,6 +433,7 @@ void UcxComm::attach_by_host_keys(bool hierarchy_allowed) {
     hierarchy_allowed_ = hierarchy_allowed;
     if (size() == 1) return;
     HostLayout layout(host_keys_);
+    set_host_of_ranks(layout.host_of);
     if (layout.hosts() == 1) return attach_shm_arena();
     const int per_host = int(layout.members.front().size());
     if (!hierarchy_allowed || !layout.uniform() || per_host < 2) return;

@@ -1,9 +1,11 @@
 #include "compressed_reducer.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "chunked_reducer.hpp"
+#include "hierarchical_chunked_reducer.hpp"
 #include "power_sgd_reducer.hpp"
 #include "shardopt/error.hpp"
 
@@ -46,6 +48,14 @@ std::unique_ptr<CompressedReducer> make_compressed_reducer(Communicator &group, 
     // the caller's traffic on the data group, nor the engine's FSDP gathers.
     CommunicatorPtr own = group.split(0, group.rank());
     if (options.method == GradientCompression::power_sgd) return make_power_sgd_reducer(std::move(own), layout, options, mode);
+    // Ranks on several hosts combine a host's gradients first, unless a rank opts out with
+    // SHARDOPT_HIERARCHY=0 (as for the collectives; every rank sees the same hosts, so all vote).
+    if (auto hosts = hierarchical_hosts(own->host_of_ranks()); !hosts.empty()) {
+        const char *env = std::getenv("SHARDOPT_HIERARCHY");
+        std::int32_t allowed = env && (env[0] == '0' || env[0] == 'n' || env[0] == 'N') ? 0 : 1;
+        own->allreduce(&allowed, 1, ReduceOp::min);
+        if (allowed) return make_hierarchical_chunked_reducer(std::move(own), std::move(hosts), layout, options, mode);
+    }
     return make_chunked_reducer(std::move(own), layout, options, mode);
 }
 

@@ -30,8 +30,9 @@ enum class ReduceMode {
 class CompressedReducer {
   public:
     virtual ~CompressedReducer() = default;
-    // bucket: the bucket's padded elements (host, the layout's dtype); with error feedback the
-    // residual is added into it. shard_out: where reduce_scatter puts this rank's chunk.
+    // bucket: the bucket's padded elements (host, the layout's dtype), the reducer's scratch until
+    // finish (an allreduce leaves the average there). shard_out: where reduce_scatter puts this
+    // rank's chunk. Every rank starts its buckets in the same order (start may issue a collective).
     virtual void start(int b, unsigned char *bucket, unsigned char *shard_out) = 0;
     virtual void finish(int b) = 0;
     // Waits, quietly, for every operation still in flight (teardown after an error).
