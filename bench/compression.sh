@@ -7,7 +7,9 @@
 #     figures; that test gates on them);
 #  2. time per DDP step of a bandwidth-bound model (four SIDE x SIDE matrices, almost no compute)
 #     on 2 hosts x 2 ranks in network namespaces whose links are shaped to each RATE, every
-#     method on the same namespaces, with its speed-up over uncompressed.
+#     method on the same namespaces, with its speed-up over uncompressed, the bytes the ranks
+#     moved (the host's ranks among themselves included) and the bytes rank 0's host link sent,
+#     each against uncompressed.
 #   BUILD=build bash bench/compression.sh   (RATES="1gbit 10gbit"; SIDE=1024; STEPS=4;
 #                                            METHODS=none,bf16,int8,top_k,power_sgd)
 set -uo pipefail
@@ -44,9 +46,10 @@ run_rate() { # RATE
   netns_wait_all >/dev/null || { echo "bench/compression: a rank failed ($rate)"; for f in "$LOGDIR"/rank*.log; do tail -n 3 "$f"; done; }
   grep '^method=' "$LOGDIR/rank0.log" | awk -v rate="$rate" '
     { for (i = 1; i <= NF; ++i) { split($i, kv, "="); f[kv[1]] = kv[2] }
-      if (f["method"] == "none") { base_ms = f["step_ms"]; base_b = f["bytes_per_step"] }
+      if (f["method"] == "none") { base_ms = f["step_ms"]; base_b = f["bytes_per_step"]; base_link = f["link_bytes_per_step"] }
       printf "  rate=%s %s", rate, $0
       if (base_ms > 0) printf " speedup=%.2fx bytes_ratio=%.4f", base_ms / f["step_ms"], f["bytes_per_step"] / base_b
+      if (base_link > 0) printf " link_bytes_ratio=%.4f", f["link_bytes_per_step"] / base_link
       printf "\n" }'
 }
 for rate in $RATES; do (run_rate "$rate"); done
