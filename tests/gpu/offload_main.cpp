@@ -421,6 +421,24 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    // Gradient compression runs on host memory: an optimizer in device memory refuses it, naming it.
+    try {
+        ParameterSet layout(DType::f32);
+        layout.add("w", 1000);
+        ShardingOptions o = options_of(Strategy::ddp, Mode{"none"}, stream);
+        o.compression.method = GradientCompression::int8;
+        ShardedOptimizer::create(comm, layout, OptimizerOptions::defaults(OptimizerKind::adam), o);
+        std::printf("FAIL rank=%d: an optimizer in cuda memory accepted int8 gradient compression\n", comm->rank());
+        ++failed;
+    } catch (const Error &e) {
+        const bool named = std::string(e.what()).find("gradient compression (int8)") != std::string::npos;
+        if (e.code() != ErrorCode::unsupported || !named) {
+            std::printf("FAIL rank=%d: compression in cuda memory refused with the wrong error: %s\n", comm->rank(), e.what());
+            ++failed;
+        } else if (comm->rank() == 0) {
+            std::printf("ok compression refused in cuda memory: %s\n", e.what());
+        }
+    }
     try {
         comm->barrier();
     } catch (const std::exception &e) {
