@@ -19,7 +19,10 @@
 // on hosts (host partials in local-rank order, then hosts in host order), and every rank gets
 // the same bits: each slice is reduced once by its cross group. avg reduces as sum and divides
 // once, by the world size, at the end.
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "../reduction.hpp"
 #include "algorithms.hpp"
@@ -41,20 +44,30 @@ struct Hier {
     ReduceOp op; // the op the steps use (avg: sum)
 };
 
-// Runs one step on a sub-communicator, adding what it moved to this communicator's bytes_sent
-// and naming the step in an error (its ranks are numbered within the sub-communicator).
-template <typename Step>
-void step(Hier &x, Communicator &sub, const char *what, const Step &body) {
-    const std::uint64_t before = sub.bytes_sent();
+// Runs body, naming the step in an error (which ranks ran it: the sub-communicator's ranks are
+// numbered within it).
+template <typename Body>
+void named(Hier &x, Communicator &sub, const std::string &what, const Body &body) {
     try {
         body();
     } catch (const Error &e) {
-        x.comm.count_sent(std::size_t(sub.bytes_sent() - before));
         const bool local = &sub == &x.local;
         throw Error(e.code(), describe(x.call) + " on rank " + std::to_string(x.comm.rank()) + ", " + what +
                                   (local ? " among the ranks of host " + std::to_string(x.h)
                                          : " among local rank " + std::to_string(x.l) + " of every host") +
                                   ": " + e.what());
+    }
+}
+
+// Runs one step on a sub-communicator, adding what it moved to this communicator's bytes_sent.
+template <typename Step>
+void step(Hier &x, Communicator &sub, const char *what, const Step &body) {
+    const std::uint64_t before = sub.bytes_sent();
+    try {
+        named(x, sub, what, body);
+    } catch (...) {
+        x.comm.count_sent(std::size_t(sub.bytes_sent() - before));
+        throw;
     }
     x.comm.count_sent(std::size_t(sub.bytes_sent() - before));
 }
@@ -72,6 +85,55 @@ void finish_avg(Hier &x, void *buf, std::size_t count) {
     if (x.call.op == ReduceOp::avg) divide_by_count(buf, count, x.call.dtype, x.comm.size());
 }
 
+// The pieces of an allreduce of `padded` elements through the hierarchy, `per_piece` elements
+// each (the last one shorter; all multiples of L). Every rank issues the same calls in the same
+// order on each sub-communicator: on the host's, RS(0), RS(1), AG(0), RS(2), AG(1), ...; across
+// hosts AR(0), AR(1), ... , AR(k) once RS(k) is in and AG(k) once AR(k) is.
+void pipelined_allreduce(Hier &x, const unsigned char *in, unsigned char *out, unsigned char *slice, std::size_t padded,
+                         std::size_t per_piece) {
+    const std::size_t pieces = (padded + per_piece - 1) / per_piece, L = std::size_t(x.per_host);
+    auto first = [&](std::size_t k) { return k * per_piece; };
+    auto length = [&](std::size_t k) { return std::min(per_piece, padded - first(k)); };
+    std::vector<WorkPtr> reduced(pieces), crossed(pieces), gathered(pieces);
+    const std::uint64_t before = x.local.bytes_sent() + x.cross.bytes_sent();
+    auto reduce = [&](std::size_t k) {
+        reduced[k] = x.local.reduce_scatter_async(in + first(k) * x.elem, slice + first(k) / L * x.elem, length(k) / L,
+                                                  x.call.dtype, x.op);
+    };
+    auto await = [&](WorkPtr &w, Communicator &sub, const char *what, std::size_t k) {
+        named(x, sub, what + (" of piece " + std::to_string(k) + " of " + std::to_string(pieces)), [&] { w->wait(); });
+    };
+    // What the host and cross communicators moved, on this one's count (the steps overlap).
+    auto count = [&] { x.comm.count_sent(std::size_t(x.local.bytes_sent() + x.cross.bytes_sent() - before)); };
+    try {
+        reduce(0);
+        for (std::size_t k = 0; k <= pieces; ++k) {
+            if (k < pieces) {
+                await(reduced[k], x.local, "reduce-scatter", k);
+                crossed[k] = x.cross.allreduce_async(slice + first(k) / L * x.elem, slice + first(k) / L * x.elem,
+                                                     length(k) / L, x.call.dtype, x.op);
+            }
+            if (k + 1 < pieces) reduce(k + 1);
+            if (k >= 1) {
+                await(crossed[k - 1], x.cross, "allreduce", k - 1);
+                gathered[k - 1] = x.local.allgather_async(slice + first(k - 1) / L * x.elem, out + first(k - 1) * x.elem,
+                                                          length(k - 1) / L, x.call.dtype);
+            }
+        }
+        for (std::size_t k = 0; k < pieces; ++k) await(gathered[k], x.local, "allgather", k);
+    } catch (...) {
+        // Nothing may still read the input or write the scratch and output once the caller moves on.
+        for (auto *works : {&reduced, &crossed, &gathered})
+            for (auto &w : *works) try {
+                    if (w) w->wait();
+                } catch (...) { // failed as well: over, which is all that matters here
+                }
+        count();
+        throw;
+    }
+    count();
+}
+
 void allreduce(Hier &x) {
     const std::size_t count = x.call.count, each = (count + std::size_t(x.per_host) - 1) / std::size_t(x.per_host);
     const std::size_t padded = each * std::size_t(x.per_host);
@@ -86,9 +148,18 @@ void allreduce(Hier &x) {
         in = whole;
     }
     unsigned char *slice = x.comm.scratch(kSlotB, each * x.elem);
-    step(x, x.local, "reduce-scatter", [&] { x.local.reduce_scatter(in, slice, each, x.call.dtype, x.op); });
-    step(x, x.cross, "allreduce", [&] { x.cross.allreduce(slice, slice, each, x.call.dtype, x.op); });
-    step(x, x.local, "allgather", [&] { x.local.allgather(slice, whole, each, x.call.dtype); });
+    // Pieces of the (padded) buffer, each a multiple of L elements, run as separate hierarchical
+    // allreduces in a pipeline, so the link carries piece k while the host reduces piece k + 1
+    // and gathers piece k - 1. Piece k's slice sits at its offset / L in `slice`.
+    const std::size_t per_piece = Tuning::get().hier_piece_bytes / x.elem / std::size_t(x.per_host) * std::size_t(x.per_host);
+    const std::size_t pieces = per_piece == 0 ? 1 : (padded + per_piece - 1) / per_piece;
+    if (pieces <= 1) {
+        step(x, x.local, "reduce-scatter", [&] { x.local.reduce_scatter(in, slice, each, x.call.dtype, x.op); });
+        step(x, x.cross, "allreduce", [&] { x.cross.allreduce(slice, slice, each, x.call.dtype, x.op); });
+        step(x, x.local, "allgather", [&] { x.local.allgather(slice, whole, each, x.call.dtype); });
+    } else {
+        pipelined_allreduce(x, in, whole, slice, padded, per_piece);
+    }
     if (whole != recv) std::memcpy(recv, whole, count * x.elem);
     finish_avg(x, recv, count);
 }

@@ -50,6 +50,7 @@ const Tuning &Tuning::get() {
         x.recv_slots = env_size("SHARDOPT_UCX_RECV_SLOTS", x.recv_slots);
         x.handoff_bytes = env_size("SHARDOPT_UCX_HANDOFF_BYTES", x.handoff_bytes);
         x.spin = std::chrono::microseconds(env_size("SHARDOPT_UCX_SPIN_US", std::size_t(x.spin.count())));
+        x.hier_piece_bytes = env_size("SHARDOPT_UCX_HIER_PIECE_BYTES", x.hier_piece_bytes);
         if (const char *v = std::getenv("SHARDOPT_CMA")) x.cma = !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
         if (const char *v = std::getenv("SHARDOPT_UCX_STAGE"))
             x.stage_inputs = !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');

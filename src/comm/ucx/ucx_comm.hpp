@@ -36,6 +36,9 @@ struct Tuning {
     std::size_t handoff_bytes = 0;
     static constexpr std::size_t kHandoffOwnCores = 1 << 20, kHandoffSharedCores = 16 << 20;
     bool stage_inputs = true;                // hand-off in groups of up to 4: inputs through staging rings
+    // Hierarchical allreduce over more than this: pieces of this size, each piece's inter-host
+    // step overlapping the host steps of its neighbours (0: one piece).
+    std::size_t hier_piece_bytes = 4 << 20;
     static const Tuning &get();
 };
 
