@@ -151,7 +151,7 @@ void allreduce(Hier &x) {
     // Pieces of the (padded) buffer, each a multiple of L elements, run as separate hierarchical
     // allreduces in a pipeline, so the link carries piece k while the host reduces piece k + 1
     // and gathers piece k - 1. Piece k's slice sits at its offset / L in `slice`.
-    const std::size_t per_piece = Tuning::get().hier_piece_bytes / x.elem / std::size_t(x.per_host) * std::size_t(x.per_host);
+    const std::size_t per_piece = x.comm.hier_piece_bytes() / x.elem / std::size_t(x.per_host) * std::size_t(x.per_host);
     const std::size_t pieces = per_piece == 0 ? 1 : (padded + per_piece - 1) / per_piece;
     if (pieces <= 1) {
         step(x, x.local, "reduce-scatter", [&] { x.local.reduce_scatter(in, slice, each, x.call.dtype, x.op); });

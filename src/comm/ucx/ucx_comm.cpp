@@ -396,21 +396,23 @@ void UcxComm::attach_hosts() {
     // SHARDOPT_HIERARCHY: 0 flat, 1 hierarchical or fail, unset: hierarchical where the layout allows.
     std::int64_t wants = 2; // 0 flat, 1 required, 2 where possible
     if (const char *v = std::getenv("SHARDOPT_HIERARCHY"); v && *v) wants = v[0] == '0' || v[0] == 'n' || v[0] == 'N' ? 0 : 1;
-    std::int64_t mine[2] = {std::int64_t(this_host_key()), wants};
-    std::vector<std::int64_t> all(std::size_t(size()) * 2);
+    std::int64_t mine[3] = {std::int64_t(this_host_key()), wants, std::int64_t(Tuning::get().hier_piece_bytes)};
+    std::vector<std::int64_t> all(std::size_t(size()) * 3);
     Call gather;
     gather.kind = CallKind::allgather;
     gather.send = mine;
     gather.recv = all.data();
-    gather.count = 2;
+    gather.count = 3;
     gather.dtype = DType::i64;
     run_collective(gather);
     host_keys_.clear();
     bool everyone_allows = true, someone_requires = false;
+    hier_piece_bytes_ = 0; // the largest any rank asked for: every rank cuts the same pieces
     for (int r = 0; r < size(); ++r) {
-        host_keys_.push_back(std::uint64_t(all[std::size_t(r) * 2]));
-        everyone_allows &= all[std::size_t(r) * 2 + 1] != 0;
-        someone_requires |= all[std::size_t(r) * 2 + 1] == 1;
+        host_keys_.push_back(std::uint64_t(all[std::size_t(r) * 3]));
+        everyone_allows &= all[std::size_t(r) * 3 + 1] != 0;
+        someone_requires |= all[std::size_t(r) * 3 + 1] == 1;
+        hier_piece_bytes_ = std::max(hier_piece_bytes_, std::size_t(all[std::size_t(r) * 3 + 2]));
     }
     // The exchange finished on every rank: the arena's set-up numbers from here, as when the
     // communicator is new (its stop point names collective 0 of the world).
@@ -480,6 +482,7 @@ CommunicatorPtr UcxComm::run_split(int color, int key) {
         child->attach_shm_arena();
     } else if (!host_keys_.empty()) {
         for (const auto &m : members) child->host_keys_.push_back(host_keys_[std::size_t(m.second)]);
+        child->hier_piece_bytes_ = hier_piece_bytes_;
         child->attach_by_host_keys(hierarchy_allowed_);
     }
     return child;

@@ -79,6 +79,9 @@ class UcxComm final : public Communicator {
         std::shared_ptr<Communicator> local, cross;
     };
     const Hierarchy *hierarchy() const { return hierarchy_.get(); }
+    // Hierarchical allreduces over this are cut into pieces this size (0: one piece); the
+    // largest SHARDOPT_UCX_HIER_PIECE_BYTES of any rank, agreed in attach_hosts.
+    std::size_t hier_piece_bytes() const { return hier_piece_bytes_; }
     ExchangeStorage &exchange_storage() { return *exchange_storage_; }
     Clock::duration spin_time() const { return Tuning::get().spin; }
     // More ranks on this host than cores this process may run on: waits yield instead of spinning.
@@ -119,6 +122,7 @@ class UcxComm final : public Communicator {
     std::unique_ptr<ShmArena> arena_;
     std::vector<std::uint64_t> host_keys_; // per rank, once attach_hosts ran (split children inherit them)
     bool hierarchy_allowed_ = false;       // agreed by every rank in attach_hosts
+    std::size_t hier_piece_bytes_ = 0;     // agreed likewise (Tuning::hier_piece_bytes)
     std::unique_ptr<Hierarchy> hierarchy_;
     std::unique_ptr<ExchangeStorage> exchange_storage_;
     bool shares_cores_ = false;
