@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 
+#include "../env_switch.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::ucx {
@@ -172,7 +173,7 @@ bool ShmArena::abandoned(int rank, std::uint64_t seq) const {
 }
 
 bool shm_arena_allowed() {
-    if (const char *v = std::getenv("SHARDOPT_SHM")) return !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
+    if (const char *v = std::getenv("SHARDOPT_SHM")) return !switched_off(v);
     const char *tls = std::getenv("UCX_TLS");
     if (!tls || !*tls) return true;
     const std::string t = tls;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../env_switch.hpp"
 #include "../reduction.hpp"
 #include "algorithms.hpp"
 #include "exchange.hpp"
@@ -51,9 +52,8 @@ const Tuning &Tuning::get() {
         x.handoff_bytes = env_size("SHARDOPT_UCX_HANDOFF_BYTES", x.handoff_bytes);
         x.spin = std::chrono::microseconds(env_size("SHARDOPT_UCX_SPIN_US", std::size_t(x.spin.count())));
         x.hier_piece_bytes = env_size("SHARDOPT_UCX_HIER_PIECE_BYTES", x.hier_piece_bytes);
-        if (const char *v = std::getenv("SHARDOPT_CMA")) x.cma = !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
-        if (const char *v = std::getenv("SHARDOPT_UCX_STAGE"))
-            x.stage_inputs = !(v[0] == '0' || v[0] == 'n' || v[0] == 'N');
+        if (const char *v = std::getenv("SHARDOPT_CMA")) x.cma = !switched_off(v);
+        if (const char *v = std::getenv("SHARDOPT_UCX_STAGE")) x.stage_inputs = !switched_off(v);
         return x;
     }();
     return t;
@@ -395,7 +395,7 @@ void UcxComm::attach_hosts() {
     const std::uint64_t first_seq = next_seq_;
     // SHARDOPT_HIERARCHY: 0 flat, 1 hierarchical or fail, unset: hierarchical where the layout allows.
     std::int64_t wants = 2; // 0 flat, 1 required, 2 where possible
-    if (const char *v = std::getenv("SHARDOPT_HIERARCHY"); v && *v) wants = v[0] == '0' || v[0] == 'n' || v[0] == 'N' ? 0 : 1;
+    if (const char *v = std::getenv("SHARDOPT_HIERARCHY"); v && *v) wants = switched_off(v) ? 0 : 1;
     std::int64_t mine[3] = {std::int64_t(this_host_key()), wants, std::int64_t(Tuning::get().hier_piece_bytes)};
     std::vector<std::int64_t> all(std::size_t(size()) * 3);
     Call gather;

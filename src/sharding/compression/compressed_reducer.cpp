@@ -5,6 +5,7 @@
 #include <string>
 
 #include "chunked_reducer.hpp"
+#include "comm/env_switch.hpp"
 #include "hierarchical_chunked_reducer.hpp"
 #include "power_sgd_reducer.hpp"
 #include "shardopt/error.hpp"
@@ -52,7 +53,7 @@ std::unique_ptr<CompressedReducer> make_compressed_reducer(Communicator &group, 
     // SHARDOPT_HIERARCHY=0 (as for the collectives; every rank sees the same hosts, so all vote).
     if (auto hosts = hierarchical_hosts(own->host_of_ranks()); !hosts.empty()) {
         const char *env = std::getenv("SHARDOPT_HIERARCHY");
-        std::int32_t allowed = env && (env[0] == '0' || env[0] == 'n' || env[0] == 'N') ? 0 : 1;
+        std::int32_t allowed = env && switched_off(env) ? 0 : 1;
         own->allreduce(&allowed, 1, ReduceOp::min);
         if (allowed) return make_hierarchical_chunked_reducer(std::move(own), std::move(hosts), layout, options, mode);
     }
