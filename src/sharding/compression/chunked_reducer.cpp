@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "chunk_codec.hpp"
-#include "residual_state.hpp"
+#include "chunk_residuals.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::compression {
@@ -13,12 +13,8 @@ namespace {
 template <typename T> class ChunkedReducer final : public CompressedReducer {
   public:
     ChunkedReducer(CommunicatorPtr comm, const ParameterSet &layout, const CompressionOptions &options, ReduceMode mode)
-        : comm_(std::move(comm)), layout_(layout), options_(options), mode_(mode), codec_(options, layout.dtype()),
-          buckets_(std::size_t(layout.bucket_count())) {
-        if (options_.keeps_residuals()) {
-            residual_.assign(layout_.padded_count(), T(0));
-            if (mode_ == ReduceMode::allreduce) server_residual_.assign(layout_.shard_count(), T(0));
-        }
+        : comm_(std::move(comm)), layout_(layout), mode_(mode), codec_(options, layout.dtype()),
+          buckets_(std::size_t(layout.bucket_count())), residuals_(layout, options, mode) {
         sum_.resize(layout_.max_bucket_padded() / std::size_t(comm_->size()));
     }
     ~ChunkedReducer() override { abandon(); }
@@ -34,10 +30,9 @@ template <typename T> class ChunkedReducer final : public CompressedReducer {
         f.send.resize(std::size_t(p) * pb);
         f.recv.resize(std::size_t(p) * pb);
         T *g = f.bucket;
-        T *res = residual_.empty() ? nullptr : residual_.data() + bl.offset;
         for (int j = 0; j < p; ++j) // with a residual, what a payload misses stays for the next step
             codec_.encode(g + std::size_t(j) * s, s, f.send.data() + std::size_t(j) * pb,
-                          res ? res + std::size_t(j) * s : nullptr);
+                          residuals_.sent(bl.offset + std::size_t(j) * s));
         // Receives first: a peer's send may then land directly.
         for (int i = 0; i < p; ++i)
             if (i != r) f.works.push_back(comm_->recv_async(f.recv.data() + std::size_t(i) * pb, pb, DType::u8, i, b));
@@ -67,8 +62,7 @@ template <typename T> class ChunkedReducer final : public CompressedReducer {
         // Phase two: the reduced chunk compressed once (plus the owner's residual), allgathered,
         // and every rank decodes the same bytes.
         unsigned char *mine = f.send.data() + std::size_t(r) * pb; // its own chunk was never sent
-        T *server = server_residual_.empty() ? nullptr : server_residual_.data() + bl.shard_offset;
-        codec_.encode(sum, s, mine, server);
+        codec_.encode(sum, s, mine, residuals_.owned(bl.shard_offset));
         comm_->allgather(mine, f.recv.data(), pb, DType::u8);
         for (int j = 0; j < p; ++j) codec_.decode(f.recv.data() + std::size_t(j) * pb, s, f.bucket + std::size_t(j) * s);
     }
@@ -83,25 +77,18 @@ template <typename T> class ChunkedReducer final : public CompressedReducer {
         }
     }
 
-    void clear_residuals() override {
-        std::fill(residual_.begin(), residual_.end(), T(0));
-        std::fill(server_residual_.begin(), server_residual_.end(), T(0));
-    }
+    void clear_residuals() override { residuals_.clear(); }
 
     std::size_t state_bytes() const noexcept override {
-        std::size_t total = (residual_.size() + server_residual_.size() + sum_.size()) * sizeof(T);
+        std::size_t total = residuals_.bytes() + sum_.size() * sizeof(T);
         for (const auto &f : buckets_) total += f.send.capacity() + f.recv.capacity();
         return total;
     }
 
     std::uint64_t bytes_sent() const noexcept override { return comm_->bytes_sent(); }
 
-    std::vector<unsigned char> save_state() const override {
-        return residual_state::save(options_.method, {&residual_, &server_residual_});
-    }
-    bool load_state(const std::vector<unsigned char> &bytes) override {
-        return residual_state::load(bytes, options_.method, {&residual_, &server_residual_});
-    }
+    std::vector<unsigned char> save_state() const override { return residuals_.save(); }
+    bool load_state(const std::vector<unsigned char> &bytes) override { return residuals_.load(bytes); }
 
   private:
     struct InFlight {
@@ -113,13 +100,11 @@ template <typename T> class ChunkedReducer final : public CompressedReducer {
 
     CommunicatorPtr comm_;
     const ParameterSet &layout_;
-    CompressionOptions options_;
     ReduceMode mode_;
     ChunkCodec codec_;
     std::vector<InFlight> buckets_;
-    std::vector<T> residual_;        // this rank's, every bucket (padded flat layout)
-    std::vector<T> server_residual_; // of the chunks this rank reduces (shard layout)
-    std::vector<T> sum_;             // one chunk
+    ChunkResiduals<T> residuals_;
+    std::vector<T> sum_; // one chunk
 };
 
 } // namespace

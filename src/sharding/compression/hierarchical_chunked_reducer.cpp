@@ -5,7 +5,7 @@
 #include <deque>
 
 #include "chunk_codec.hpp"
-#include "residual_state.hpp"
+#include "chunk_residuals.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::compression {
@@ -51,8 +51,8 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
     HierarchicalChunkedReducer(CommunicatorPtr comm, std::vector<std::vector<int>> hosts, const ParameterSet &layout,
                                const CompressionOptions &options, ReduceMode mode)
         : comm_(std::move(comm)), hosts_(std::move(hosts)), hosts_count_(hosts_.size()), per_host_(hosts_.front().size()),
-          layout_(layout), options_(options), mode_(mode), codec_(options, layout.dtype()),
-          buckets_(std::size_t(layout.bucket_count())) {
+          layout_(layout), mode_(mode), codec_(options, layout.dtype()), buckets_(std::size_t(layout.bucket_count())),
+          residuals_(layout, options, mode) {
         for (std::size_t h = 0; h < hosts_count_; ++h)
             for (std::size_t l = 0; l < per_host_; ++l)
                 if (hosts_[h][l] == comm_->rank()) host_ = int(h), local_rank_ = int(l);
@@ -66,10 +66,6 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
         consecutive_ = true;
         for (std::size_t h = 0; h < hosts_count_; ++h)
             for (std::size_t l = 0; l < per_host_; ++l) consecutive_ &= hosts_[h][l] == int(h * per_host_ + l);
-        if (options_.keeps_residuals()) {
-            residual_.assign(layout_.padded_count(), T(0));
-            if (mode_ == ReduceMode::allreduce) server_residual_.assign(layout_.shard_count(), T(0));
-        }
         const std::size_t max_chunk = layout_.max_bucket_padded() / std::size_t(comm_->size());
         sum_.resize(max_chunk);
         if (!consecutive_) chunk_scratch_.resize(max_chunk);
@@ -133,8 +129,7 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
         mine_.resize(pb);
         cross_gathered_.resize(hosts_count_ * pb);
         gathered_.resize(std::size_t(comm_->size()) * pb);
-        T *server = server_residual_.empty() ? nullptr : server_residual_.data() + bl.shard_offset;
-        codec_.encode(sum, s, mine_.data(), server);
+        codec_.encode(sum, s, mine_.data(), residuals_.owned(bl.shard_offset));
         cross_comm_->allgather(mine_.data(), cross_gathered_.data(), pb, DType::u8);
         host_comm_->allgather(cross_gathered_.data(), gathered_.data(), hosts_count_ * pb, DType::u8);
         for (std::size_t l = 0; l < per_host_; ++l) // gathered: [local rank][host] payloads
@@ -156,13 +151,10 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
         started_.clear();
     }
 
-    void clear_residuals() override {
-        std::fill(residual_.begin(), residual_.end(), T(0));
-        std::fill(server_residual_.begin(), server_residual_.end(), T(0));
-    }
+    void clear_residuals() override { residuals_.clear(); }
 
     std::size_t state_bytes() const noexcept override {
-        std::size_t total = (residual_.size() + server_residual_.size() + sum_.size() + chunk_scratch_.size()) * sizeof(T);
+        std::size_t total = residuals_.bytes() + (sum_.size() + chunk_scratch_.size()) * sizeof(T);
         for (const auto &f : buckets_) total += f.host_sum.capacity() * sizeof(T) + f.send.capacity() + f.recv.capacity();
         return total + mine_.capacity() + cross_gathered_.capacity() + gathered_.capacity();
     }
@@ -171,12 +163,8 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
         return comm_->bytes_sent() + host_comm_->bytes_sent() + cross_comm_->bytes_sent();
     }
 
-    std::vector<unsigned char> save_state() const override {
-        return residual_state::save(options_.method, {&residual_, &server_residual_});
-    }
-    bool load_state(const std::vector<unsigned char> &bytes) override {
-        return residual_state::load(bytes, options_.method, {&residual_, &server_residual_});
-    }
+    std::vector<unsigned char> save_state() const override { return residuals_.save(); }
+    bool load_state(const std::vector<unsigned char> &bytes) override { return residuals_.load(bytes); }
 
   private:
     enum class Stage { idle, host_reducing, crossing };
@@ -201,10 +189,9 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
         const std::size_t s = bl.shard, pb = codec_.payload_bytes(s);
         f.send.resize(hosts_count_ * pb);
         f.recv.resize(hosts_count_ * pb);
-        T *res = residual_.empty() ? nullptr : residual_.data() + bl.offset;
         for (std::size_t h = 0; h < hosts_count_; ++h) { // error feedback on what this rank sends: the host's sum
             const std::size_t owner = std::size_t(hosts_[h][std::size_t(local_rank_)]);
-            codec_.encode(f.host_sum.data() + h * s, s, f.send.data() + h * pb, res ? res + owner * s : nullptr);
+            codec_.encode(f.host_sum.data() + h * s, s, f.send.data() + h * pb, residuals_.sent(bl.offset + owner * s));
         }
         for (std::size_t h = 0; h < hosts_count_; ++h) // receives first: a peer's send may then land directly
             if (int(h) != host_) f.works.push_back(cross_comm_->recv_async(f.recv.data() + h * pb, pb, DType::u8, int(h), b));
@@ -221,13 +208,11 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
     std::vector<int> host_order_; // position t of the host reduce-scatter's input holds chunk host_order_[t]
     bool consecutive_ = false;    // host h holds ranks h L ... h L + L - 1
     const ParameterSet &layout_;
-    CompressionOptions options_;
     ReduceMode mode_;
     ChunkCodec codec_;
     std::vector<InFlight> buckets_;
+    ChunkResiduals<T> residuals_;
     std::deque<int> started_;             // buckets started and not finished, in start order
-    std::vector<T> residual_;             // what this rank's payloads missed (padded flat layout)
-    std::vector<T> server_residual_;      // of the chunk this rank owns (shard layout)
     std::vector<T> sum_, chunk_scratch_;  // one chunk each
     std::vector<unsigned char> mine_, cross_gathered_, gathered_; // phase two (one bucket at a time)
 };
