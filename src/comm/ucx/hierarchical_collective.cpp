@@ -90,8 +90,8 @@ void finish_avg(Hier &x, void *buf, std::size_t count) {
 // order on each sub-communicator: on the host's, RS(0), RS(1), AG(0), RS(2), AG(1), ...; across
 // hosts AR(0), AR(1), ... , AR(k) once RS(k) is in and AG(k) once AR(k) is.
 void pipelined_allreduce(Hier &x, const unsigned char *in, unsigned char *out, unsigned char *slice, std::size_t padded,
-                         std::size_t per_piece) {
-    const std::size_t pieces = (padded + per_piece - 1) / per_piece, L = std::size_t(x.per_host);
+                         std::size_t per_piece, std::size_t pieces) {
+    const std::size_t L = std::size_t(x.per_host);
     auto first = [&](std::size_t k) { return k * per_piece; };
     auto length = [&](std::size_t k) { return std::min(per_piece, padded - first(k)); };
     std::vector<WorkPtr> reduced(pieces), crossed(pieces), gathered(pieces);
@@ -158,7 +158,7 @@ void allreduce(Hier &x) {
         step(x, x.cross, "allreduce", [&] { x.cross.allreduce(slice, slice, each, x.call.dtype, x.op); });
         step(x, x.local, "allgather", [&] { x.local.allgather(slice, whole, each, x.call.dtype); });
     } else {
-        pipelined_allreduce(x, in, whole, slice, padded, per_piece);
+        pipelined_allreduce(x, in, whole, slice, padded, per_piece, pieces);
     }
     if (whole != recv) std::memcpy(recv, whole, count * x.elem);
     finish_avg(x, recv, count);
