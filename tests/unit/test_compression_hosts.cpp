@@ -19,6 +19,7 @@
 
 using namespace shardopt;
 using shardopt::testing::assertion_mutex;
+using shardopt::testing::expect_error;
 
 namespace {
 
@@ -153,6 +154,12 @@ BOOST_AUTO_TEST_CASE(memory_shows_the_hierarchical_reducer) {
     const std::size_t opted_out = compression_bytes({0, 0, 1, 1});
     ::unsetenv("SHARDOPT_HIERARCHY");
     BOOST_TEST(opted_out == flat);
+}
+
+// A host list that does not name one host per rank is refused, naming both counts.
+BOOST_AUTO_TEST_CASE(host_list_of_the_wrong_length_is_refused) {
+    expect_error(ErrorCode::invalid_argument, "host_of_ranks names 2 hosts for 4 ranks",
+                 [] { make_inprocess_group(4, {0, 1}); });
 }
 
 BOOST_AUTO_TEST_SUITE_END()
