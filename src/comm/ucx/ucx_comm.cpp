@@ -396,7 +396,9 @@ void UcxComm::attach_hosts() {
     // SHARDOPT_HIERARCHY: 0 flat, 1 hierarchical or fail, unset: hierarchical where the layout allows.
     std::int64_t wants = 2; // 0 flat, 1 required, 2 where possible
     if (const char *v = std::getenv("SHARDOPT_HIERARCHY"); v && *v) wants = switched_off(v) ? 0 : 1;
-    std::int64_t mine[3] = {std::int64_t(this_host_key()), wants, std::int64_t(Tuning::get().hier_piece_bytes)};
+    const std::size_t piece = Tuning::get().hier_piece_bytes;
+    std::int64_t mine[3] = {std::int64_t(this_host_key()), wants,
+                            piece == kHierPieceAuto ? std::int64_t(-1) : std::int64_t(piece)};
     std::vector<std::int64_t> all(std::size_t(size()) * 3);
     Call gather;
     gather.kind = CallKind::allgather;
@@ -407,13 +409,14 @@ void UcxComm::attach_hosts() {
     run_collective(gather);
     host_keys_.clear();
     bool everyone_allows = true, someone_requires = false;
-    hier_piece_bytes_ = 0; // the largest any rank asked for: every rank cuts the same pieces
+    std::int64_t piece_asked = -1; // the largest any rank asked for (-1: none did, probe)
     for (int r = 0; r < size(); ++r) {
         host_keys_.push_back(std::uint64_t(all[std::size_t(r) * 3]));
         everyone_allows &= all[std::size_t(r) * 3 + 1] != 0;
         someone_requires |= all[std::size_t(r) * 3 + 1] == 1;
-        hier_piece_bytes_ = std::max(hier_piece_bytes_, std::size_t(all[std::size_t(r) * 3 + 2]));
+        piece_asked = std::max(piece_asked, all[std::size_t(r) * 3 + 2]);
     }
+    hier_piece_bytes_ = piece_asked < 0 ? kHierPieceAuto : std::size_t(piece_asked); // every rank cuts the same pieces
     // The exchange finished on every rank: the arena's set-up numbers from here, as when the
     // communicator is new (its stop point names collective 0 of the world).
     next_seq_ = first_seq;
@@ -445,8 +448,24 @@ void UcxComm::attach_by_host_keys(bool hierarchy_allowed) {
     auto hy = std::make_unique<Hierarchy>(Hierarchy{std::move(layout), nullptr, nullptr});
     hy->local = run_split(h, rank());  // one host: gets its arena
     hy->cross = run_split(l, h);       // one rank per host: stays flat
+    if (hier_piece_bytes_ == kHierPieceAuto) hier_piece_bytes_ = probe_hier_piece_bytes(*hy);
     hierarchy_ = std::move(hy);
     next_seq_ = first_seq;
+}
+
+std::size_t UcxComm::probe_hier_piece_bytes(const Hierarchy &hy) {
+    std::vector<float> probe(kHierProbeBytes / sizeof(float), 0.0f);
+    // Once untimed (connections, and TCP's window opening), then timed with the host's ranks
+    // starting together, as the pipeline's pieces cross.
+    hy.cross->allreduce(probe.data(), probe.data(), probe.size(), DType::f32, ReduceOp::sum);
+    hy.local->barrier();
+    const auto start = Clock::now();
+    hy.cross->allreduce(probe.data(), probe.data(), probe.size(), DType::f32, ReduceOp::sum);
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // The slowest rank's time, on every rank (the pieces must be the same everywhere).
+    hy.local->allreduce(&seconds, &seconds, 1, DType::f64, ReduceOp::max);
+    hy.cross->allreduce(&seconds, &seconds, 1, DType::f64, ReduceOp::max);
+    return hier_piece_for_link(kHierProbeBytes, int(hy.layout.members.front().size()), seconds);
 }
 
 CommunicatorPtr UcxComm::run_split(int color, int key) {

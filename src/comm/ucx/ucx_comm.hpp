@@ -17,6 +17,7 @@
 
 #include "host_layout.hpp"
 #include "shardopt/comm.hpp"
+#include "hier_piece.hpp"
 #include "shm_arena.hpp"
 #include "ucx_tags.hpp"
 #include "ucx_worker.hpp"
@@ -37,8 +38,9 @@ struct Tuning {
     static constexpr std::size_t kHandoffOwnCores = 1 << 20, kHandoffSharedCores = 16 << 20;
     bool stage_inputs = true;                // hand-off in groups of up to 4: inputs through staging rings
     // Hierarchical allreduce over more than this: pieces of this size, each piece's inter-host
-    // step overlapping the host steps of its neighbours (0: one piece).
-    std::size_t hier_piece_bytes = 4 << 20;
+    // step overlapping the host steps of its neighbours. Unset: from a probe of the links at
+    // attach (hier_piece.hpp).
+    std::size_t hier_piece_bytes = kHierPieceAuto;
     static const Tuning &get();
 };
 
@@ -79,8 +81,9 @@ class UcxComm final : public Communicator {
         std::shared_ptr<Communicator> local, cross;
     };
     const Hierarchy *hierarchy() const { return hierarchy_.get(); }
-    // Hierarchical allreduces over this are cut into pieces this size (0: one piece); the
-    // largest SHARDOPT_UCX_HIER_PIECE_BYTES of any rank, agreed in attach_hosts.
+    // Hierarchical allreduces over this are cut into pieces this size: the largest
+    // SHARDOPT_UCX_HIER_PIECE_BYTES of any rank, agreed in attach_hosts, or when no rank set it,
+    // what the probe of the links found (probe_hier_piece_bytes).
     std::size_t hier_piece_bytes() const { return hier_piece_bytes_; }
     ExchangeStorage &exchange_storage() { return *exchange_storage_; }
     Clock::duration spin_time() const { return Tuning::get().spin; }
@@ -113,6 +116,9 @@ class UcxComm final : public Communicator {
     void poll_notice_locked();
     // With host_keys_ known: the arena when they are all one host, else the hierarchy.
     void attach_by_host_keys(bool hierarchy_allowed);
+    // Times an allreduce across the hosts by all local ranks at once; every rank gets the same
+    // piece size (collective over the hierarchy's communicators).
+    std::size_t probe_hier_piece_bytes(const Hierarchy &hy);
 
     std::shared_ptr<Worker> worker_;
     std::vector<int> world_ranks_;
@@ -122,7 +128,7 @@ class UcxComm final : public Communicator {
     std::unique_ptr<ShmArena> arena_;
     std::vector<std::uint64_t> host_keys_; // per rank, once attach_hosts ran (split children inherit them)
     bool hierarchy_allowed_ = false;       // agreed by every rank in attach_hosts
-    std::size_t hier_piece_bytes_ = 0;     // agreed likewise (Tuning::hier_piece_bytes)
+    std::size_t hier_piece_bytes_ = kHierPieceAuto; // agreed likewise (Tuning::hier_piece_bytes)
     std::unique_ptr<Hierarchy> hierarchy_;
     std::unique_ptr<ExchangeStorage> exchange_storage_;
     bool shares_cores_ = false;
