@@ -465,7 +465,7 @@ std::size_t UcxComm::probe_hier_piece_bytes(const Hierarchy &hy) {
     // The slowest rank's time, on every rank (the pieces must be the same everywhere).
     hy.local->allreduce(&seconds, &seconds, 1, DType::f64, ReduceOp::max);
     hy.cross->allreduce(&seconds, &seconds, 1, DType::f64, ReduceOp::max);
-    return hier_piece_for_link(kHierProbeBytes, int(hy.layout.members.front().size()), seconds);
+    return hier_piece_for_link(kHierProbeBytes, hy.layout.hosts(), int(hy.layout.members.front().size()), seconds);
 }
 
 CommunicatorPtr UcxComm::run_split(int color, int key) {
