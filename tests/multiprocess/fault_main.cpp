@@ -341,8 +341,9 @@ static int stall_mode(const std::string &kind, std::size_t bytes, int victim, bo
             if (!ok || touched) return 1;
             if (resume) return 0;
             // Exit non-zero, as a real rank would after a failed collective: shardopt-run then
-            // kills the rest, the stopped victim included (after the others had time to report).
-            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            // kills the rest, the stopped victim included. First wait out one more timeout: a
+            // survivor that entered the collective later (a loaded machine) must report too.
+            std::this_thread::sleep_for(comm->timeout() + std::chrono::milliseconds(500));
             return 3;
         }
     }
