@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "../sharding/epoch_order.hpp"
 #include "../sharding/epoch_progress.hpp"

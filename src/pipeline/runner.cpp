@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "../comm/finish_quietly.hpp"
 #include "../sharding/vector_ops.hpp"
 #include "shardopt/error.hpp"
 
@@ -112,16 +113,8 @@ class PipelineRunner::Batch {
 
     // After a failure: waits out (and ignores) whatever is still in flight.
     void finish_quietly() noexcept {
-        auto quiet = [](WorkPtr &w) {
-            if (!w) return;
-            try {
-                w->wait();
-            } catch (...) { // the operation failed too; all that matters is that it is over
-            }
-            w.reset();
-        };
-        quiet(pending_.work);
-        for (auto &s : sends_) quiet(s.work);
+        shardopt::finish_quietly(pending_.work);
+        for (auto &s : sends_) shardopt::finish_quietly(s.work);
         sends_.clear();
     }
 

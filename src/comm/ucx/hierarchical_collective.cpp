@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "../finish_quietly.hpp"
 #include "../reduction.hpp"
 #include "algorithms.hpp"
 #include "shardopt/error.hpp"
@@ -124,10 +125,7 @@ void pipelined_allreduce(Hier &x, const unsigned char *in, unsigned char *out, u
     } catch (...) {
         // Nothing may still read the input or write the scratch and output once the caller moves on.
         for (auto *works : {&reduced, &crossed, &gathered})
-            for (auto &w : *works) try {
-                    if (w) w->wait();
-                } catch (...) { // failed as well: over, which is all that matters here
-                }
+            for (auto &w : *works) finish_quietly(w);
         count();
         throw;
     }

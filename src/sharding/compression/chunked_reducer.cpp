@@ -5,6 +5,7 @@
 
 #include "chunk_codec.hpp"
 #include "chunk_residuals.hpp"
+#include "comm/finish_quietly.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::compression {
@@ -69,10 +70,7 @@ template <typename T> class ChunkedReducer final : public CompressedReducer {
 
     void abandon() noexcept override {
         for (auto &f : buckets_) {
-            for (auto &w : f.works) try {
-                    w->wait();
-                } catch (...) { // failed: it is over, which is all that matters here
-                }
+            for (auto &w : f.works) finish_quietly(w);
             f.works.clear();
         }
     }

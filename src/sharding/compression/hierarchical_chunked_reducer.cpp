@@ -6,6 +6,7 @@
 
 #include "chunk_codec.hpp"
 #include "chunk_residuals.hpp"
+#include "comm/finish_quietly.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::compression {
@@ -141,10 +142,7 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
         for (auto &f : buckets_) {
             for (auto &w : f.host_reduces) f.works.push_back(std::move(w));
             f.host_reduces.clear();
-            for (auto &w : f.works) try {
-                    w->wait();
-                } catch (...) { // failed: it is over, which is all that matters here
-                }
+            for (auto &w : f.works) finish_quietly(w);
             f.works.clear();
             f.stage = Stage::idle;
         }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "comm/finish_quietly.hpp"
 #include "power_sgd_kernels.hpp"
 #include "residual_state.hpp"
 #include "shardopt/error.hpp"
@@ -146,14 +147,7 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
     }
 
     void abandon() noexcept override {
-        for (auto &bucket : buckets_) {
-            if (!bucket.work) continue;
-            try {
-                bucket.work->wait();
-            } catch (...) { // failed: it is over, which is all that matters here
-            }
-            bucket.work.reset();
-        }
+        for (auto &bucket : buckets_) finish_quietly(bucket.work);
     }
 
     void clear_residuals() override { std::fill(residual_.begin(), residual_.end(), T(0)); }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "../../comm/finish_quietly.hpp"
 #include "../memory_plan.hpp"
 #include "rank_agreement.hpp"
 #include "shardopt/error.hpp"
@@ -133,15 +134,6 @@ void StepEngine::set_initial_parameters(const void *initial) {
                                       static_cast<const unsigned char *>(initial) + count * elem_);
     host_comm(*grid_.data).broadcast(packed.data(), count, layout_.dtype(), 0);
     set_parameters(packed.data());
-}
-
-void finish_quietly(WorkPtr &work) noexcept {
-    if (!work) return;
-    try {
-        work->wait();
-    } catch (...) { // the operation failed; all that matters here is that it is over
-    }
-    work.reset();
 }
 
 StepEngine::~StepEngine() {
