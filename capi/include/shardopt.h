@@ -99,6 +99,10 @@ SHARDOPT_API const char *shardopt_status_name(shardopt_status status);
 /* What the most recent failed call on this thread reported, in words ("" if none). The string
  * belongs to the library and stays valid until the next failing call on this thread. */
 SHARDOPT_API const char *shardopt_last_error_message(void);
+/* The rank (in the world of the handle the call was made on) of the most recent failed call on
+ * this thread, or -1 when it had no communicator or optimizer handle. Bindings put it on the
+ * exception they raise. */
+SHARDOPT_API int shardopt_last_error_rank(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Element types and reduction operators (values are fixed forever)
@@ -141,6 +145,11 @@ SHARDOPT_API shardopt_status shardopt_comm_create_inprocess(int size, shardopt_c
  * CUDA device is usable; the message says which), INVALID_ARGUMENT (unknown backend, bad env,
  * out NULL), TIMEOUT / PEER_LOST (the rendezvous did not complete). */
 SHARDOPT_API shardopt_status shardopt_comm_create_from_env(const char *backend, shardopt_comm *comm);
+/* A world of one rank for a program started without a launcher: backend "inprocess", "ucx" or
+ * NULL ($SHARDOPT_BACKEND, else "inprocess"). Errors: INVALID_ARGUMENT (the environment names a
+ * larger world: SHARDOPT_WORLD_SIZE or a launcher's variables > 1; use create_from_env there;
+ * unknown backend; out NULL), UNSUPPORTED (backend not built in). */
+SHARDOPT_API shardopt_status shardopt_comm_create_single(const char *backend, shardopt_comm *comm);
 /* Collective over comm: ranks with equal color form a new communicator ordered by (key, rank);
  * color < 0 yields *out = NULL. The new handle is the caller's to destroy. */
 SHARDOPT_API shardopt_status shardopt_comm_split(shardopt_comm comm, int color, int key, shardopt_comm *out);
@@ -298,6 +307,28 @@ static inline shardopt_status shardopt_optimizer_options_defaults(shardopt_optim
     return shardopt_optimizer_options_init_sized(opts, sizeof *opts, kind);
 }
 
+/* AiDotNet's base optimizer classes: the defaults each class's options start from, which are
+ * AiDotNet's where it documents one (its base InitialLearningRate 0.01, MomentumOptimizer's momentum
+ * 0.9, RMSprop's decay 0.9) and torch.optim's otherwise. Every binding's XxxOptimizerOptions is
+ * filled by shardopt_optimizer_options_init_preset, so no language states a default of its own. */
+typedef enum shardopt_optimizer_preset {
+    SHARDOPT_PRESET_SGD = 0,      /* StochasticGradientDescentOptimizer: SGD, lr 0.01 */
+    SHARDOPT_PRESET_MOMENTUM = 1, /* MomentumOptimizer: SGD, lr 0.01, momentum 0.9 */
+    SHARDOPT_PRESET_ADAM = 2,     /* AdamOptimizer: lr 0.001, betas 0.9 / 0.999, eps 1e-8 */
+    SHARDOPT_PRESET_ADAMW = 3,    /* AdamWOptimizer: as Adam, weight decay 0.01 */
+    SHARDOPT_PRESET_RMSPROP = 4,  /* RootMeanSquarePropagationOptimizer: lr 0.01, decay (alpha) 0.9, eps 1e-8 */
+    SHARDOPT_PRESET_ADAGRAD = 5,  /* AdagradOptimizer: torch's (lr 0.01) */
+    SHARDOPT_PRESET_LAMB = 6      /* LambOptimizer: torch-style (lr 1e-3, eps 1e-6) */
+} shardopt_optimizer_preset;
+/* Fills *opts as _init_sized does, with the preset's values. Errors: INVALID_ARGUMENT (opts NULL,
+ * struct_size too small, unknown preset). */
+SHARDOPT_API shardopt_status shardopt_optimizer_options_init_preset(shardopt_optimizer_options *opts,
+                                                                    size_t struct_size,
+                                                                    shardopt_optimizer_preset preset);
+/* Checks *opts as create would (field_mask, ranges: lr >= 0, betas in [0, 1), eps > 0, ...):
+ * INVALID_ARGUMENT naming the first bad field. */
+SHARDOPT_API shardopt_status shardopt_optimizer_options_validate(const shardopt_optimizer_options *opts);
+
 /* ---------------------------------------------------------------------------------------------
  * Parameter sets: the tensors of a model, laid out in one flat buffer and cut into buckets
  * ------------------------------------------------------------------------------------------- */
@@ -324,6 +355,12 @@ SHARDOPT_API shardopt_status shardopt_params_element_count(shardopt_params param
 /* Flat buffer length when sharded over `shards` ranks: what shardopt_optimizer_create_external
  * needs (shards = the communicator size for DDP and ZeRO). */
 SHARDOPT_API shardopt_status shardopt_params_padded_count(shardopt_params params, int shards, size_t *count);
+/* The same for an optimizer created with `sharding` (its parameter_group_size cuts the buckets;
+ * NULL: as shardopt_params_padded_count). */
+struct shardopt_sharding_options;
+SHARDOPT_API shardopt_status shardopt_params_padded_count_for(shardopt_params params,
+                                                              const struct shardopt_sharding_options *sharding,
+                                                              int shards, size_t *count);
 
 /* ---------------------------------------------------------------------------------------------
  * Sharded optimizers
@@ -420,6 +457,17 @@ typedef struct shardopt_sharding_options {
      * to (>= 0); 0, the default, is synchronous: DDP's result bit for bit. Must be 0 for the other
      * strategies. */
     int32_t async_staleness;
+    /* AiDotNet's MinimumParameterGroupSize: > 0 cuts the parameter set into gradient buckets (FSDP
+     * units) of about this many elements, keeping the set's own shardopt_params_end_bucket
+     * boundaries, instead of the set's bucket_bytes; 0 = the set's own buckets. */
+    int64_t parameter_group_size;
+    /* AiDotNet's ShardingConfiguration.LearningRate: > 0 replaces the optimizer options' lr; 0 keeps
+     * theirs (there is one rate, the optimizer's). */
+    double learning_rate;
+    /* AiDotNet's AutoSyncGradients; AUTO = on. DISABLE turns DDP and ZeRO-1 into Local SGD (no
+     * gradient reduction, parameters averaged every local_sgd_period steps); the sharded strategies
+     * reduce gradients every step and refuse it (INVALID_ARGUMENT at create). */
+    shardopt_switch auto_sync_gradients;
 } shardopt_sharding_options;
 
 /* Fills *opts with the defaults noted above (struct_size as given); prefer the inline _init.
@@ -428,6 +476,23 @@ SHARDOPT_API shardopt_status shardopt_sharding_options_init_sized(shardopt_shard
 static inline shardopt_status shardopt_sharding_options_init(shardopt_sharding_options *opts) {
     return shardopt_sharding_options_init_sized(opts, sizeof *opts);
 }
+
+/* AiDotNet's ShardingConfiguration factories, as option values (the other fields: defaults). */
+typedef enum shardopt_sharding_preset {
+    SHARDOPT_SHARDING_DEFAULT = 0,          /* CreateDefault: parameter groups of 1024 elements */
+    SHARDOPT_SHARDING_HIGH_BANDWIDTH = 1,   /* CreateForHighBandwidth: groups of 512, no compression */
+    SHARDOPT_SHARDING_LOW_BANDWIDTH = 2,    /* CreateForLowBandwidth: groups of 4096, INT8 compression */
+    SHARDOPT_SHARDING_ZERO_OFFLOAD = 3,     /* CreateForZeROOffload: groups of 1024, cpu_offload_optimizer */
+    SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL = 4 /* CreateForZeROOffloadFull: and the gradients and parameters */
+} shardopt_sharding_preset;
+/* Fills *opts with the preset's values (struct_size as given). Errors: INVALID_ARGUMENT (NULL,
+ * struct_size too small, unknown preset). */
+SHARDOPT_API shardopt_status shardopt_sharding_options_init_preset(shardopt_sharding_options *opts,
+                                                                   size_t struct_size, shardopt_sharding_preset preset);
+/* Checks every field of *opts on its own (ranges, enum values), as create would, without a
+ * communicator: INVALID_ARGUMENT naming the first bad field. (Combinations that depend on the
+ * strategy, the memory or the world, such as auto_sync_gradients with FSDP, are checked by create.) */
+SHARDOPT_API shardopt_status shardopt_sharding_options_validate(const shardopt_sharding_options *opts);
 
 typedef struct shardopt_optimizer_s *shardopt_optimizer;
 
@@ -645,6 +710,152 @@ SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt,
                                                          shardopt_optimize_result *result);
 
 /* ---------------------------------------------------------------------------------------------
+ * train(): the training policy every language shares (docs/training.md)
+ *
+ * One loop, written once, that every binding's Optimize calls: epochs over a training set split
+ * across the data-parallel ranks, the samples shuffled per epoch from a seed (the same order on
+ * every rank), a learning-rate schedule, a validation score, the choice of the best solution,
+ * early stopping voted across ranks, and the losses of the best solution on the training,
+ * validation and test sets. The defaults are AiDotNet's (MaxIterations 100 epochs, BatchSize 32,
+ * ShuffleData, UseEarlyStopping with patience 10 and tolerance 1e-6), set by
+ * shardopt_training_options_init; a binding maps its option names onto these fields and states
+ * no default of its own.
+ *
+ * Words, with one meaning each: an *epoch* is one pass over the training set (AiDotNet's
+ * "iteration": MaxIterations is max_epochs); a *step* is one optimizer step on one global batch.
+ * The *score* of an epoch is the validation loss at its end when there is a validation set, else
+ * the mean training loss of its batches. The *best epoch* is the first epoch with the lowest score;
+ * the best solution is the parameters at its end. Early stopping ends training once `patience`
+ * epochs in a row have not lowered the score by more than `tolerance` below the last epoch that
+ * did (the tolerance decides what counts as progress, never which epoch is best).
+ * ------------------------------------------------------------------------------------------- */
+typedef enum shardopt_dataset {
+    SHARDOPT_DATASET_TRAINING = 0,
+    SHARDOPT_DATASET_VALIDATION = 1,
+    SHARDOPT_DATASET_TEST = 2
+} shardopt_dataset;
+
+/* What the batch callback is asked for. Filled by the library; struct_size is the library's. */
+typedef struct shardopt_batch {
+    size_t struct_size;
+    shardopt_dataset dataset;  /* which set the sample indices index */
+    const void *params;        /* packed parameters (element_count of the set's dtype), read-only */
+    void *grad;                /* the mean gradient to write (packed, zeroed on entry); NULL: loss only */
+    const int64_t *samples;    /* this rank's sample indices into the set, in visiting order */
+    size_t sample_count;       /* >= 1 (a rank whose share of a batch is empty is not called) */
+    int32_t epoch;             /* from 0 */
+    int64_t step;              /* optimizer steps taken before this batch, over every epoch */
+} shardopt_batch;
+
+/* The model: the mean loss over batch->samples of batch->dataset at batch->params into *loss, and,
+ * when batch->grad is not NULL, the mean gradient into it. Called on every rank's own thread, in
+ * host memory (CUDA memory: copied from and to the device around the call). Return 0; anything
+ * else fails train on every rank (INVALID_STATE naming this rank, and shardopt_model_error's
+ * message when the callback gave one) and aborts the communicator so the peers stop at once. */
+typedef int (*shardopt_batch_fn)(void *user_data, const shardopt_batch *batch, double *loss);
+
+/* Called by a model callback (shardopt_batch_fn, shardopt_model_fn, shardopt_lr_fn, a pipeline
+ * stage) on its own thread before it returns non-zero: `message` (copied; NULL clears it) says why,
+ * and the error on every rank then names this rank and the message instead of only the return
+ * code. Cannot fail. */
+SHARDOPT_API void shardopt_model_error(const char *message);
+
+typedef enum shardopt_lr_schedule {
+    SHARDOPT_LR_CONSTANT = 0,          /* base */
+    SHARDOPT_LR_WARMUP = 1,            /* base * (t + 1) / warmup while t < warmup, then base */
+    SHARDOPT_LR_COSINE = 2,            /* torch's CosineAnnealingLR over decay_period (u = min(t, T)):
+                                        * min_lr + (base - min_lr) * (1 + cos(pi * u / T)) / 2 */
+    SHARDOPT_LR_STEP_DECAY = 3,        /* torch's StepLR: base * gamma^floor(t / decay_period) */
+    SHARDOPT_LR_WARMUP_COSINE = 4,     /* WARMUP, then COSINE of t - warmup */
+    SHARDOPT_LR_WARMUP_STEP_DECAY = 5, /* WARMUP, then STEP_DECAY of t - warmup */
+    SHARDOPT_LR_CUSTOM = 6             /* lr_fn */
+} shardopt_lr_schedule;
+
+/* A custom schedule: the rate for t (an epoch or a step, from 0) given base (the optimizer's rate
+ * when train started) into *lr (finite, >= 0). Return 0; anything else fails train on every rank. */
+typedef int (*shardopt_lr_fn)(void *user_data, int64_t t, double base, double *lr);
+
+/* The fields hold plain values (0 is a value, as tolerance 0 or seed 0 are): start from
+ * shardopt_training_options_init, then assign. Fields beyond the caller's struct_size take their
+ * defaults. Defaults are noted after each field. */
+typedef struct shardopt_training_options {
+    size_t struct_size;              /* set by _init */
+    int64_t num_samples;             /* training set size (>= 1); no default (0: INVALID_ARGUMENT) */
+    int64_t num_validation_samples;  /* 0: no validation set; the score is the training loss */
+    int64_t num_test_samples;        /* 0: no test set */
+    int64_t batch_size;              /* samples per step over all ranks; 32; 0 = the whole set */
+    int32_t max_epochs;              /* AiDotNet's MaxIterations; 100 (>= 1) */
+    int64_t max_steps;               /* steps over all epochs; 0 = no limit */
+    int32_t shuffle;                 /* a fresh order each epoch from (seed, epoch); 1 */
+    uint64_t seed;                   /* 0 */
+    int32_t early_stopping;          /* AiDotNet's UseEarlyStopping; 1 */
+    int32_t patience;                /* AiDotNet's EarlyStoppingPatience; 10 (>= 1) */
+    double tolerance;                /* AiDotNet's Tolerance; 1e-6 (>= 0) */
+    /* The learning rate: base is the optimizer's rate when train starts (the options' lr, or the
+     * sharding options' learning_rate, or the last set_learning_rate or load). */
+    shardopt_lr_schedule lr_schedule; /* SHARDOPT_LR_CONSTANT */
+    int32_t lr_per_step;             /* 0: t counts epochs (set before each epoch); 1: steps (before each step) */
+    int64_t warmup;                  /* WARMUP*: epochs or steps of warm-up; 0 */
+    /* COSINE*: T, the epochs or steps the cosine spans; 0 = to the end of training (max_epochs, or
+     * the steps of max_epochs capped by max_steps, less the warm-up). STEP_DECAY*: epochs or steps
+     * per decay (>= 1 when used; 0 = 1). */
+    int64_t decay_period;
+    double min_lr;                   /* COSINE*: the rate it ends at; 0 */
+    double gamma;                    /* STEP_DECAY*: the factor per period; 0.1 */
+    shardopt_lr_fn lr_fn;            /* CUSTOM (required then) */
+    void *lr_user_data;
+    /* After training, the best solution's loss over each whole set present (a pass of loss-only
+     * calls); 1. 0 leaves the result's training_loss, validation_loss and test_loss NaN. */
+    int32_t evaluate_best;
+} shardopt_training_options;
+
+/* Fills *opts with the defaults above (num_samples 0 still to set); prefer the inline _init.
+ * Errors: INVALID_ARGUMENT (NULL, struct_size too small). */
+SHARDOPT_API shardopt_status shardopt_training_options_init_sized(shardopt_training_options *opts,
+                                                                  size_t struct_size);
+static inline shardopt_status shardopt_training_options_init(shardopt_training_options *opts) {
+    return shardopt_training_options_init_sized(opts, sizeof *opts);
+}
+/* Checks *opts as train would: INVALID_ARGUMENT naming the first bad field. */
+SHARDOPT_API shardopt_status shardopt_training_options_validate(const shardopt_training_options *opts);
+/* The rate schedule `opts` gives at t for base, as train applies it (bindings and tests use it to
+ * show a schedule without training). Errors: INVALID_ARGUMENT (bad options, t < 0, NULL), and a
+ * custom lr_fn's failure (INVALID_STATE). */
+SHARDOPT_API shardopt_status shardopt_training_learning_rate(const shardopt_training_options *opts, int64_t t,
+                                                             double base, double *lr);
+
+typedef struct shardopt_training_result {
+    size_t struct_size;                /* set by the caller: sizeof(shardopt_training_result) */
+    /* in: caller buffers (each may be NULL) */
+    void *best_parameters;             /* receives the best solution (packed)... */
+    size_t best_parameters_count;      /* ...its capacity in elements: 0 or element_count */
+    double *training_loss_history;     /* receives each epoch's mean training loss... */
+    double *validation_loss_history;   /* ...and validation loss (NaN without a validation set)... */
+    double *learning_rate_history;     /* ...and the rate of its first step... */
+    size_t history_capacity;           /* ...up to this many epochs each */
+    /* out */
+    int32_t epochs;                    /* epochs run (may exceed history_capacity) */
+    int64_t steps;                     /* optimizer steps run */
+    int32_t best_epoch;                /* from 0 */
+    double best_score;                 /* the best epoch's score */
+    int32_t stopped_early;             /* 1 when early stopping ended training before max_epochs */
+    double training_loss;              /* the best solution's loss over each whole set (evaluate_best); */
+    double validation_loss;            /* NaN when the set is absent or evaluate_best is 0 */
+    double test_loss;
+} shardopt_training_result;
+
+/* Collective over the optimizer's world: trains with `model` as `options` say (see above). The
+ * optimizer keeps the last epoch's parameters; the best solution is in the result. Every strategy,
+ * async SGD included (per-step schedules there: the rate of the step that applies the update).
+ * Errors: INVALID_ARGUMENT (NULL model or options, bad options naming the field, a
+ * best_parameters_count that is not element_count), INVALID_STATE (the model or lr_fn failed here or
+ * on a peer; a loss, averaged over the ranks, that is NaN or infinite: the message names the
+ * dataset, epoch and step), and those of the collectives. */
+SHARDOPT_API shardopt_status shardopt_optimizer_train(shardopt_optimizer opt, shardopt_batch_fn model,
+                                                      void *user_data, const shardopt_training_options *options,
+                                                      shardopt_training_result *result);
+
+/* ---------------------------------------------------------------------------------------------
  * Checkpoints. All four are collective over the optimizer's communicator: every rank calls them
  * with the same arguments. A checkpoint saved by any world size and strategy loads into any
  * other (resharding). Files are checksummed and written atomically; a failed load changes
@@ -762,11 +973,6 @@ extern "C" {
  * other than the group's, a rank already claimed), OUT_OF_MEMORY. */
 SHARDOPT_API shardopt_status shardopt_comm_create_inprocess_member(const char *group_id, int rank, int size,
                                                                    shardopt_comm *out);
-
-/* Called by a model callback (shardopt_model_fn) on its own thread before it returns non-zero:
- * `message` (copied; NULL clears it) says why, and optimize's error on every rank then names
- * this rank and the message instead of only the return code. */
-SHARDOPT_API void shardopt_model_error(const char *message);
 
 /* Pipeline parallelism (docs/pipeline.md): the caller's model chunk on each pipeline rank of a
  * hybrid optimizer (pipeline_parallel_size > 1), given as forward/backward callbacks; a pipeline

@@ -7,6 +7,8 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <atomic>
+#include <thread>
 
 // The library defines the experimental part of the ABI as well.
 #define SHARDOPT_EXPERIMENTAL
@@ -47,9 +49,10 @@ struct shardopt_optimizer_s {
     // Set by shardopt_optimizer_make_elastic: the checkpoint schedule around opt (declared after
     // it, so destroyed first).
     std::unique_ptr<shardopt::ElasticOptimizer> elastic;
-    // True while shardopt_optimizer_optimize runs: its model callback must not call back into
-    // (or destroy) the optimizer whose buffers the loop is using.
-    bool in_optimize = false;
+    // The thread running shardopt_optimizer_optimize or _train, while it runs: its callbacks must
+    // not call back into (or destroy) the optimizer whose buffers the loop is using, and no other
+    // thread may use it meanwhile.
+    std::atomic<std::thread::id> training_thread{};
 };
 
 namespace shardopt::capi {
@@ -57,10 +60,13 @@ namespace shardopt::capi {
 // What a callback on this thread said about its failure (shardopt_model_error), cleared.
 std::string take_model_error();
 
-// Records "function: message" as this thread's last error and returns code.
+// Records "function: message" (and call_rank) as this thread's last error and returns code.
 shardopt_status fail(ErrorCode code, const char *function, const char *message) noexcept;
+// The rank of the communicator or optimizer handle the current call resolved (-1: none yet).
+extern thread_local int call_rank;
 
 template <typename F> shardopt_status guard(const char *function, F &&body) noexcept {
+    call_rank = -1;
     try {
         body();
         return SHARDOPT_OK;
@@ -82,16 +88,29 @@ template <typename H> H *check(H *handle, HandleTag tag, const char *what) {
             std::string(what) + " handle is invalid (destroyed, or another kind of handle)");
     return handle;
 }
-inline Communicator &comm_of(shardopt_comm c) { return *check(c, HandleTag::comm, "communicator")->comm; }
+inline Communicator &comm_of(shardopt_comm c) {
+    Communicator &comm = *check(c, HandleTag::comm, "communicator")->comm;
+    call_rank = comm.rank();
+    return comm;
+}
 // For what reads (queries, the learning rate): allowed from the model callback too.
 inline ShardedOptimizer &opt_query_of(shardopt_optimizer o) {
-    return *check(o, HandleTag::optimizer, "optimizer")->opt;
+    ShardedOptimizer &opt = *check(o, HandleTag::optimizer, "optimizer")->opt;
+    call_rank = opt.rank();
+    return opt;
 }
 // For what changes the optimizer or is collective: refused from inside its own optimize().
 inline ShardedOptimizer &opt_of(shardopt_optimizer o) {
     shardopt_optimizer_s *h = check(o, HandleTag::optimizer, "optimizer");
-    require(!h->in_optimize, ErrorCode::invalid_state,
-            "called from inside this optimizer's optimize() (its model callback): the training loop is using it");
+    call_rank = h->opt->rank();
+    const std::thread::id trainer = h->training_thread.load();
+    if (trainer != std::thread::id()) {
+        require(trainer != std::this_thread::get_id(), ErrorCode::invalid_state,
+                "called from inside this optimizer's training loop (its model callback): the loop is using it");
+        throw Error(ErrorCode::invalid_state,
+                    "called from another thread while this optimizer trains (optimize or train runs on another "
+                    "thread): one handle is used by one thread at a time");
+    }
     return *h->opt;
 }
 inline ParameterSet &params_of(shardopt_params p) { return check(p, HandleTag::params, "parameter set")->set; }

@@ -76,6 +76,29 @@ SHARDOPT_API shardopt_status shardopt_comm_create_from_env(const char *backend, 
     });
 }
 
+SHARDOPT_API shardopt_status shardopt_comm_create_single(const char *backend, shardopt_comm *comm) {
+    return guard(__func__, [&] {
+        not_null(comm, "comm");
+        std::string name = backend ? backend : env_or_empty("SHARDOPT_BACKEND");
+        if (name.empty()) name = "inprocess";
+        require(name == "inprocess" || name == "ucx", ErrorCode::invalid_argument,
+                "unknown backend '" + name + "' for a single-process world (inprocess or ucx)");
+        BootstrapConfig config = BootstrapConfig::from_env();
+        require(config.world_size == 1, ErrorCode::invalid_argument,
+                "a single-process world was asked for, but the environment names a world of " +
+                    std::to_string(config.world_size) +
+                    " ranks (launched by shardopt-run, torchrun, mpirun or srun?): create the communicator from the "
+                    "environment instead");
+        if (name == "inprocess") {
+            *comm = wrap(make_inprocess_group(1).front());
+            return;
+        }
+        require(ucx_available(), ErrorCode::unsupported, "the ucx backend is not built into this libshardopt");
+        config.rank = 0;
+        *comm = wrap(create_ucx_communicator(config));
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_comm_split(shardopt_comm comm, int color, int key, shardopt_comm *out) {
     return guard(__func__, [&] {
         Communicator &c = comm_of(comm);

@@ -40,7 +40,7 @@ shardopt_status create(const char *fn, shardopt_comm comm, shardopt_params param
                     ErrorCode::unsupported,
                     std::string("caller-owned parameters are not supported for ") + strategy_name(s.strategy) +
                         " (DDP, ZeRO-1, ZeRO-2 and Local SGD only)");
-            ParameterSet planned = layout;
+            ParameterSet planned = bucketed_layout(layout, s);
             planned.plan(c.size());
             require(external_count == planned.padded_count(), ErrorCode::invalid_argument,
                     "param_count is " + std::to_string(external_count) + " but the layout needs " +

@@ -1,6 +1,8 @@
 // Versioned options structs: defaults (shardopt_*_options_init_sized) and conversion to the C++
 // option types. Zero means default (sharding and optimize options); the optimizer options say
 // which fields they set in field_mask.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "capi_internal.hpp"
@@ -84,6 +86,84 @@ shardopt_sharding_options sharding_defaults() {
     c.cpu_offload_gradients = o.cpu_offload_gradients ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     c.cpu_offload_params = o.cpu_offload_params ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
     c.async_staleness = o.async_staleness;
+    c.parameter_group_size = std::int64_t(o.parameter_group_size);
+    c.learning_rate = o.learning_rate;
+    c.auto_sync_gradients = o.auto_sync_gradients ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
+    return c;
+}
+
+// AiDotNet's ShardingConfiguration factories.
+shardopt_sharding_options sharding_preset(int preset) {
+    shardopt_sharding_options c = sharding_defaults();
+    c.parameter_group_size = 1024;
+    switch (preset) {
+    case SHARDOPT_SHARDING_DEFAULT: break;
+    case SHARDOPT_SHARDING_HIGH_BANDWIDTH: c.parameter_group_size = 512; break;
+    case SHARDOPT_SHARDING_LOW_BANDWIDTH:
+        c.parameter_group_size = 4096;
+        c.compression = SHARDOPT_COMPRESSION_INT8;
+        break;
+    case SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL:
+        c.cpu_offload_gradients = SHARDOPT_ENABLE;
+        c.cpu_offload_params = SHARDOPT_ENABLE;
+        [[fallthrough]];
+    case SHARDOPT_SHARDING_ZERO_OFFLOAD: c.cpu_offload_optimizer = SHARDOPT_ENABLE; break;
+    default:
+        throw Error(ErrorCode::invalid_argument,
+                    "invalid sharding preset " + std::to_string(preset) + " (a shardopt_sharding_preset)");
+    }
+    return c;
+}
+
+// AiDotNet's base optimizer classes: AiDotNet's documented defaults over torch.optim's.
+OptimizerOptions optimizer_preset(int preset) {
+    OptimizerOptions o;
+    switch (preset) {
+    case SHARDOPT_PRESET_SGD: o = OptimizerOptions::defaults(OptimizerKind::sgd); o.lr = 0.01; break;
+    case SHARDOPT_PRESET_MOMENTUM:
+        o = OptimizerOptions::defaults(OptimizerKind::sgd);
+        o.lr = 0.01;
+        o.momentum = 0.9;
+        break;
+    case SHARDOPT_PRESET_ADAM: o = OptimizerOptions::defaults(OptimizerKind::adam); break;
+    case SHARDOPT_PRESET_ADAMW: o = OptimizerOptions::defaults(OptimizerKind::adamw); break;
+    case SHARDOPT_PRESET_RMSPROP:
+        o = OptimizerOptions::defaults(OptimizerKind::rmsprop);
+        o.lr = 0.01;
+        o.alpha = 0.9;
+        o.eps = 1e-8;
+        break;
+    case SHARDOPT_PRESET_ADAGRAD: o = OptimizerOptions::defaults(OptimizerKind::adagrad); break;
+    case SHARDOPT_PRESET_LAMB: o = OptimizerOptions::defaults(OptimizerKind::lamb); break;
+    default:
+        throw Error(ErrorCode::invalid_argument,
+                    "invalid optimizer preset " + std::to_string(preset) + " (a shardopt_optimizer_preset)");
+    }
+    return o;
+}
+
+shardopt_training_options training_defaults() {
+    const TrainingOptions o;
+    shardopt_training_options c{};
+    c.struct_size = sizeof c;
+    c.num_samples = o.num_samples;
+    c.num_validation_samples = o.num_validation_samples;
+    c.num_test_samples = o.num_test_samples;
+    c.batch_size = o.batch_size;
+    c.max_epochs = o.max_epochs;
+    c.max_steps = o.max_steps;
+    c.shuffle = o.shuffle;
+    c.seed = o.seed;
+    c.early_stopping = o.early_stopping;
+    c.patience = o.patience;
+    c.tolerance = o.tolerance;
+    c.lr_schedule = shardopt_lr_schedule(o.schedule.kind);
+    c.lr_per_step = o.schedule.per_step;
+    c.warmup = o.schedule.warmup;
+    c.decay_period = o.schedule.decay_period;
+    c.min_lr = o.schedule.min_lr;
+    c.gamma = o.schedule.gamma;
+    c.evaluate_best = o.evaluate_best;
     return c;
 }
 
@@ -107,6 +187,23 @@ shardopt_optimize_options optimize_defaults() {
 constexpr std::size_t kMinOptimizerOptions = offsetof(shardopt_optimizer_options, field_mask) + sizeof(std::uint64_t);
 constexpr std::size_t kMinShardingOptions = offsetof(shardopt_sharding_options, strategy) + sizeof(shardopt_strategy);
 constexpr std::size_t kMinOptimizeOptions = offsetof(shardopt_optimize_options, num_samples) + sizeof(std::int64_t);
+constexpr std::size_t kMinTrainingOptions = offsetof(shardopt_training_options, num_samples) + sizeof(std::int64_t);
+
+// The sharding options' fields on their own (what create checks, less what depends on the strategy
+// the optimizer class adds): ranges and enum values.
+void validate_sharding_fields(ShardingOptions o) {
+    require(std::isfinite(o.learning_rate) && o.learning_rate >= 0.0, ErrorCode::invalid_argument,
+            "sharding options: learning_rate must be finite and >= 0 (0 = the optimizer options' rate)");
+    o.strategy = Strategy::hybrid; // every strategy's fields allowed here
+    validate_sharding_options(o);
+}
+
+// A 0/1 field of the training options.
+bool flag_arg(std::int32_t v, const char *field) {
+    require(v == 0 || v == 1, ErrorCode::invalid_argument,
+            std::string("training options: ") + field + " is " + std::to_string(v) + ", not 0 or 1");
+    return v == 1;
+}
 
 OptimizerKind kind_arg(int kind) {
     require(kind >= 0 && kind <= int(OptimizerKind::lamb), ErrorCode::invalid_argument,
@@ -210,6 +307,59 @@ ShardingOptions sharding_options_from(const shardopt_sharding_options *user) {
     o.cpu_offload_gradients = switch_arg(c.cpu_offload_gradients, d.cpu_offload_gradients, "cpu_offload_gradients");
     o.cpu_offload_params = switch_arg(c.cpu_offload_params, d.cpu_offload_params, "cpu_offload_params");
     o.async_staleness = c.async_staleness; // 0 is the default: synchronous
+    require(c.parameter_group_size >= 0, ErrorCode::invalid_argument,
+            "sharding options: parameter_group_size must be >= 0 (0 = the parameter set's buckets)");
+    o.parameter_group_size = std::size_t(c.parameter_group_size);
+    o.learning_rate = c.learning_rate;
+    o.auto_sync_gradients = switch_arg(c.auto_sync_gradients, d.auto_sync_gradients, "auto_sync_gradients");
+    return o;
+}
+
+TrainingOptions training_options_from(const shardopt_training_options *user,
+                                      std::function<void(int rc)> on_callback_failure, bool require_samples) {
+    not_null(user, "training options");
+    const std::size_t size = user->struct_size;
+    require(size >= kMinTrainingOptions, ErrorCode::invalid_argument,
+            "training options: struct_size " + std::to_string(size) +
+                " is too small (initialize it with shardopt_training_options_init)");
+    require(size <= sizeof(shardopt_training_options), ErrorCode::unsupported,
+            "training options: struct_size " + std::to_string(size) + " is larger than this library's " +
+                std::to_string(sizeof(shardopt_training_options)) + " (built against a newer shardopt.h?)");
+    shardopt_training_options c = training_defaults(); // fields beyond the caller's struct: defaults
+    std::memcpy(static_cast<void *>(&c), user, size);
+    TrainingOptions o;
+    o.num_samples = c.num_samples;
+    o.num_validation_samples = c.num_validation_samples;
+    o.num_test_samples = c.num_test_samples;
+    o.batch_size = c.batch_size;
+    o.max_epochs = c.max_epochs;
+    o.max_steps = c.max_steps;
+    o.shuffle = flag_arg(c.shuffle, "shuffle");
+    o.seed = c.seed;
+    o.early_stopping = flag_arg(c.early_stopping, "early_stopping");
+    o.patience = c.patience;
+    o.tolerance = c.tolerance;
+    require(c.lr_schedule >= SHARDOPT_LR_CONSTANT && c.lr_schedule <= SHARDOPT_LR_CUSTOM, ErrorCode::invalid_argument,
+            "training options: lr_schedule is " + std::to_string(int(c.lr_schedule)) + ", not a shardopt_lr_schedule");
+    o.schedule.kind = LrScheduleKind(int(c.lr_schedule));
+    o.schedule.per_step = flag_arg(c.lr_per_step, "lr_per_step");
+    o.schedule.warmup = c.warmup;
+    o.schedule.decay_period = c.decay_period;
+    o.schedule.min_lr = c.min_lr;
+    o.schedule.gamma = c.gamma;
+    if (c.lr_fn) {
+        const shardopt_lr_fn fn = c.lr_fn;
+        void *user_data = c.lr_user_data;
+        o.schedule.custom = [fn, user_data, on_callback_failure](std::int64_t t, double base) {
+            double lr = 0.0;
+            shardopt_model_error(nullptr);
+            const int rc = fn(user_data, t, base, &lr);
+            if (rc != 0) on_callback_failure(rc);
+            return lr;
+        };
+    }
+    o.evaluate_best = flag_arg(c.evaluate_best, "evaluate_best");
+    o.validate(require_samples);
     return o;
 }
 
@@ -245,6 +395,60 @@ SHARDOPT_API shardopt_status shardopt_sharding_options_init_sized(shardopt_shard
                                                                   size_t struct_size) {
     return guard(__func__,
                  [&] { write_prefix(opts, struct_size, sharding_defaults(), kMinShardingOptions, "sharding options"); });
+}
+
+SHARDOPT_API shardopt_status shardopt_optimizer_options_init_preset(shardopt_optimizer_options *opts,
+                                                                    size_t struct_size,
+                                                                    shardopt_optimizer_preset preset) {
+    return guard(__func__, [&] {
+        const auto full = to_c(optimizer_preset(int(preset)), struct_size);
+        write_prefix(opts, struct_size, full, kMinOptimizerOptions, "optimizer options");
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_optimizer_options_validate(const shardopt_optimizer_options *opts) {
+    return guard(__func__, [&] { (void)optimizer_options_from(opts); });
+}
+
+SHARDOPT_API shardopt_status shardopt_sharding_options_init_preset(shardopt_sharding_options *opts,
+                                                                   size_t struct_size, shardopt_sharding_preset preset) {
+    return guard(__func__, [&] {
+        write_prefix(opts, struct_size, sharding_preset(int(preset)), kMinShardingOptions, "sharding options");
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_sharding_options_validate(const shardopt_sharding_options *opts) {
+    return guard(__func__, [&] { validate_sharding_fields(sharding_options_from(opts)); });
+}
+
+SHARDOPT_API shardopt_status shardopt_training_options_init_sized(shardopt_training_options *opts,
+                                                                  size_t struct_size) {
+    return guard(__func__,
+                 [&] { write_prefix(opts, struct_size, training_defaults(), kMinTrainingOptions, "training options"); });
+}
+
+SHARDOPT_API shardopt_status shardopt_training_options_validate(const shardopt_training_options *opts) {
+    return guard(__func__, [&] {
+        (void)training_options_from(opts, [](int) {}, /*require_samples=*/false);
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_training_learning_rate(const shardopt_training_options *opts, int64_t t,
+                                                             double base, double *lr) {
+    return guard(__func__, [&] {
+        not_null(lr, "lr");
+        TrainingOptions o = training_options_from(opts, [](int rc) {
+            std::string why = "the learning-rate callback returned " + std::to_string(rc);
+            const std::string reason = take_model_error();
+            if (!reason.empty()) why += ": " + reason;
+            throw Error(ErrorCode::invalid_state, why);
+        });
+        require(std::isfinite(base) && base >= 0, ErrorCode::invalid_argument, "base must be finite and >= 0");
+        const std::int64_t batches = (o.num_samples + o.effective_batch() - 1) / o.effective_batch();
+        std::int64_t span = o.schedule.per_step ? batches * o.max_epochs : o.max_epochs;
+        if (o.schedule.per_step && o.max_steps > 0) span = std::min(span, o.max_steps);
+        *lr = o.schedule.rate(t, base, span);
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_optimize_options_init_sized(shardopt_optimize_options *opts,

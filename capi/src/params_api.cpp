@@ -1,5 +1,6 @@
 // Parameter sets: shardopt_params_*.
 #include "capi_internal.hpp"
+#include "options_convert.hpp"
 
 using namespace shardopt;
 using namespace shardopt::capi;
@@ -65,6 +66,19 @@ SHARDOPT_API shardopt_status shardopt_params_padded_count(shardopt_params params
         ParameterSet copy = params_of(params);
         not_null(count, "count");
         require(shards >= 1, ErrorCode::invalid_argument, "shards must be >= 1, got " + std::to_string(shards));
+        copy.plan(shards);
+        *count = copy.padded_count();
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_params_padded_count_for(shardopt_params params,
+                                                              const shardopt_sharding_options *sharding, int shards,
+                                                              size_t *count) {
+    return guard(__func__, [&] {
+        ParameterSet copy = params_of(params);
+        not_null(count, "count");
+        require(shards >= 1, ErrorCode::invalid_argument, "shards must be >= 1, got " + std::to_string(shards));
+        if (sharding) copy = bucketed_layout(std::move(copy), sharding_options_from(sharding));
         copy.plan(shards);
         *count = copy.padded_count();
     });

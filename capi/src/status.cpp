@@ -6,12 +6,16 @@
 
 namespace {
 thread_local char last_error[1024] = "";
-}
+thread_local int last_error_rank = -1;
+} // namespace
 
 namespace shardopt::capi {
 
+thread_local int call_rank = -1;
+
 shardopt_status fail(ErrorCode code, const char *function, const char *message) noexcept {
     std::snprintf(last_error, sizeof last_error, "%s: %s", function, message ? message : "");
+    last_error_rank = call_rank;
     return shardopt_status(int(code));
 }
 
@@ -40,6 +44,7 @@ SHARDOPT_API const char *shardopt_status_name(shardopt_status status) {
 }
 
 SHARDOPT_API const char *shardopt_last_error_message(void) { return last_error; }
+SHARDOPT_API int shardopt_last_error_rank(void) { return last_error_rank; }
 
 } // extern "C"
 

@@ -117,7 +117,9 @@ class AsyncSgdOptimizer {
     // Every rank the same values (not collective).
     void set_parameters(const void *packed);
 
-    OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
+    // train() (shardopt/training.hpp) over asynchronous epochs; ShardedOptimizer's optimize and
+    // train reach it.
+    TrainingResult train(const BatchFunction &model, const TrainingOptions &options);
     const AsyncSgdStats &stats() const noexcept;
 
     // As ShardedOptimizer's (collective over the world).

@@ -82,6 +82,8 @@ class ElasticOptimizer {
     // steps, counted from the first call's first iteration), so a training run of one call, or of
     // one call per epoch, continues where the job stopped.
     OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
+    // wrapped().train() the same way (the skipped steps in TrainingOptions::start_step).
+    TrainingResult train(const BatchFunction &model, const TrainingOptions &options);
     // Collective: a checkpoint now, at a step boundary (the previous one finished first).
     void checkpoint();
     // Collective: waits for the checkpoint being written, if any, and publishes it. Call it at

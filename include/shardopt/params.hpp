@@ -50,6 +50,8 @@ class ParameterSet {
     int add_matrix(const std::string &name, std::size_t rows, std::size_t cols, bool tp_replicated = false);
     // Closes the current bucket: the next tensor starts a new one (an FSDP unit boundary).
     void end_bucket();
+    // The bucket size of later plan() calls (> 0), the end_bucket boundaries kept.
+    void set_bucket_bytes(std::size_t bucket_bytes);
 
     // Computes the layout for `world_size` shards. Registration is closed afterwards; planning
     // again for another world size is allowed (checkpoint resharding).

@@ -39,6 +39,7 @@
 #include "shardopt/compression.hpp"
 #include "shardopt/optim.hpp"
 #include "shardopt/params.hpp"
+#include "shardopt/training.hpp"
 
 struct CUstream_st; // cudaStream_t is CUstream_st *
 
@@ -123,7 +124,25 @@ struct ShardingOptions {
     bool cpu_offload_optimizer = false;
     bool cpu_offload_gradients = false;
     bool cpu_offload_params = false;
+    // AiDotNet's ShardingConfiguration, resolved by create() into the fields above (see
+    // src/sharding/sharding_configuration.hpp):
+    //  - parameter_group_size (MinimumParameterGroupSize): > 0 cuts the layout into buckets of
+    //    about this many elements (its end_bucket boundaries kept) instead of its bucket_bytes.
+    //  - learning_rate (LearningRate): > 0 replaces the optimizer options' lr.
+    //  - auto_sync_gradients (AutoSyncGradients): false turns ddp and zero1 into local_sgd; the
+    //    other strategies reduce gradients every step and refuse it.
+    std::size_t parameter_group_size = 0;
+    double learning_rate = 0.0;
+    bool auto_sync_gradients = true;
 };
+
+// Throws Error(invalid_argument) naming the first option out of range or in a combination the
+// strategy does not allow (what create() checks before anything else).
+void validate_sharding_options(const ShardingOptions &options);
+
+// The layout as an optimizer with these options cuts it: parameter_group_size, when set,
+// replaces its bucket_bytes (its end_bucket boundaries kept). Unplanned.
+ParameterSet bucketed_layout(ParameterSet layout, const ShardingOptions &options);
 
 // Checkpoint forms (see save()).
 enum class CheckpointForm : int32_t { sharded = 0, consolidated = 1 };
@@ -293,6 +312,10 @@ class ShardedOptimizer {
     // The model callback works on host memory (for cuda memory the packed parameters are copied
     // from the device each iteration, and its gradient into the device buckets).
     OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
+    // The training policy every language shares (shardopt/training.hpp): epochs, schedule,
+    // validation, best solution, early stopping. Collective over the world. optimize() is a
+    // train() call with its own option names and AiDotNet's policy off.
+    TrainingResult train(const BatchFunction &model, const TrainingOptions &options);
 
     // Strategy async_sgd: the asynchronous optimizer behind this one (its statistics), else null.
     // It trains through optimize() only: the step protocol (zero_grad ... step) throws

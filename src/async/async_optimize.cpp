@@ -1,15 +1,14 @@
-// AsyncSgdOptimizer::optimize: the training loop of the other strategies (epochs of batches split
-// across the ranks, each rank's mean gradient weighted by its slice, early stopping voted across
-// ranks), with each epoch one asynchronous session: this rank's worker runs its steps as the
-// clock keeper hands it versions, its step labelled t on its slice of the epoch's batch t.
+// AsyncSgdOptimizer as a training::TrainingTarget: train() (src/training) runs the epochs, the
+// schedule, the validation and early stopping as for every strategy; each epoch is one
+// asynchronous session, this rank's worker running its steps as the clock keeper hands it
+// versions, its step labelled t on its slice of the epoch's batch t.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 
-#include "../sharding/epoch_order.hpp"
-#include "../sharding/epoch_progress.hpp"
 #include "../sharding/vector_ops.hpp"
+#include "../training/trainer.hpp"
 #include "async_state.hpp"
 #include "session.hpp"
 #include "shardopt/batch_split.hpp"
@@ -31,95 +30,129 @@ void scatter_packed(const ParameterSet &layout, const unsigned char *packed, uns
     }
 }
 
-} // namespace
+class AsyncTraining final : public training::TrainingTarget {
+  public:
+    AsyncTraining(AsyncSgdOptimizer &opt, AsyncSgdOptimizer::State &s) : opt_(opt), s_(s) {}
+    const ParameterSet &layout() const override { return s_.layout; }
+    int data_rank() const override { return s_.rank(); }
+    int data_size() const override { return s_.size(); }
+    void read_parameters(void *packed) override { s_.view_to_packed(packed); }
+    double average_over_data(double value) override {
+        double out = 0.0;
+        s_.world->allreduce(&value, &out, 1, DType::f64, ReduceOp::avg);
+        return out;
+    }
+    bool agree_stop(bool vote) override { return opt_.should_early_stop(vote); }
+    void agree(std::uint64_t value, const char *what) override {
+        std::uint64_t lo = value, hi = value;
+        s_.world->allreduce(&value, &lo, 1, DType::i64, ReduceOp::min);
+        s_.world->allreduce(&value, &hi, 1, DType::i64, ReduceOp::max);
+        require(lo == hi, ErrorCode::mismatch,
+                std::string(what) + " differ across ranks (every rank must train with the same options)");
+    }
+    double learning_rate() const override { return s_.optimizer.lr; }
+    void set_learning_rate(double lr) override { opt_.set_learning_rate(lr); }
+    training::EpochOutcome run_epoch(const training::EpochPlan &plan) override;
 
-OptimizeResult AsyncSgdOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &o) {
-    require(bool(model), ErrorCode::invalid_argument, "optimize: model function is null");
-    require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
-    require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
-    require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
-    require(o.first_epoch >= 0, ErrorCode::invalid_argument, "optimize: first_epoch must be >= 0");
-    require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
-            "optimize: max_iterations, patience and min_delta must be >= 0");
-    State &s = *state_;
+    AsyncSgdStats stats;
+
+  private:
+    AsyncSgdOptimizer &opt_;
+    AsyncSgdOptimizer::State &s_;
+};
+
+training::EpochOutcome AsyncTraining::run_epoch(const training::EpochPlan &plan) {
+    AsyncSgdOptimizer::State &s = s_;
     const int ranks = s.size(), rank = s.rank();
     const ParameterSet &layout = s.layout;
-    const std::int64_t batch = o.batch_size == 0 ? o.num_samples : std::min(o.batch_size, o.num_samples);
-    const std::size_t elem = layout.element_size(), n = layout.element_count();
-    std::vector<unsigned char> params(n * elem), grads(n * elem);
+    const std::int64_t n = std::int64_t(plan.order->size()), batch = plan.batch;
+    const std::size_t elem = layout.element_size(), count = layout.element_count();
+    std::vector<unsigned char> params(count * elem), grads(count * elem);
     std::vector<std::int64_t> samples;
-
     const auto started = Clock::now();
-    AsyncSgdStats stats;
-    EpochProgress progress(
-        o, n * elem, [&s](void *packed) { s.view_to_packed(packed); },
-        [this](bool vote) { return should_early_stop(vote); });
-    OptimizeResult &result = progress.result();
-    for (int epoch = 0; epoch < o.epochs; ++epoch) {
-        const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
-        // The epoch's clocks: one per batch, as far as max_iterations allows.
-        std::vector<std::int64_t> clock_samples;
-        for (std::int64_t start = 0; start < o.num_samples; start += batch) {
-            if (o.max_iterations > 0 && result.iterations + std::int64_t(clock_samples.size()) >= o.max_iterations) break;
-            clock_samples.push_back(std::min(batch, o.num_samples - start));
-        }
-        const bool hit_limit =
-            o.max_iterations > 0 && result.iterations + std::int64_t(clock_samples.size()) >= o.max_iterations;
 
-        async::Session session(s, clock_samples, epoch + 1);
-        async::Session::Handed handed; // the version this rank's worker computes on
-        std::int64_t applied = 0;
-        try {
-            for (;;) {
-                // The step labelled handed.label, on this rank's slice of batch handed.label.
-                const std::int64_t start = handed.label * batch;
-                const std::int64_t batch_n = std::min(batch, o.num_samples - start);
-                const BatchSlice slice = batch_slice(start, batch_n, rank, ranks);
-                samples.resize(std::size_t(slice.size()));
-                for (std::int64_t i = slice.begin; i < slice.end; ++i)
-                    samples[std::size_t(i - slice.begin)] = order[std::size_t(i)];
-                s.view_to_packed(params.data());
-                std::memset(grads.data(), 0, grads.size());
-                auto t0 = Clock::now();
-                double loss = samples.empty() ? 0.0 : model(params.data(), grads.data(), samples.data(), samples.size());
-                stats.model_seconds += seconds_since(t0);
-                if (slice.weight != 1.0) scale(grads.data(), n, layout.dtype(), slice.weight);
-                loss *= slice.weight;
-                scatter_packed(layout, grads.data(), s.gradient.data());
-                session.push(handed.label, handed.version, loss, s.gradient.data());
-                ++stats.steps;
-                t0 = Clock::now();
-                const async::Session::Handed next = session.receive();
-                stats.wait_seconds += seconds_since(t0);
-                if (next.label >= session.clocks()) {
-                    handed = next;
-                    break;
-                }
-                stats.max_own_lead = std::max(stats.max_own_lead, int(next.label - next.version));
-                handed = next;
+    // The epoch's clocks: one per batch run.
+    std::vector<std::int64_t> clock_samples;
+    for (std::int64_t k = plan.first_batch; k < plan.end_batch; ++k)
+        clock_samples.push_back(std::min(batch, n - k * batch));
+    const std::int64_t first_step = plan.steps_before + plan.first_batch;
+    std::function<void(std::int64_t)> before_update;
+    if (plan.before_step) before_update = [&plan, first_step](std::int64_t c) { plan.before_step(first_step + c); };
+
+    async::Session session(s, clock_samples, plan.epoch, first_step, before_update);
+    async::Session::Handed handed; // the version this rank's worker computes on
+    std::int64_t applied = 0;
+    try {
+        for (;;) {
+            // The step labelled handed.label, on this rank's slice of batch first_batch + label.
+            const std::int64_t start = (plan.first_batch + handed.label) * batch;
+            const std::int64_t batch_n = std::min(batch, n - start);
+            const BatchSlice slice = batch_slice(start, batch_n, rank, ranks);
+            samples.resize(std::size_t(slice.size()));
+            for (std::int64_t i = slice.begin; i < slice.end; ++i)
+                samples[std::size_t(i - slice.begin)] = (*plan.order)[std::size_t(i)];
+            s.view_to_packed(params.data());
+            std::memset(grads.data(), 0, grads.size());
+            auto t0 = Clock::now();
+            double loss = 0.0;
+            if (!samples.empty()) {
+                Batch b;
+                b.params = params.data();
+                b.grad = grads.data();
+                b.samples = samples.data();
+                b.sample_count = samples.size();
+                b.epoch = plan.epoch;
+                b.step = first_step + handed.label;
+                loss = (*plan.model)(b);
             }
-            applied = session.finish();
-        } catch (...) {
-            session.fail(); // rethrows this rank's first failure of the session
+            stats.model_seconds += seconds_since(t0);
+            if (slice.weight != 1.0) scale(grads.data(), count, layout.dtype(), slice.weight);
+            loss *= slice.weight;
+            scatter_packed(layout, grads.data(), s.gradient.data());
+            session.push(handed.label, handed.version, loss, s.gradient.data());
+            ++stats.steps;
+            t0 = Clock::now();
+            const async::Session::Handed next = session.receive();
+            stats.wait_seconds += seconds_since(t0);
+            if (next.label >= session.clocks()) {
+                handed = next;
+                break;
+            }
+            stats.max_own_lead = std::max(stats.max_own_lead, int(next.label - next.version));
+            handed = next;
         }
-        require(applied == session.clocks(), ErrorCode::internal,
-                "async SGD: the session applied " + std::to_string(applied) + " of " +
-                    std::to_string(session.clocks()) + " updates");
-        s.step_count += applied;
-        const async::ReplyHeader &account = handed.account;
-        stats.updates += applied;
-        stats.late_gradients += account.late_gradients;
-        stats.skipped_clocks += account.skipped_clocks;
-        stats.max_staleness = std::max(stats.max_staleness, int(account.max_staleness));
-        stats.max_lead = std::max(stats.max_lead, int(account.max_lead));
-        result.iterations += applied;
-
-        if (progress.end_epoch(account.epoch_loss, hit_limit)) break;
+        applied = session.finish();
+    } catch (...) {
+        session.fail(); // rethrows this rank's first failure of the session
     }
-    OptimizeResult finished = progress.finish();
-    stats.seconds = seconds_since(started);
-    s.stats = stats;
-    return finished;
+    require(applied == session.clocks(), ErrorCode::internal,
+            "async SGD: the session applied " + std::to_string(applied) + " of " + std::to_string(session.clocks()) +
+                " updates");
+    s.step_count += applied;
+    const async::ReplyHeader &account = handed.account;
+    stats.updates += applied;
+    stats.late_gradients += account.late_gradients;
+    stats.skipped_clocks += account.skipped_clocks;
+    stats.max_staleness = std::max(stats.max_staleness, int(account.max_staleness));
+    stats.max_lead = std::max(stats.max_lead, int(account.max_lead));
+    stats.seconds += seconds_since(started);
+
+    training::EpochOutcome out;
+    out.batches = applied;
+    out.mean_loss = account.epoch_loss; // the keeper's: the mean over the epoch's samples
+    return out;
+}
+
+} // namespace
+
+TrainingResult AsyncSgdOptimizer::train(const BatchFunction &model, const TrainingOptions &options) {
+    AsyncTraining target(*this, *state_);
+    struct KeepStats { // what this call saw, however it ends
+        AsyncTraining &t;
+        State &s;
+        ~KeepStats() { s.stats = t.stats; }
+    } keep{target, *state_};
+    return training::train(target, model, options);
 }
 
 } // namespace shardopt

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "../training/trainer.hpp"
 #include "shard_copy.hpp"
 #include "shardopt/error.hpp"
 
@@ -38,8 +39,10 @@ Error notice_error(const Error &e, int w) {
 
 } // namespace
 
-Session::Session(AsyncSgdOptimizer::State &state, std::vector<std::int64_t> clock_samples, int epoch)
-    : s_(state), clock_samples_(std::move(clock_samples)), epoch_(epoch), rank_(state.rank()), size_(state.size()),
+Session::Session(AsyncSgdOptimizer::State &state, std::vector<std::int64_t> clock_samples, int epoch,
+                 std::int64_t first_step, std::function<void(std::int64_t)> before_update)
+    : s_(state), clock_samples_(std::move(clock_samples)), epoch_(epoch), first_step_(first_step),
+      before_update_(std::move(before_update)), rank_(state.rank()), size_(state.size()),
       shard_bytes_(state.owner->shard_bytes()), send_buffer_(sizeof(GradientHeader) + shard_bytes_),
       reply_buffers_(std::size_t(size_), std::vector<unsigned char>(sizeof(ReplyHeader) + shard_bytes_)),
       grad_buffer_(sizeof(GradientHeader) + shard_bytes_), reply_buffer_(sizeof(ReplyHeader) + shard_bytes_) {
@@ -226,12 +229,9 @@ void Session::keeper_loop() {
         }
         Command c;
         if (d.kind == Decision::Kind::apply) {
-            // As DDP's optimize(): a loss that is not finite stops training on every rank.
-            if (!std::isfinite(d.loss))
-                throw Error(ErrorCode::invalid_state,
-                            "optimize: the loss is " + std::string(std::isnan(d.loss) ? "NaN" : "infinite") +
-                                " at epoch " + std::to_string(epoch_) + ", clock " + std::to_string(d.clock + 1) +
-                                " (averaged over the " + std::to_string(d.members.size()) + " gradients of its update)");
+            // As DDP's train(): a loss that is not finite stops training on every rank.
+            training::require_finite_loss(d.loss, Dataset::training, epoch_, first_step_ + d.clock,
+                                          ("the " + std::to_string(d.members.size()) + " gradients of its update").c_str());
             members.clear();
             for (const Push &p : d.members) members.push_back(Member{p.worker, 0, p.seq});
             c.kind = CommandKind::apply;
@@ -292,6 +292,7 @@ void Session::apply_update(const Member *members, std::size_t count) {
                     " of rank " + std::to_string(members[i].worker) + ", got push " + std::to_string(h.seq));
         s_.owner->add_gradient(grad_buffer_.data() + sizeof h);
     }
+    if (before_update_) before_update_(applied_);
     s_.owner->apply();
     ++applied_;
 }

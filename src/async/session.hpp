@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,8 +29,11 @@ namespace shardopt::async {
 
 class Session {
   public:
-    // Starts this rank's threads for a session of clock_samples.size() clocks (same on every rank).
-    Session(AsyncSgdOptimizer::State &state, std::vector<std::int64_t> clock_samples, int epoch);
+    // Starts this rank's threads for a session of clock_samples.size() clocks (same on every rank),
+    // clock c being the optimizer's step first_step + c of epoch `epoch` (from 0). before_update(c),
+    // when given, runs on the server thread before clock c's update is applied (a per-step rate).
+    Session(AsyncSgdOptimizer::State &state, std::vector<std::int64_t> clock_samples, int epoch,
+            std::int64_t first_step, std::function<void(std::int64_t clock)> before_update);
     ~Session();
     Session(const Session &) = delete;
     Session &operator=(const Session &) = delete;
@@ -78,6 +82,8 @@ class Session {
     AsyncSgdOptimizer::State &s_;
     const std::vector<std::int64_t> clock_samples_;
     const int epoch_;
+    const std::int64_t first_step_;
+    const std::function<void(std::int64_t)> before_update_;
     const int rank_, size_;
     const std::size_t shard_bytes_;
     std::int64_t applied_ = 0; // server thread: updates applied

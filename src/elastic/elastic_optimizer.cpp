@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "../training/optimize_options.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt {
@@ -108,18 +109,23 @@ StepResult ElasticOptimizer::step() {
     return result;
 }
 
-OptimizeResult ElasticOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
-    OptimizeOptions o = options;
-    o.start_iteration += skip_iterations_;
+TrainingResult ElasticOptimizer::train(const BatchFunction &model, const TrainingOptions &options) {
+    TrainingOptions o = options;
+    o.start_step += skip_iterations_;
     const auto caller_hook = options.after_step;
     o.after_step = [this, &caller_hook](const StepResult &r) {
         after_step(r);
         if (caller_hook) caller_hook(r);
     };
-    OptimizeResult result = wrapped_.optimize(model, o);
+    TrainingResult result = wrapped_.train(model, o);
     // What this call did not cover is left for the next (a loop calling it once per epoch).
-    skip_iterations_ = std::max<std::int64_t>(0, skip_iterations_ - result.iterations);
+    skip_iterations_ = std::max<std::int64_t>(0, skip_iterations_ - result.steps);
     return result;
+}
+
+OptimizeResult ElasticOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
+    return training::optimize_result_of(
+        train(training::batch_function_of(model), training::training_options_of(options)));
 }
 
 void ElasticOptimizer::after_step(const StepResult &result) {

@@ -48,6 +48,11 @@ void ParameterSet::end_bucket() {
     if (next > 0 && (forced_breaks_.empty() || forced_breaks_.back() != next)) forced_breaks_.push_back(next);
 }
 
+void ParameterSet::set_bucket_bytes(std::size_t bucket_bytes) {
+    require(bucket_bytes > 0, ErrorCode::invalid_argument, "bucket_bytes must be positive");
+    bucket_bytes_ = bucket_bytes;
+}
+
 void ParameterSet::plan(int world_size) {
     require(world_size >= 1, ErrorCode::invalid_argument, "world size must be at least 1");
     require(!tensors_.empty(), ErrorCode::invalid_state, "parameter set has no tensors");

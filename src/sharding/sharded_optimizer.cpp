@@ -3,10 +3,13 @@
 // which trains through optimize() on its own threads instead of the step protocol.
 #include "shardopt/sharded_optimizer.hpp"
 
+#include "../training/optimize_options.hpp"
+
 #include "engine/cuda_space.hpp"
 #include "engine/host_space.hpp"
 #include "engine/step_engine.hpp"
 #include "hybrid_grid.hpp"
+#include "sharding_configuration.hpp"
 #include "shardopt/async_sgd.hpp"
 #include "shardopt/error.hpp"
 
@@ -33,21 +36,24 @@ ShardedOptimizer::~ShardedOptimizer() = default;
 
 std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm, ParameterSet layout,
                                                            const OptimizerOptions &optimizer,
-                                                           const ShardingOptions &options, const void *initial,
+                                                           const ShardingOptions &sharding, const void *initial,
                                                            void *external_params) {
     require(comm != nullptr, ErrorCode::invalid_argument, "communicator is null");
+    ResolvedConfiguration resolved = resolve_configuration(std::move(layout), optimizer, sharding);
+    const ShardingOptions &options = resolved.sharding;
     validate_sharding_options(options);
     if (options.strategy == Strategy::async_sgd) {
         require(external_params == nullptr, ErrorCode::unsupported,
                 "caller-owned parameters are not supported for async_sgd (DDP, ZeRO-1, ZeRO-2 and Local SGD only)");
         return std::unique_ptr<ShardedOptimizer>(new ShardedOptimizer(AsyncSgdOptimizer::create(
-            std::move(comm), std::move(layout), optimizer, options.async_staleness, options, initial)));
+            std::move(comm), std::move(resolved.layout), resolved.optimizer, options.async_staleness, options, initial)));
     }
     std::unique_ptr<engine::Space> space = options.memory == MemorySpace::cuda
                                                ? engine::make_cuda_space(*comm, options.cuda_stream, options.update_threads)
                                                : engine::make_host_space(options.update_threads);
     return std::unique_ptr<ShardedOptimizer>(new ShardedOptimizer(std::make_unique<engine::StepEngine>(
-        std::move(space), std::move(comm), std::move(layout), optimizer, options, initial, external_params)));
+        std::move(space), std::move(comm), std::move(resolved.layout), resolved.optimizer, options, initial,
+        external_params)));
 }
 
 int ShardedOptimizer::rank() const noexcept { return async_ ? async_->rank() : engine_->world().rank(); }
@@ -138,8 +144,12 @@ bool ShardedOptimizer::should_early_stop(bool local_vote) {
 }
 MemoryStats ShardedOptimizer::memory_stats() const { return async_ ? async_->memory_stats() : engine_->memory_stats(); }
 std::uint64_t ShardedOptimizer::bytes_sent() const { return async_ ? async_->bytes_sent() : engine_->traffic(); }
+TrainingResult ShardedOptimizer::train(const BatchFunction &model, const TrainingOptions &options) {
+    return async_ ? async_->train(model, options) : engine_->train(model, options);
+}
 OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
-    return async_ ? async_->optimize(model, options) : engine_->optimize(model, options);
+    return training::optimize_result_of(
+        train(training::batch_function_of(model), training::training_options_of(options)));
 }
 
 void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {

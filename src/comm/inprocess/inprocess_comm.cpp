@@ -67,7 +67,10 @@ class InProcessComm final : public Communicator {
         : Communicator(rank, group->size()), group_(std::move(group)) {
         set_host_of_ranks(host_of);
     }
-    ~InProcessComm() override { shutdown_queues(); } // before group_ goes
+    ~InProcessComm() override {
+        shutdown_queues(); // before group_ goes
+        group_->depart(rank());
+    }
 
     std::string backend_name() const override { return "inprocess"; }
 

@@ -18,6 +18,28 @@ std::string InProcessGroup::missing_ranks(const Slot &slot) const {
     return out.str();
 }
 
+int InProcessGroup::departed_missing(const Slot &slot) const {
+    for (int r = 0; r < size_; ++r)
+        if (departed_[std::size_t(r)] && !slot.arrived[std::size_t(r)]) return r;
+    return -1;
+}
+
+void InProcessGroup::fail_departed(int who, const std::string &what) {
+    abort_reason_ = "rank " + std::to_string(who) +
+                    " was lost: its communicator was closed (or its thread ended) while " + what;
+    abort_code_ = ErrorCode::peer_lost;
+    cv_.notify_all();
+    throw_aborted();
+}
+
+void InProcessGroup::depart(int rank) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        departed_[std::size_t(rank)] = true;
+    }
+    cv_.notify_all();
+}
+
 static std::string ms_text(std::chrono::steady_clock::duration d) {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
@@ -38,12 +60,15 @@ InProcessGroup::Slot &InProcessGroup::arrive(std::uint64_t seq, int rank, const 
     slot.arrived[rank] = true;
     if (++slot.arrived_count == size_) cv_.notify_all();
     const bool all = cv_.wait_until(lock, deadline, [&] {
-        return slot.arrived_count == size_ || !abort_reason_.empty();
+        return slot.arrived_count == size_ || !abort_reason_.empty() || departed_missing(slot) >= 0;
     });
     // Every rank arrived: the collective completes, even if one of them has since aborted the
     // group (it finished this call and failed later); the abort stops the next call.
     if (slot.arrived_count == size_) return slot;
     if (!abort_reason_.empty()) throw_aborted();
+    if (const int gone = departed_missing(slot); gone >= 0)
+        fail_departed(gone, "rank " + std::to_string(rank) + " waited for it in " + describe(call) +
+                                " (collective #" + std::to_string(seq) + ")");
     if (!all) {
         std::string reason = describe(call) + " (collective #" + std::to_string(seq) + ") timed out after " +
                              ms_text(Clock::now() - start) + " on rank " + std::to_string(rank) +
@@ -107,8 +132,12 @@ void InProcessGroup::take_message(int source, int dest, int tag, const Call &rec
     const auto start = Clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
     auto &box = mailboxes_[{source, dest, tag}];
-    const bool got = cv_.wait_until(lock, deadline, [&] { return !box.empty() || !abort_reason_.empty(); });
+    const bool got = cv_.wait_until(lock, deadline, [&] {
+        return !box.empty() || !abort_reason_.empty() || departed_[std::size_t(source)];
+    });
     if (!abort_reason_.empty()) throw_aborted();
+    if (box.empty() && departed_[std::size_t(source)])
+        fail_departed(source, "rank " + std::to_string(dest) + " waited for its message in " + describe(recv_call));
     if (!got) {
         std::string reason = describe(recv_call) + " on rank " + std::to_string(dest) + " timed out after " +
                              ms_text(Clock::now() - start) + ": rank " + std::to_string(source) +

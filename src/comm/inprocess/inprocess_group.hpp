@@ -35,7 +35,7 @@ class InProcessGroup {
         std::map<int, std::shared_ptr<InProcessGroup>> split_groups;
     };
 
-    explicit InProcessGroup(int size) : size_(size) {}
+    explicit InProcessGroup(int size) : size_(size), departed_(std::size_t(size), false) {}
     int size() const { return size_; }
 
     // Posts rank's call for collective `seq` and waits for every rank; returns the slot with all
@@ -56,6 +56,9 @@ class InProcessGroup {
     void take_message(int source, int dest, int tag, const Call &recv_call, Clock::time_point deadline);
 
     void abort(const std::string &reason, ErrorCode code);
+    // Rank's communicator is gone (closed, or its thread ended and released it): a peer waiting
+    // for it fails at once with peer_lost naming it, instead of waiting out the timeout.
+    void depart(int rank);
 
   private:
     struct Message {
@@ -64,6 +67,10 @@ class InProcessGroup {
     };
     [[noreturn]] void throw_aborted();
     std::string missing_ranks(const Slot &slot) const;
+    // The first rank that left the group without arriving at `slot`, or -1 (mutex held).
+    int departed_missing(const Slot &slot) const;
+    // Aborts with peer_lost for departed rank `who` (mutex held) and throws.
+    [[noreturn]] void fail_departed(int who, const std::string &what);
 
     const int size_;
     std::mutex mutex_;
@@ -71,6 +78,7 @@ class InProcessGroup {
     std::map<std::uint64_t, Slot> slots_;
     std::map<std::tuple<int, int, int>, std::deque<Message>> mailboxes_;
     std::vector<unsigned char> spare_scratch_; // reused across slots: no allocation per call
+    std::vector<bool> departed_;
     std::string abort_reason_;
     ErrorCode abort_code_ = ErrorCode::ok;
 };

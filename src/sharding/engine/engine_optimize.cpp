@@ -1,17 +1,9 @@
-// optimize(): the AiDotNet-style training loop over the step protocol. Each global batch is
-// split into contiguous per-rank slices; each rank's mean gradient is weighted by its slice size
-// so the average over ranks is exactly the full batch's mean gradient, whatever the split. The
-// model callback works on host memory: parameters are copied out of the space for each call and
-// its gradient copied into the buckets.
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <vector>
+// The step engine as a training::TrainingTarget: train() (src/training) runs the epochs; an epoch's
+// batches are synchronous steps, the model's host gradient copied into the buckets.
+#include <cstdint>
 
-#include "../epoch_order.hpp"
-#include "../epoch_progress.hpp"
-#include "../vector_ops.hpp"
-#include "shardopt/batch_split.hpp"
+#include "../../training/synchronous_epoch.hpp"
+#include "../../training/trainer.hpp"
 #include "shardopt/error.hpp"
 #include "step_engine.hpp"
 
@@ -30,76 +22,52 @@ StepResult StepEngine::step_on_packed_gradient(const unsigned char *packed_grad)
     return step();
 }
 
-OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOptions &o) {
-    require(bool(model), ErrorCode::invalid_argument, "optimize: model function is null");
-    require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
-    require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
-    require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
-    require(o.first_epoch >= 0, ErrorCode::invalid_argument, "optimize: first_epoch must be >= 0");
-    require(o.start_iteration >= 0, ErrorCode::invalid_argument, "optimize: start_iteration must be >= 0");
-    require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
-            "optimize: max_iterations, patience and min_delta must be >= 0");
-    const ParameterSet &layout = layout_;
-    const int dp = grid_.data->size(), dp_rank = grid_.data->rank();
-    const std::int64_t batch = o.batch_size == 0 ? o.num_samples : std::min(o.batch_size, o.num_samples);
-    const std::size_t elem = layout.element_size(), n = layout.element_count();
-    std::vector<unsigned char> params(n * elem), grads(n * elem);
-    std::vector<std::int64_t> samples;
+namespace {
 
-    EpochProgress progress(
-        o, n * elem, [this](void *packed) { get_parameters(packed); },
-        [this](bool vote) { return should_early_stop(vote); });
-    OptimizeResult &result = progress.result();
-    for (int epoch = 0; epoch < o.epochs; ++epoch) {
-        const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
-        double epoch_loss_sum = 0.0;
-        std::int64_t epoch_samples = 0;
-        bool hit_limit = false;
-        for (std::int64_t start = 0; start < o.num_samples; start += batch) {
-            const std::int64_t batch_n = std::min(batch, o.num_samples - start);
-            if (result.iterations < o.start_iteration) { // done before the run was resumed
-                ++result.iterations;
-                if (o.max_iterations > 0 && result.iterations >= o.max_iterations) {
-                    hit_limit = true;
-                    break;
-                }
-                continue;
-            }
-            const BatchSlice slice = batch_slice(start, batch_n, dp_rank, dp);
-            samples.resize(std::size_t(slice.size()));
-            for (std::int64_t i = slice.begin; i < slice.end; ++i)
-                samples[std::size_t(i - slice.begin)] = order[std::size_t(i)];
+// Both 32-bit halves of v, min and max over the world: equal everywhere, or a mismatch.
+void agree_over(Space &space, Communicator &world, std::uint64_t v, const char *what) {
+    const double hi = double(v >> 32), lo = double(v & 0xffffffffu);
+    const bool same = space.allreduce_scalar(world, hi, ReduceOp::max) == -space.allreduce_scalar(world, -hi, ReduceOp::max) &&
+                      space.allreduce_scalar(world, lo, ReduceOp::max) == -space.allreduce_scalar(world, -lo, ReduceOp::max);
+    require(same, ErrorCode::mismatch,
+            std::string(what) + " differ across ranks (every rank must train with the same options)");
+}
 
-            get_parameters(params.data());
-            std::memset(grads.data(), 0, grads.size());
-            double local_loss = samples.empty() ? 0.0 : model(params.data(), grads.data(), samples.data(), samples.size());
-            const double weight = slice.weight;
-            if (weight != 1.0) scale(grads.data(), n, layout.dtype(), weight);
-            local_loss *= weight;
-            const StepResult stepped = step_on_packed_gradient(grads.data());
-            if (o.after_step) o.after_step(stepped);
-            const double batch_loss = space_->allreduce_scalar(*grid_.data, local_loss, ReduceOp::avg);
-            // Every rank sees the same average: all stop together, instead of skipping steps forever.
-            if (!std::isfinite(batch_loss))
-                throw Error(ErrorCode::invalid_state,
-                            "optimize: the loss is " + std::string(std::isnan(batch_loss) ? "NaN" : "infinite") +
-                                " at epoch " + std::to_string(epoch + 1) + ", iteration " +
-                                std::to_string(result.iterations + 1) + " (averaged over the data-parallel ranks)");
-            epoch_loss_sum += batch_loss * double(batch_n);
-            epoch_samples += batch_n;
-            ++result.iterations;
-            if (o.max_iterations > 0 && result.iterations >= o.max_iterations) {
-                hit_limit = true;
-                break;
-            }
-        }
-        if (epoch_samples == 0) { // skipped whole: resumed after it
-            if (hit_limit) break;
-            continue;
-        }
-        if (progress.end_epoch(epoch_loss_sum / double(epoch_samples), hit_limit)) break;
+} // namespace
+
+class StepEngine::Training final : public training::TrainingTarget {
+  public:
+    explicit Training(StepEngine &e) : e_(e) {
+        steps_.layout = &e.layout_;
+        steps_.data_rank = e.grid_.data->rank();
+        steps_.data_size = e.grid_.data->size();
+        steps_.read_parameters = [this](void *packed) { e_.get_parameters(packed); };
+        steps_.step = [this](const void *g) { return e_.step_on_packed_gradient(static_cast<const unsigned char *>(g)); };
+        steps_.average_over_data = [this](double v) { return average_over_data(v); };
     }
-    return progress.finish();
+    const ParameterSet &layout() const override { return e_.layout_; }
+    int data_rank() const override { return steps_.data_rank; }
+    int data_size() const override { return steps_.data_size; }
+    void read_parameters(void *packed) override { e_.get_parameters(packed); }
+    double average_over_data(double value) override {
+        return e_.space_->allreduce_scalar(*e_.grid_.data, value, ReduceOp::avg);
+    }
+    bool agree_stop(bool vote) override { return e_.should_early_stop(vote); }
+    void agree(std::uint64_t value, const char *what) override { agree_over(*e_.space_, *e_.grid_.world, value, what); }
+    double learning_rate() const override { return e_.optimizer_.lr; }
+    void set_learning_rate(double lr) override { e_.set_lr(lr); }
+    training::EpochOutcome run_epoch(const training::EpochPlan &plan) override {
+        return training::run_synchronous_epoch(plan, steps_);
+    }
+
+  private:
+    StepEngine &e_;
+    training::SynchronousSteps steps_;
+};
+
+TrainingResult StepEngine::train(const BatchFunction &model, const TrainingOptions &options) {
+    Training target(*this);
+    return training::train(target, model, options);
 }
 
 } // namespace shardopt::engine

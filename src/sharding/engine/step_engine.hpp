@@ -72,11 +72,12 @@ class StepEngine {
     void deserialize(const void *data, std::size_t size);
     void synchronize_state();
     bool should_early_stop(bool local_vote);
-    // The training loop (engine_optimize.cpp): host gradients copied in.
-    OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
+    // train() (src/training) over this engine (engine_optimize.cpp): host gradients copied in.
+    TrainingResult train(const BatchFunction &model, const TrainingOptions &options);
 
   private:
     class CheckpointView; // the engine as a checkpoint::CheckpointTarget
+    class Training;       // the engine as a training::TrainingTarget
     enum class BucketPhase { idle, open, reducing, done };
     struct BucketProgress {
         BucketPhase phase = BucketPhase::idle;

@@ -57,7 +57,4 @@ inline constexpr int kMaxAsyncStaleness = 1 << 20;
 // The plan of the strategy run inside each data group (options.hybrid_data_strategy for hybrid).
 StrategyPlan plan_of(const ShardingOptions &options);
 
-// Throws Error(invalid_argument) naming the first option out of range or inconsistent.
-void validate_sharding_options(const ShardingOptions &options);
-
 } // namespace shardopt

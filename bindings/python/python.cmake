@@ -1,0 +1,52 @@
+# The Python binding: the SWIG module, the package layer in shardopt/, its tests and samples
+# (included by bindings/CMakeLists.txt when Python's development files are found).
+set(PY_PKG ${CMAKE_CURRENT_BINARY_DIR}/python/shardopt) # the importable package, built here
+set(PY_GEN ${CMAKE_CURRENT_BINARY_DIR}/python_gen)
+swig_wrap(python ${PY_GEN} ${PY_GEN}_wrap.c ${PY_GEN}.stamp -threads)
+so_native_module(shardopt_python ${PY_GEN}_wrap.c ${PY_PKG})
+target_link_libraries(shardopt_python PRIVATE Python3::Module)
+set_target_properties(shardopt_python PROPERTIES OUTPUT_NAME _shardopt_native PREFIX "")
+file(GLOB PY_LAYER CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/python/shardopt/*.py)
+add_custom_command(TARGET shardopt_python POST_BUILD
+  COMMAND ${CMAKE_COMMAND} -E copy ${PY_GEN}/shardopt_native.py ${PY_LAYER} ${PY_PKG}/
+  COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:shardopt> ${PY_PKG}/
+  COMMAND ${CMAKE_COMMAND} -E create_symlink $<TARGET_FILE_NAME:shardopt> ${PY_PKG}/$<TARGET_SONAME_FILE_NAME:shardopt>
+  COMMENT "Python package in ${PY_PKG}")
+# the hand-written layer is copied again whenever one of its files changes (no relink needed)
+add_custom_command(OUTPUT ${PY_GEN}_layer.stamp
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${PY_PKG}
+  COMMAND ${CMAKE_COMMAND} -E copy ${PY_LAYER} ${PY_PKG}/
+  COMMAND ${CMAKE_COMMAND} -E touch ${PY_GEN}_layer.stamp
+  DEPENDS ${PY_LAYER}
+  COMMENT "Python layer into ${PY_PKG}")
+add_custom_target(shardopt_python_layer ALL DEPENDS ${PY_GEN}_layer.stamp)
+add_dependencies(shardopt_python shardopt_python_layer)
+if(SHARDOPT_BUILD_TESTS)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pytest, numpy" RESULT_VARIABLE PY_DEPS_MISSING
+                  OUTPUT_QUIET ERROR_QUIET)
+  if(PY_DEPS_MISSING)
+    message(STATUS "shardopt bindings: Python tests skipped (pip install pytest numpy)")
+  else()
+    set(PY_ENV PYTHONPATH=${CMAKE_CURRENT_BINARY_DIR}/python SHARDOPT_LIBRARY=$<TARGET_FILE:shardopt>
+        SHARDOPT_RUN=${SO_RUN} PYTHONDONTWRITEBYTECODE=1)
+    if(TARGET bindings_reference_f64) # the f64 reference the bit-for-bit test compares with
+      list(APPEND PY_ENV SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>)
+    endif()
+    add_test(NAME bindings.python
+             COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
+    add_test(NAME samples.python_fsdp_adam
+             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/fsdp_adam.py)
+    # the AiDotNet FSDPOptimizer example ported (double): 4 in-memory ranks and 4 UCX processes,
+    # each equal to single-process training
+    add_test(NAME samples.python_port_fsdp_double
+             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/port_fsdp_double.py)
+    add_test(NAME samples.python_port_fsdp_double_ucx
+             COMMAND ${Python3_EXECUTABLE} ${SO_RUN} -n 4 --timeout 120 -- ${Python3_EXECUTABLE}
+                     ${PROJECT_SOURCE_DIR}/samples/python/port_fsdp_double.py --ucx)
+    set_tests_properties(bindings.python samples.python_fsdp_adam samples.python_port_fsdp_double
+                         PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${PY_ENV}")
+    set_tests_properties(samples.python_port_fsdp_double_ucx PROPERTIES LABELS "python;ucx" TIMEOUT 150
+                         ENVIRONMENT "${PY_ENV}")
+  endif()
+endif()
+message(STATUS "shardopt bindings: Python ${Python3_VERSION}")

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Runs the conformance table (runs.txt) through the C driver and through one or more language
+drivers, and compares their outputs run by run, byte for byte (README.md in this folder).
+
+  compare.py --runs runs.txt --c 'build/tests/conformance_c' --driver python 'python3 conformance.py' ...
+
+Each driver is a shell command; the runs file is appended as its last argument (and run names
+after it when --only is given). Exits 1 naming every run whose outputs differ, or that a driver
+did not print; 2 when a driver fails to run."""
+import argparse
+import shlex
+import struct
+import subprocess
+import sys
+
+
+def blocks(text):
+    """{run name: [lines]} from a driver's output."""
+    out, name = {}, None
+    for line in text.splitlines():
+        if line.startswith("run "):
+            name = line[4:].strip()
+            out[name] = []
+        elif name is not None and line.strip():
+            out[name].append(line.rstrip())
+    return out
+
+
+def decode(token):
+    """A 16-hex-digit double as a readable number, else the token."""
+    if len(token) == 16:
+        try:
+            return repr(struct.unpack(">d", bytes.fromhex(token))[0])
+        except ValueError:
+            pass
+    return token
+
+
+def first_difference(a, b):
+    for i in range(max(len(a), len(b))):
+        la = a[i] if i < len(a) else "<missing>"
+        lb = b[i] if i < len(b) else "<missing>"
+        if la != lb:
+            ta, tb = la.split(), lb.split()
+            for k in range(max(len(ta), len(tb))):
+                x = ta[k] if k < len(ta) else "<none>"
+                y = tb[k] if k < len(tb) else "<none>"
+                if x != y:
+                    where = f"'{ta[0] if ta else '?'}' item {k}"
+                    return f"{where}: {decode(x)} vs {decode(y)}"
+    return None
+
+
+def run_driver(name, command, runs, only):
+    args = shlex.split(command) + [runs] + only
+    p = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        sys.stderr.write(f"{name} driver failed (exit {p.returncode}):\n{p.stderr[-4000:]}\n")
+    return blocks(p.stdout), p.returncode
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", required=True)
+    ap.add_argument("--c", required=True, help="the C driver's command")
+    ap.add_argument("--driver", nargs=2, action="append", default=[], metavar=("LANGUAGE", "COMMAND"))
+    ap.add_argument("--only", nargs="*", default=[], help="run names (default: every run)")
+    a = ap.parse_args()
+    names = []
+    with open(a.runs) as f:
+        for line in f:
+            tok = line.split()
+            if tok and not tok[0].startswith("#") and (not a.only or tok[0] in a.only):
+                names.append(tok[0])
+    reference, rc = run_driver("C", a.c, a.runs, a.only)
+    failed = rc != 0
+    for name in names:
+        if name not in reference:
+            print(f"FAIL {name}: the C driver printed nothing for it")
+            failed = True
+    for language, command in a.driver:
+        got, rc = run_driver(language, command, a.runs, a.only)
+        failed |= rc != 0
+        same = 0
+        for name in names:
+            if name not in reference:
+                continue
+            if name not in got:
+                print(f"FAIL {name}: {language} printed nothing for it")
+                failed = True
+                continue
+            diff = first_difference(reference[name], got[name])
+            if diff:
+                print(f"FAIL {name}: C and {language} differ at {diff}")
+                failed = True
+            else:
+                same += 1
+        print(f"{language}: {same} of {len(names)} runs equal to C's bit for bit")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
