@@ -131,8 +131,8 @@ static int reentrant_model(void *user_data, const void *params, void *grad, cons
     (void)params, (void)samples, (void)sample_count;
     memset(grad, 0, N * sizeof(float));
     r.struct_size = sizeof r;
-    CHECK_ERR(shardopt_optimizer_step(opt, &r), SHARDOPT_ERR_INVALID_STATE, "inside this optimizer's optimize()");
-    CHECK_ERR(shardopt_optimizer_destroy(opt), SHARDOPT_ERR_INVALID_STATE, "inside this optimizer's optimize()");
+    CHECK_ERR(shardopt_optimizer_step(opt, &r), SHARDOPT_ERR_INVALID_STATE, "inside this optimizer's training loop");
+    CHECK_ERR(shardopt_optimizer_destroy(opt), SHARDOPT_ERR_INVALID_STATE, "inside this optimizer's training loop");
     { /* reading is fine: the learning rate, the layout */
         double lr = 0;
         size_t count = 0;
@@ -174,7 +174,7 @@ static void nan_rank(shardopt_comm comm, int rank, void *arg) {
     oo.struct_size = sizeof oo;
     oo.num_samples = 8;
     CHECK_ERR(shardopt_optimizer_optimize(opt, nan_model, NULL, &oo, NULL), SHARDOPT_ERR_INVALID_STATE,
-              "the loss is NaN at epoch 1, iteration 1");
+              "the training loss is NaN at epoch 1, step 1");
     oo.first_epoch = -1;
     CHECK_ERR(shardopt_optimizer_optimize(opt, nan_model, NULL, &oo, NULL), SHARDOPT_ERR_INVALID_ARGUMENT,
               "first_epoch must be >= 0");

@@ -7,8 +7,14 @@
 namespace shardopt::training {
 
 TrainingOptions training_options_of(const OptimizeOptions &o) {
+    // optimize()'s own checks and words, which its callers know.
+    require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
+    require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
     require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
-    require(o.patience >= 0, ErrorCode::invalid_argument, "optimize: patience must be >= 0");
+    require(o.first_epoch >= 0, ErrorCode::invalid_argument, "optimize: first_epoch must be >= 0");
+    require(o.start_iteration >= 0, ErrorCode::invalid_argument, "optimize: start_iteration must be >= 0");
+    require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
+            "optimize: max_iterations, patience and min_delta must be >= 0");
     TrainingOptions t;
     t.num_samples = o.num_samples;
     t.batch_size = o.batch_size; // 0 = the whole set in both
