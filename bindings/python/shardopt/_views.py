@@ -1,20 +1,16 @@
-"""Views of library memory that cannot outlive it, and the checks every array crossing into native
-code goes through.
+"""Views of library memory that cannot outlive it, copies across callbacks, and the checks every array
+crossing into native code gets.
 
-A view (`parameters`, `tensor_parameters`, `bucket_grad`, `tensor_grad`, `gather`) is a numpy array
-over the optimizer's own buffers, without a copy. It keeps the native optimizer alive (its memory
-is freed only when the optimizer was closed *and* the last view is gone, so no access can touch
-freed memory), and once the optimizer is closed (or a gathered unit released) every use of the
-view raises ObjectDisposedError.
-"""
+A view (`parameters`, `tensor_parameters`, `bucket_grad`, `tensor_grad`, `gather`, a pipeline call's
+`grad`) is a numpy array over the library's own buffer, without a copy. It keeps the native object
+alive (freed once it was closed *and* the last view is gone, so no access touches freed memory), and
+once the object is closed (or a gathered unit released) every use of the view raises
+ObjectDisposedError."""
+import ctypes
+
 import numpy as np
 
-__all__ = ["ObjectDisposedError", "NativeArray"]
-
-
-class ObjectDisposedError(ValueError, RuntimeError):
-    """A closed optimizer or backend, or a view of its memory, was used (Python's closed-file
-    convention is ValueError; it is also a RuntimeError, what a closed object raised before)."""
+from .errors import InvalidArgumentError, ObjectDisposedError, error
 
 
 class Guard:
@@ -22,8 +18,7 @@ class Guard:
     __slots__ = ("alive", "reason")
 
     def __init__(self, reason):
-        self.alive = True
-        self.reason = reason
+        self.alive, self.reason = True, reason
 
     def check(self):
         if not self.alive:
@@ -34,32 +29,29 @@ class Guard:
 
 
 class NativeOwner(Guard):
-    """Owns a native handle: destroyed once nothing refers to it (the Python object that made it
-    dropped it at close(), and every view made from it is gone)."""
+    """Owns a native handle: destroyed once nothing refers to it (its Python object dropped it at close(),
+    and every view made from it is gone). `keep`: what the handle points into or calls."""
     __slots__ = ("handle", "_destroy", "keep", "__weakref__")
 
     def __init__(self, handle, destroy, reason, keep=None):
         super().__init__(reason)
-        self.handle = handle
-        self._destroy = destroy
-        self.keep = keep  # caller memory the handle points into (external parameters)
+        self.handle, self._destroy, self.keep = handle, destroy, keep
 
     def __del__(self):
         h, self.handle = self.handle, None
         if h is not None:
             try:
                 self._destroy(h)
-            except Exception:  # interpreter shutdown
+            except Exception:  # noqa: BLE001 - interpreter shutdown
                 pass
 
 
 class _Interface:
-    """The base of a view: its __array_interface__ gives numpy the address; it holds the owner."""
+    """The base of a view: numpy reads the address from __array_interface__; it holds the owner."""
     __slots__ = ("__array_interface__", "owner")
 
     def __init__(self, address, count, dtype, readonly, owner):
-        self.__array_interface__ = {"data": (address, readonly), "shape": (count,), "typestr": dtype.str,
-                                    "version": 3}
+        self.__array_interface__ = {"data": (address, readonly), "shape": (count,), "typestr": dtype.str, "version": 3}
         self.owner = owner
 
 
@@ -79,14 +71,12 @@ class NativeArray(np.ndarray):
 
     def _so_check(self):
         for g in self._so_guards:
-            if not g.alive:
-                raise ObjectDisposedError(g.reason)
+            g.check()
 
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
-        args = [_plain(x) for x in inputs]
         if out is not None:
             kwargs["out"] = tuple(_plain(o) for o in out)
-        result = getattr(ufunc, method)(*args, **kwargs)
+        result = getattr(ufunc, method)(*[_plain(x) for x in inputs], **kwargs)
         if out is not None and method != "at":
             return out[0] if len(out) == 1 else out
         return result
@@ -100,7 +90,7 @@ class NativeArray(np.ndarray):
         a = self.view(np.ndarray)
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def _checked(name):  # noqa: N805 - builds methods below
+    def _checked(name):  # noqa: N805 - builds the methods below
         base = getattr(np.ndarray, name)
 
         def method(self, *args, **kwargs):
@@ -109,48 +99,50 @@ class NativeArray(np.ndarray):
         method.__name__ = name
         return method
 
-    for _name in ("__getitem__", "__setitem__", "__len__", "__iter__", "__repr__", "__str__", "__bool__",
-                  "__float__", "__int__", "__index__", "__contains__", "__copy__", "__deepcopy__", "__reduce__",
-                  "__reduce_ex__", "tolist", "tobytes", "copy", "fill", "astype", "item", "itemset", "view",
-                  "reshape", "ravel", "flatten", "sum", "mean", "min", "max", "dot", "clip", "any", "all",
-                  "argmax", "argmin", "cumsum", "prod", "std", "var", "round", "sort", "put", "take", "byteswap",
-                  "tofile", "setfield", "getfield", "squeeze", "transpose", "swapaxes", "repeat", "nonzero",
-                  "searchsorted", "partition", "argsort", "compress", "diagonal", "trace", "conj", "choose",
-                  "__buffer__", "__dlpack__"):
+    for _name in ("__getitem__", "__setitem__", "__len__", "__iter__", "__repr__", "__str__", "__bool__", "__float__",
+                  "__int__", "__index__", "__contains__", "__copy__", "__deepcopy__", "__reduce__", "__reduce_ex__",
+                  "tolist", "tobytes", "copy", "fill", "astype", "item", "itemset", "view", "reshape", "ravel",
+                  "flatten", "sum", "mean", "min", "max", "dot", "clip", "any", "all", "argmax", "argmin", "cumsum",
+                  "prod", "std", "var", "round", "sort", "put", "take", "byteswap", "tofile", "setfield", "getfield",
+                  "squeeze", "transpose", "swapaxes", "repeat", "nonzero", "searchsorted", "partition", "argsort",
+                  "compress", "diagonal", "trace", "conj", "choose", "__buffer__", "__dlpack__"):
         if hasattr(np.ndarray, _name):
             locals()[_name] = _checked(_name)
     del _name, _checked
 
-    @property
-    def T(self):  # noqa: N802
-        self._so_check()
-        return super().T
-
-    @property
-    def flat(self):
-        self._so_check()
-        return super().flat
+    T = property(lambda self: (self._so_check(), np.ndarray.T.__get__(self))[1])
+    flat = property(lambda self: (self._so_check(), np.ndarray.flat.__get__(self))[1])
 
 
-def native_view(address, nbytes, dtype, owner, guards, readonly=False):
-    """A NativeArray over [address, address + nbytes) holding `owner` and checking `guards`."""
+def native_view(address, count, dtype, owner, guards, readonly=False):
+    """A NativeArray of `count` elements at `address`, holding `owner` and checking `guards`."""
     dtype = np.dtype(dtype)
-    count = nbytes // dtype.itemsize
     if count == 0:
         a = np.empty(0, dtype).view(NativeArray)
     else:
-        base = np.asarray(_Interface(address, count, dtype, readonly, owner))
-        a = base.view(NativeArray)
+        a = np.asarray(_Interface(address, count, dtype, readonly, owner)).view(NativeArray)
     a._so_guards = tuple(guards)
     return a
 
 
-def as_native_array(values, dtype, name, count=None, exact_count=True):
-    """`values` as a C-contiguous 1-D array of `dtype` for the library, checked.
+def copy_in(address, count, dtype):
+    """A read-only copy of `count` elements at `address` (callback arguments: nothing a model keeps points
+    into library memory)."""
+    a = np.empty(count, dtype)
+    if count:
+        ctypes.memmove(a.ctypes.data, address, a.nbytes)
+    a.flags.writeable = False
+    return a
 
-    numpy arrays and other buffers must already hold `dtype` (TypeError otherwise: no silent
-    conversion or bit reinterpretation); lists and tuples are converted. count: the number of
-    elements the library will read (ValueError when there are fewer, or others with exact_count)."""
+
+def copy_out(address, array):
+    ctypes.memmove(address, array.ctypes.data, array.nbytes)
+
+
+def as_native_array(values, dtype, name, count=None):
+    """`values` as a C-contiguous 1-D array of `dtype` (and `count` elements) for the library. numpy arrays and
+    other buffers must already hold `dtype` (TypeError otherwise: no silent conversion or reinterpretation);
+    lists and tuples are converted by value."""
     if values is None:
         raise TypeError(f"{name} must not be None")
     dtype = np.dtype(dtype)
@@ -162,33 +154,21 @@ def as_native_array(values, dtype, name, count=None, exact_count=True):
         except (TypeError, ValueError) as e:
             raise TypeError(f"{name} must hold numbers convertible to {dtype} ({e})") from None
     else:
-        try:
-            arr = np.asarray(values)
-        except Exception as e:  # noqa: BLE001
-            raise TypeError(f"{name} must be an array of {dtype}, not {type(values).__name__}") from e
+        arr = np.asarray(values)
         if arr.dtype != dtype:
             raise TypeError(f"{name} holds {arr.dtype} elements, the parameters are {dtype} "
                             f"(convert it explicitly, e.g. {name}.astype(numpy.{dtype.name}))")
     arr = np.ascontiguousarray(arr).reshape(-1)
-    if count is not None:
-        if arr.size < count or (exact_count and arr.size != count):
-            raise ValueError(f"SHARDOPT_ERR_INVALID_ARGUMENT: {name} has {arr.size} elements, {count} expected")
+    if count is not None and arr.size != count:
+        raise error(InvalidArgumentError, 1, f"{name} has {arr.size} elements, {count} expected")
     return arr
 
 
 def writable_native_array(values, dtype, name, count):
-    """Like as_native_array for an array the library writes into: it must be a writable
-    C-contiguous numpy array of `dtype` and `count` elements (no copy may be made)."""
-    if values is None:
-        raise TypeError(f"{name} must not be None")
-    if isinstance(values, NativeArray):
-        values._so_check()
+    """Like as_native_array for an array the library writes into: a writable C-contiguous numpy array of
+    `dtype` and `count` elements (no copy may be made)."""
     if not isinstance(values, np.ndarray):
         raise TypeError(f"{name} must be a numpy array of {np.dtype(dtype)}, not {type(values).__name__}")
-    if values.dtype != np.dtype(dtype):
-        raise TypeError(f"{name} holds {values.dtype} elements, the parameters are {np.dtype(dtype)}")
     if not values.flags.c_contiguous or not values.flags.writeable:
         raise ValueError(f"{name} must be a writable C-contiguous array")
-    if values.size != count:
-        raise ValueError(f"SHARDOPT_ERR_INVALID_ARGUMENT: {name} has {values.size} elements, {count} expected")
-    return values
+    return as_native_array(values, dtype, name, count)

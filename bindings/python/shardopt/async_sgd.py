@@ -1,33 +1,26 @@
 """AsyncSGDOptimizer: bounded-staleness asynchronous data parallelism (docs/async_sgd.md)."""
-import numpy as np
+import operator
 
 from . import shardopt_native as _n
+from ._settings import set_checked
 from .sharding import ShardedOptimizer
 
 __all__ = ["AsyncSGDOptimizer"]
 
 
 class AsyncSGDOptimizer(ShardedOptimizer):
-    """AiDotNet's AsyncSGDOptimizer, asynchronous for real: stale synchronous parallel over a sharded
-    parameter server. Each rank owns a shard of the parameters (its master copy and optimizer state)
-    and applies every update to it; workers push gradients to the owners and take new versions from
-    them without a global barrier.
-
-    allow_staleness s: no gradient is applied more than s clocks after the version it was computed
-    on, and no worker runs more than s clocks ahead of the parameters it computes on; a rank slower
-    than that is not waited for, its gradients join later updates. s = 0 is synchronous training,
-    DDP's result bit for bit. Trains through optimize(); the step protocol (zero_grad ... step)
-    raises NotImplementedError. Host memory; compression, clipping, gradient accumulation and LAMB
-    on more than one rank are refused."""
+    """AiDotNet's AsyncSGDOptimizer, asynchronous for real: stale synchronous parallel over a sharded parameter
+    server (each rank owns a shard and applies every update to it). allow_staleness s: no gradient is applied
+    more than s clocks after the version it was computed on; s = 0 is synchronous, DDP's result bit for bit;
+    None: the library's default. Trains through optimize() only."""
     _strategy = _n.SHARDOPT_ASYNC_SGD
 
-    def __init__(self, wrapped_optimizer, sharding_configuration, allow_staleness=0, layout=None, initial=None):
-        if isinstance(allow_staleness, bool) or not isinstance(allow_staleness, (int, np.integer)):
-            raise TypeError(f"allow_staleness must be an integer, not {type(allow_staleness).__name__}")
-        if allow_staleness < 0:
-            raise ValueError(f"allow_staleness must be >= 0 (got {allow_staleness})")
-        self.allow_staleness = int(allow_staleness)
+    def __init__(self, wrapped_optimizer, sharding_configuration, allow_staleness=None, layout=None, initial=None):
+        self._staleness = None if allow_staleness is None else operator.index(allow_staleness)
         super().__init__(wrapped_optimizer, sharding_configuration, layout, initial)
 
+    allow_staleness = property(lambda self: self._sharding.async_staleness)
+
     def _configure(self, s):
-        s.async_staleness = self.allow_staleness
+        if self._staleness is not None:
+            set_checked(s, "async_staleness", self._staleness, "allow_staleness", _n.shardopt_sharding_options_validate)
