@@ -3,6 +3,8 @@ an options object's learning_rate_schedule. optimize() applies one before every 
 from 0) or, with per_step=True, before every step, to `base`: the optimizer's rate when training starts.
 A schedule is also callable, schedule(t, base[, options]): the rate the library sets at t. A parameter
 left as None takes the library's default."""
+import operator
+
 from . import shardopt_native as _n
 from ._settings import set_checked
 
@@ -21,6 +23,7 @@ class LearningRateSchedule:
         probe.lr_schedule = self._kind
         for name, (field, value) in fields.items():
             if value is not None:  # checked by the library as it is set
+                value = float(value) if field in ("gamma", "min_lr") else operator.index(value)
                 set_checked(probe, field, value, name, _n.shardopt_training_options_validate,
                             name in self._zero_is_default)
                 self._fields[field] = value

@@ -7,13 +7,13 @@ import shardopt as so
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
-DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=64, epochs=3)
+DATA = so.OptimizationInputData(num_samples=MODEL.samples)
 
 
 def train(make, world_size=4):
     def rank(backend):
         cfg = so.ShardingConfiguration(backend)
-        with make(so.AdamOptimizer(learning_rate=3e-3), cfg) as opt:
+        with make(so.AdamOptimizer(learning_rate=3e-3, batch_size=64, max_iterations=3, shuffle_data=False), cfg) as opt:
             opt.initialize(MODEL.layout(), MODEL.initial_parameters())
             result = opt.optimize(MODEL, DATA)
             return result, opt.get_parameters(), opt.step_count

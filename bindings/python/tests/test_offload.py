@@ -9,7 +9,7 @@ import shardopt as so
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
-DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=128, epochs=2)
+DATA = so.OptimizationInputData(num_samples=MODEL.samples)
 FLAGS = ("cpu_offload_optimizer", "cpu_offload_gradients", "cpu_offload_params")
 
 
@@ -35,7 +35,7 @@ def test_flags_reach_the_library_and_change_nothing_in_host_memory(cls):
     def rank(backend):
         out = []
         for cfg in (so.ShardingConfiguration(backend), so.ShardingConfiguration.create_for_zero_offload_full(backend)):
-            with cls(so.AdamOptimizer(learning_rate=3e-3), cfg, layout=MODEL.layout(),
+            with cls(so.AdamOptimizer(learning_rate=3e-3, batch_size=128, max_iterations=2), cfg, layout=MODEL.layout(),
                      initial=MODEL.initial_parameters()) as opt:
                 s = opt._sharding_options()
                 native = tuple(getattr(s, f) == so.native.SHARDOPT_ENABLE for f in FLAGS)

@@ -286,8 +286,8 @@ def test_runner_lifetime_and_arguments():
             assert keeper.run_batch().step_applied
         with pytest.raises(so.ObjectDisposedError, match="during its forward/backward only"):
             kept[0][0]
-        with pytest.raises(RuntimeError, match="only inside a pipeline stage"):
-            so.shardopt_native.so_stage_grad(0)
+        with pytest.raises(ValueError, match="not a pipeline callback's"):  # the C ABI, called outside a callback
+            so.native.shardopt_stage_call_grad(None, 0)
         opt.close()
         with pytest.raises(so.ObjectDisposedError, match="optimizer was closed or reset"):
             runner.run_batch()

@@ -10,13 +10,14 @@ import shardopt as so
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
-DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=128, epochs=4)
+DATA = so.OptimizationInputData(num_samples=MODEL.samples)
+TRAINING = dict(batch_size=128, max_iterations=4, shuffle_data=False)  # the options' training settings
 
 
 def train(cls, world_size):
     def rank(backend):
         cfg = so.ShardingConfiguration(backend)
-        with cls(so.AdamOptimizer(learning_rate=3e-3), cfg, layout=MODEL.layout(),
+        with cls(so.AdamOptimizer(learning_rate=3e-3, **TRAINING), cfg, layout=MODEL.layout(),
                  initial=MODEL.initial_parameters()) as opt:
             assert (opt.rank, opt.world_size) == (backend.rank, world_size)
             result = opt.optimize(MODEL, DATA)
@@ -36,7 +37,7 @@ def test_four_ranks_match_single_process(cls, single):
     for result, params in results:
         np.testing.assert_allclose(result.fitness_history, ref_result.fitness_history, rtol=1e-5)
         np.testing.assert_allclose(params, ref_params, atol=1e-5)
-        assert result.iterations == ref_result.iterations == 16
+        assert result.steps == ref_result.steps == 16 and result.iterations == 4
     assert ref_result.fitness_history[-1] < 0.7 * ref_result.fitness_history[0]
 
 
@@ -139,7 +140,16 @@ def test_options_defaults_match_library():
     assert so.AdamOptimizerOptions().beta2 == pytest.approx(0.999)
     assert so.AdamWOptimizerOptions().weight_decay == pytest.approx(0.01)
     assert so.MomentumOptimizerOptions().momentum == pytest.approx(0.9)
-    assert so.RootMeanSquarePropagationOptimizerOptions().decay == pytest.approx(0.99)
+    assert so.RootMeanSquarePropagationOptimizerOptions().decay == pytest.approx(0.9)  # AiDotNet's, from the preset
+    assert so.StochasticGradientDescentOptimizerOptions().initial_learning_rate == pytest.approx(0.01)
+    o = so.AdamOptimizerOptions()  # the training settings: AiDotNet's defaults, from shardopt_training_options_init
+    assert (o.max_iterations, o.batch_size, o.shuffle_data, o.use_early_stopping, o.early_stopping_patience,
+            o.tolerance, o.max_steps) == (100, 32, True, True, 10, 1e-6, 0)
+    with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT: max_iterations = 0: .*max_epochs"):
+        so.AdamOptimizerOptions(max_iterations=0)  # the library's check, at once
+    with pytest.raises(ValueError, match="learning_rate = -1.0"):
+        so.AdamOptimizerOptions(learning_rate=-1)
+    assert so.AdamOptimizerOptions(max_iterations=7).epochs == 7
     assert so.LambOptimizerOptions().epsilon == pytest.approx(1e-6)
     assert so.AdamOptimizer(amsgrad=True).get_options().amsgrad is True
     with pytest.raises(TypeError):
@@ -150,13 +160,14 @@ def test_hybrid_and_local_sgd_and_zero1_and_zero3_train():
     def rank(backend):
         cfg = so.ShardingConfiguration(backend)
         losses = []
-        for opt in (so.HybridShardedOptimizer(so.AdamWOptimizer(learning_rate=3e-3), cfg, 1, 2, -1),
-                    so.LocalSGDOptimizer(so.MomentumOptimizer(learning_rate=0.05), cfg),
-                    so.ZeRO1Optimizer(so.RootMeanSquarePropagationOptimizer(learning_rate=1e-3), cfg),
-                    so.ZeRO3Optimizer(so.LambOptimizer(learning_rate=1e-2), cfg)):
+        t = dict(batch_size=128, max_iterations=3, shuffle_data=False)
+        for opt in (so.HybridShardedOptimizer(so.AdamWOptimizer(learning_rate=3e-3, **t), cfg, 1, 2, -1),
+                    so.LocalSGDOptimizer(so.MomentumOptimizer(learning_rate=0.05, **t), cfg),
+                    so.ZeRO1Optimizer(so.RootMeanSquarePropagationOptimizer(learning_rate=1e-3, **t), cfg),
+                    so.ZeRO3Optimizer(so.LambOptimizer(learning_rate=1e-2, **t), cfg)):
             with opt:
                 opt.initialize(MODEL.layout(), MODEL.initial_parameters())
-                r = opt.optimize(MODEL, so.OptimizationInputData(MODEL.samples, 128, epochs=3))
+                r = opt.optimize(MODEL, so.OptimizationInputData(num_samples=MODEL.samples))
                 losses.append(r.fitness_history)
                 opt.synchronize_optimizer_state()
                 assert opt.should_early_stop(vote=backend.rank == 1)
@@ -178,7 +189,7 @@ def test_two_ucx_processes():
 
 
 # ---- gradient compression ----
-SGD_DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=64, epochs=10)  # 80 steps
+SGD_DATA = so.OptimizationInputData(num_samples=MODEL.samples)  # 80 steps: batch 64, 10 epochs
 
 
 def train_compressed(make, world_size=4):
@@ -186,7 +197,8 @@ def train_compressed(make, world_size=4):
     (full-data loss at the end, rank 0's bytes moved by optimize, rank 0's compression bytes)."""
     def rank(backend):
         cfg = so.ShardingConfiguration(backend)
-        with make(so.MomentumOptimizer(learning_rate=0.05, momentum=0.9), cfg) as opt:
+        with make(so.MomentumOptimizer(learning_rate=0.05, momentum=0.9, batch_size=64, max_iterations=10,
+                                       shuffle_data=False), cfg) as opt:
             opt.initialize(MODEL.layout(), MODEL.initial_parameters())
             before = opt.bytes_sent
             opt.optimize(MODEL, SGD_DATA)
