@@ -1,16 +1,37 @@
-"""Views of library memory that cannot outlive it, copies across callbacks, and the checks every array
-crossing into native code gets.
+"""Lifetimes of native handles, views of library memory that cannot outlive it, copies across callbacks,
+and the checks of arrays crossing into native code.
 
-A view (`parameters`, `tensor_parameters`, `bucket_grad`, `tensor_grad`, `gather`, a pipeline call's
-`grad`) is a numpy array over the library's own buffer, without a copy. It keeps the native object
-alive (freed once it was closed *and* the last view is gone, so no access touches freed memory), and
-once the object is closed (or a gathered unit released) every use of the view raises
-ObjectDisposedError."""
+A view (`parameters`, `tensor_parameters`, `bucket_grad`, `tensor_grad`, `gather`, a pipeline call's `grad`)
+is a numpy array over the library's buffer, without a copy. It keeps the native object alive (freed once it
+was closed *and* its last view is gone, so no access touches freed memory); once the object is closed (or a
+gathered unit released) every use of the view raises ObjectDisposedError."""
 import ctypes
 
 import numpy as np
 
 from .errors import InvalidArgumentError, ObjectDisposedError, error
+
+
+class NativeResource:
+    """close(), `with` and garbage collection of a handle kept in self._handle, freed by _destroy(handle)."""
+    _handle = None
+
+    def close(self):
+        if self._handle is not None:
+            h, self._handle = self._handle, None
+            self._destroy(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the native module may be gone
+            pass
 
 
 class Guard:
@@ -29,8 +50,7 @@ class Guard:
 
 
 class NativeOwner(Guard):
-    """Owns a native handle: destroyed once nothing refers to it (its Python object dropped it at close(),
-    and every view made from it is gone). `keep`: what the handle points into or calls."""
+    """Owns a native handle, destroyed once nothing refers to it; `keep`: what the handle points into or calls."""
     __slots__ = ("handle", "_destroy", "keep", "__weakref__")
 
     def __init__(self, handle, destroy, reason, keep=None):
@@ -63,8 +83,8 @@ def _plain(x):
 
 
 class NativeArray(np.ndarray):
-    """A numpy array over library memory that raises ObjectDisposedError once its owner is closed.
-    Arithmetic on it gives plain numpy arrays."""
+    """A numpy array over library memory that raises ObjectDisposedError once its owner is closed; arithmetic
+    on it gives plain numpy arrays."""
 
     def __array_finalize__(self, obj):
         self._so_guards = getattr(obj, "_so_guards", ())
@@ -77,9 +97,7 @@ class NativeArray(np.ndarray):
         if out is not None:
             kwargs["out"] = tuple(_plain(o) for o in out)
         result = getattr(ufunc, method)(*[_plain(x) for x in inputs], **kwargs)
-        if out is not None and method != "at":
-            return out[0] if len(out) == 1 else out
-        return result
+        return (out[0] if len(out) == 1 else out) if out is not None and method != "at" else result
 
     def __array_function__(self, func, types, args, kwargs):
         self._so_check()
@@ -91,11 +109,9 @@ class NativeArray(np.ndarray):
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def _checked(name):  # noqa: N805 - builds the methods below
-        base = getattr(np.ndarray, name)
-
         def method(self, *args, **kwargs):
             self._so_check()
-            return base(self, *args, **kwargs)
+            return getattr(np.ndarray, name)(self, *args, **kwargs)
         method.__name__ = name
         return method
 
@@ -109,7 +125,6 @@ class NativeArray(np.ndarray):
         if hasattr(np.ndarray, _name):
             locals()[_name] = _checked(_name)
     del _name, _checked
-
     T = property(lambda self: (self._so_check(), np.ndarray.T.__get__(self))[1])
     flat = property(lambda self: (self._so_check(), np.ndarray.flat.__get__(self))[1])
 
@@ -117,17 +132,14 @@ class NativeArray(np.ndarray):
 def native_view(address, count, dtype, owner, guards, readonly=False):
     """A NativeArray of `count` elements at `address`, holding `owner` and checking `guards`."""
     dtype = np.dtype(dtype)
-    if count == 0:
-        a = np.empty(0, dtype).view(NativeArray)
-    else:
-        a = np.asarray(_Interface(address, count, dtype, readonly, owner)).view(NativeArray)
+    a = (np.asarray(_Interface(address, count, dtype, readonly, owner)) if count else np.empty(0, dtype)).view(NativeArray)
     a._so_guards = tuple(guards)
     return a
 
 
 def copy_in(address, count, dtype):
-    """A read-only copy of `count` elements at `address` (callback arguments: nothing a model keeps points
-    into library memory)."""
+    """A read-only copy of `count` elements at `address` (what a callback gets: nothing it keeps points into
+    library memory)."""
     a = np.empty(count, dtype)
     if count:
         ctypes.memmove(a.ctypes.data, address, a.nbytes)
@@ -140,9 +152,8 @@ def copy_out(address, array):
 
 
 def as_native_array(values, dtype, name, count=None):
-    """`values` as a C-contiguous 1-D array of `dtype` (and `count` elements) for the library. numpy arrays and
-    other buffers must already hold `dtype` (TypeError otherwise: no silent conversion or reinterpretation);
-    lists and tuples are converted by value."""
+    """`values` as a C-contiguous 1-D array of `dtype` (and `count` elements): numpy arrays and other buffers
+    must hold `dtype` already (TypeError: never converted or reinterpreted); lists are converted by value."""
     if values is None:
         raise TypeError(f"{name} must not be None")
     dtype = np.dtype(dtype)
@@ -153,11 +164,9 @@ def as_native_array(values, dtype, name, count=None):
             arr = np.asarray(values, dtype=dtype)
         except (TypeError, ValueError) as e:
             raise TypeError(f"{name} must hold numbers convertible to {dtype} ({e})") from None
-    else:
-        arr = np.asarray(values)
-        if arr.dtype != dtype:
-            raise TypeError(f"{name} holds {arr.dtype} elements, the parameters are {dtype} "
-                            f"(convert it explicitly, e.g. {name}.astype(numpy.{dtype.name}))")
+    elif (arr := np.asarray(values)).dtype != dtype:
+        raise TypeError(f"{name} holds {arr.dtype} elements, the parameters are {dtype} (convert it explicitly, "
+                        f"e.g. {name}.astype(numpy.{dtype.name}))")
     arr = np.ascontiguousarray(arr).reshape(-1)
     if count is not None and arr.size != count:
         raise error(InvalidArgumentError, 1, f"{name} has {arr.size} elements, {count} expected")
@@ -165,8 +174,7 @@ def as_native_array(values, dtype, name, count=None):
 
 
 def writable_native_array(values, dtype, name, count):
-    """Like as_native_array for an array the library writes into: a writable C-contiguous numpy array of
-    `dtype` and `count` elements (no copy may be made)."""
+    """As as_native_array, for an array the library writes into: a writable C-contiguous numpy array."""
     if not isinstance(values, np.ndarray):
         raise TypeError(f"{name} must be a numpy array of {np.dtype(dtype)}, not {type(values).__name__}")
     if not values.flags.c_contiguous or not values.flags.writeable:

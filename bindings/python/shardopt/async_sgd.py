@@ -5,14 +5,11 @@ from . import shardopt_native as _n
 from ._settings import set_checked
 from .sharding import ShardedOptimizer
 
-__all__ = ["AsyncSGDOptimizer"]
-
 
 class AsyncSGDOptimizer(ShardedOptimizer):
     """AiDotNet's AsyncSGDOptimizer, asynchronous for real: stale synchronous parallel over a sharded parameter
-    server (each rank owns a shard and applies every update to it). allow_staleness s: no gradient is applied
-    more than s clocks after the version it was computed on; s = 0 is synchronous, DDP's result bit for bit;
-    None: the library's default. Trains through optimize() only."""
+    server. allow_staleness s: no gradient is applied more than s clocks after the version it was computed on; 0 is
+    synchronous, DDP's result bit for bit; None: the library's default. Trains through optimize() only."""
     _strategy = _n.SHARDOPT_ASYNC_SGD
 
     def __init__(self, wrapped_optimizer, sharding_configuration, allow_staleness=None, layout=None, initial=None):

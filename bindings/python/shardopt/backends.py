@@ -1,5 +1,5 @@
-"""Communication backends (AiDotNet's ICommunicationBackend, in Python naming). Collectives take numpy
-arrays (float32, float64, float16, int32, int64, uint8): the element type and count are the array's."""
+"""Communication backends (AiDotNet's ICommunicationBackend, Python naming). Collectives take numpy arrays
+(float32, float64, float16, int32, int64, uint8): the element type and count are the array's."""
 import enum
 import threading
 import uuid
@@ -7,32 +7,27 @@ import uuid
 import numpy as np
 
 from . import shardopt_native as _n
-from ._native_resource import NativeResource
-from ._views import NativeArray, ObjectDisposedError
+from ._views import NativeArray, NativeResource, ObjectDisposedError
 
-__all__ = ["ReductionOperation", "CommunicationBackend", "InMemoryCommunicationBackend",
-           "UcxCommunicationBackend", "NcclCommunicationBackend", "launch_in_memory"]
+__all__ = ["ReductionOperation", "CommunicationBackend", "InMemoryCommunicationBackend", "UcxCommunicationBackend",
+           "NcclCommunicationBackend", "launch_in_memory"]
 
 
 class ReductionOperation(enum.IntEnum):
-    SUM = _n.SHARDOPT_SUM
-    PRODUCT = _n.SHARDOPT_PROD
-    MIN = _n.SHARDOPT_MIN
-    MAX = _n.SHARDOPT_MAX
-    AVERAGE = _n.SHARDOPT_AVG
+    SUM, PRODUCT, MIN, MAX, AVERAGE = _n.SHARDOPT_SUM, _n.SHARDOPT_PROD, _n.SHARDOPT_MIN, _n.SHARDOPT_MAX, _n.SHARDOPT_AVG
 
 
-def _array(data, name="data"):
+def _array(data, contiguous=False):
     """A numpy array for a collective (a list is refused: its element type would be a guess)."""
     if isinstance(data, NativeArray):
         data._so_check()
     if not isinstance(data, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array (its element type is the message's), not {type(data).__name__}")
-    return data
+        raise TypeError(f"data must be a numpy array (its element type is the message's), not {type(data).__name__}")
+    return np.ascontiguousarray(data) if contiguous else data
 
 
 class CommunicationBackend(NativeResource):
-    """One rank's communicator: the collectives of the library, in place where AiDotNet's are."""
+    """One rank's communicator: the library's collectives, in place where AiDotNet's are."""
 
     def __init__(self, handle):
         self._handle = handle
@@ -48,12 +43,12 @@ class CommunicationBackend(NativeResource):
     is_initialized = property(lambda self: self._handle is not None)
 
     def initialize(self):
-        """AiDotNet's Initialize(): ready once constructed (the rendezvous ran then); raises
-        ObjectDisposedError after close()."""
+        """AiDotNet's Initialize() (and Reset()): ready once constructed; ObjectDisposedError after close()."""
         self.handle  # noqa: B018 - raises when closed
         return self
 
-    reset = initialize  # nothing to reset in a communicator
+    reset = initialize
+    shutdown = NativeResource.close
 
     def set_timeout(self, milliseconds):
         _n.shardopt_comm_set_timeout(self.handle, int(milliseconds))
@@ -73,42 +68,36 @@ class CommunicationBackend(NativeResource):
 
     def all_gather(self, data):
         """Every rank's `data`, concatenated in rank order (a new array)."""
-        data = np.ascontiguousarray(_array(data))
+        data = _array(data, True)
         return np.frombuffer(_n.shardopt_allgather(self.handle, data), data.dtype)
 
     def reduce_scatter(self, data, operation=ReductionOperation.SUM):
-        """`data` (world_size * k elements on every rank) reduced across ranks; this rank gets its block
-        [rank * k, (rank + 1) * k) of the result (a new array of k elements)."""
-        data = np.ascontiguousarray(_array(data))
+        """`data` (world_size * k elements on every rank) reduced across ranks: this rank's block of k (a new array)."""
+        data = _array(data, True)
         return np.frombuffer(_n.shardopt_reduce_scatter(self.handle, data, int(operation)), data.dtype)
 
     def scatter(self, data=None, root=0, count=None, dtype=None):
-        """Root's `data` (world_size * k elements) split in rank order: rank r gets block r (a new array of k
-        elements). Other ranks pass an array of root's size and dtype (its content is ignored) or data=None
-        with count=k and dtype=. The C ABI has no scatter: this broadcasts all world_size * k elements from
-        root, world_size times the bytes a true scatter moves."""
+        """Root's `data` (world_size * k elements) split in rank order: rank r gets block r (a new array). Other
+        ranks pass an array like root's, or count=k and dtype=. The C ABI has no scatter: a broadcast of all
+        world_size * k elements from root, world_size times the bytes a true scatter moves."""
         ws, rank = self.world_size, self.rank
         if data is not None:
-            data = np.ascontiguousarray(_array(data))
+            data = _array(data, True)
             if data.size % ws:
                 raise ValueError(f"scatter needs a multiple of the world size ({ws}) elements, got {data.size}")
-            k, dt = data.size // ws, data.dtype
+            count, dtype = data.size // ws, data.dtype
         elif rank == root or count is None:
-            raise TypeError("data must be given on the root rank; elsewhere data or count= (elements per rank) "
-                            "and dtype=")
-        else:
-            k, dt = int(count), np.dtype(dtype or np.float64)
-        buf = data.copy() if rank == root else np.empty(k * ws, dt)
+            raise TypeError("data must be given on the root rank; elsewhere data, or count= and dtype=")
+        buf = data.copy() if rank == root else np.empty(int(count) * ws, np.dtype(dtype or np.float64))
         _n.shardopt_broadcast(self.handle, buf, int(root))
-        return buf[rank * k:(rank + 1) * k].copy()
+        return buf[rank * int(count):(rank + 1) * int(count)].copy()
 
     def send(self, data, destination, tag=0):
         """Sends `data` to rank `destination` (buffered: returns once it is on its way)."""
-        _n.shardopt_send(self.handle, np.ascontiguousarray(_array(data)), int(destination), int(tag))
+        _n.shardopt_send(self.handle, _array(data, True), int(destination), int(tag))
 
     def receive(self, source, count, tag=0, dtype=np.float64):
-        """Receives `count` elements of `dtype` from rank `source` (a new array); the sender's element type
-        and count must match."""
+        """Receives `count` elements of `dtype` from rank `source` (a new array), as the sender sent them."""
         if int(count) < 0:
             raise ValueError(f"count must be >= 0 (got {count})")
         out = np.empty(int(count), dtype=np.dtype(dtype))
@@ -127,19 +116,15 @@ class CommunicationBackend(NativeResource):
     def _destroy(self, handle):
         _n.shardopt_comm_destroy(handle)  # optimizers built over it keep the communicator alive
 
-    shutdown = NativeResource.close
-
     def __repr__(self):
-        if self._handle is None:
-            return f"<{type(self).__name__} closed>"
-        return f"<{type(self).__name__} rank {self.rank} of {self.world_size}>"
+        where = f"rank {self.rank} of {self.world_size}" if self._handle is not None else "closed"
+        return f"<{type(self).__name__} {where}>"
 
 
 class InMemoryCommunicationBackend(CommunicationBackend):
-    """Rank `rank` of an in-process group of `world_size` ranks (threads of this process). Ranks sharing
-    `environment_id` form one group; construct each rank's object on the thread that drives it. The id may
-    be reused once every rank of the previous group was constructed. Closing it (or a rank's thread ending
-    with an exception, which closes it) fails the other ranks at once with PeerLostError."""
+    """Rank `rank` of an in-process group of `world_size` ranks (threads of this process), constructed on the
+    thread that drives it; ranks sharing `environment_id` form one group (reusable once every rank was made).
+    Closing it (or its thread ending, which closes it) fails the other ranks at once with PeerLostError."""
 
     def __init__(self, rank, world_size, environment_id="default"):
         self.environment_id = environment_id
@@ -147,8 +132,8 @@ class InMemoryCommunicationBackend(CommunicationBackend):
 
 
 class UcxCommunicationBackend(CommunicationBackend):
-    """This process's rank over UCX, from a launcher's environment (tools/shardopt-run, torchrun, mpirun,
-    srun); without one, InvalidArgumentError unless single_process=True asks for a world of one."""
+    """This process's rank over UCX, from a launcher's environment (shardopt-run, torchrun, mpirun, srun); without
+    one InvalidArgumentError, unless single_process=True asks for a world of one."""
 
     def __init__(self, single_process=False):
         create = _n.shardopt_comm_create_single if single_process else _n.shardopt_comm_create_from_env
@@ -156,17 +141,16 @@ class UcxCommunicationBackend(CommunicationBackend):
 
 
 class NcclCommunicationBackend(CommunicationBackend):
-    """This process's rank over NCCL (collectives on CUDA device buffers), from a launcher's environment;
-    UnsupportedError where NCCL or a CUDA device is missing."""
+    """This process's rank over NCCL (CUDA device buffers), from a launcher's environment; UnsupportedError where
+    NCCL or a CUDA device is missing."""
 
     def __init__(self):
         super().__init__(_n.shardopt_comm_create_from_env("nccl"))
 
 
 def launch_in_memory(world_size, fn, environment_id=None):
-    """Runs fn(backend) on `world_size` threads, each with its InMemoryCommunicationBackend; returns the
-    results in rank order, or raises the first rank's own exception (after aborting the group, so the
-    other ranks fail at once naming it)."""
+    """Runs fn(backend) on `world_size` threads, each with its InMemoryCommunicationBackend; returns the results in
+    rank order, or raises the first rank's own exception (after aborting the group, so the others stop at once)."""
     env = environment_id or f"launch-{uuid.uuid4()}"
     results, errors = [None] * world_size, [None] * world_size
 
@@ -182,14 +166,12 @@ def launch_in_memory(world_size, fn, environment_id=None):
         finally:
             if backend is not None:
                 backend.close()
-
     threads = [threading.Thread(target=body, args=(r,), name=f"shardopt-rank-{r}") for r in range(world_size)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     first = next((e for e in errors if e is not None and not isinstance(e, RuntimeError)), None)
-    first = first or next((e for e in errors if e is not None), None)
-    if first is not None:
-        raise first
+    if first or any(errors):
+        raise first or next(e for e in errors if e is not None)
     return results

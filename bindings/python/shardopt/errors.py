@@ -1,39 +1,29 @@
-"""The errors shardopt raises. A failed library call raises the ShardoptError subclass of its status,
-each also the builtin exception Python code catches for it; the message reads "SHARDOPT_ERR_X: <the
-library's words>", and .status, .status_name and .rank (the failing rank, -1 when none) say more.
-
-    InvalidArgumentError   ValueError          CollectiveTimeoutError  RuntimeError, TimeoutError
-    InvalidStateError      RuntimeError        PeerLostError           RuntimeError, ConnectionError
-    MismatchError          RuntimeError        FileIOError, CorruptDataError      OSError
-    UnsupportedError       NotImplementedError OutOfMemoryError        MemoryError
-    InternalError          RuntimeError
-
-A closed optimizer, backend or runner, and every view of memory it owned, raise ObjectDisposedError."""
+"""The errors shardopt raises. A failed library call raises the ShardoptError subclass of its status, each also
+the builtin exception Python code catches for it: InvalidArgumentError (ValueError), InvalidStateError,
+MismatchError, InternalError (RuntimeError), CollectiveTimeoutError (RuntimeError, TimeoutError), PeerLostError
+(RuntimeError, ConnectionError), FileIOError, CorruptDataError (OSError), UnsupportedError
+(NotImplementedError), OutOfMemoryError (MemoryError). The message reads "SHARDOPT_ERR_X: <the library's
+words>"; .status, .status_name and .rank (of the failed call; -1: none) say more. A closed object, and every
+view of memory it owned, raises ObjectDisposedError."""
+from . import shardopt_native as _n
 from ._shardopt_native import (CollectiveTimeoutError, CorruptDataError, FileIOError, InternalError,  # noqa: F401
                                InvalidArgumentError, InvalidStateError, MismatchError, OutOfMemoryError, PeerLostError,
                                ShardoptError, UnsupportedError)
 
-__all__ = ["ShardoptError", "InvalidArgumentError", "InvalidStateError", "CollectiveTimeoutError", "MismatchError",
-           "PeerLostError", "FileIOError", "CorruptDataError", "OutOfMemoryError", "UnsupportedError", "InternalError",
-           "ObjectDisposedError"]
-
 
 class ObjectDisposedError(ValueError, RuntimeError):
-    """A closed object, or a view of its memory, was used (Python's closed-file convention is ValueError;
-    it is a RuntimeError too, what a closed object raised before)."""
-
-
-def refused(error, setting):
-    """The library's `error` for a value it refused, naming the Python `setting` first."""
-    name = error.status_name
-    new = type(error)(f"{name}: {setting}: {str(error)[len(name) + 2:]}")
-    new.__dict__.update(error.__dict__)
-    return new
+    """A closed object, or a view of its memory, was used (ValueError as for a closed file; RuntimeError too)."""
 
 
 def error(cls, status, message):
     """A ShardoptError raised by this layer, as the library's are."""
-    from . import shardopt_native as _n
     e = cls(f"{_n.shardopt_status_name(status)}: {message}")
     e.status, e.status_name, e.rank = status, _n.shardopt_status_name(status), -1
     return e
+
+
+def refused(e, setting):
+    """The library's error `e` for a value it refused, naming the Python `setting` first."""
+    new = type(e)(f"{e.status_name}: {setting}: {str(e)[len(e.status_name) + 2:]}")
+    new.__dict__.update(e.__dict__)
+    return new

@@ -1,61 +1,45 @@
-"""Base optimizers and their options (AiDotNet's classes, Python naming). An options object holds the
-base optimizer's settings (shardopt_optimizer_options, filled by the library's preset for the class)
-and the training settings of optimize() (shardopt_training_options, filled by the library): every
-default is the library's, and every value set is checked by the library at once."""
+"""Base optimizers and their options (AiDotNet's classes, Python naming). An options object holds the base
+optimizer's settings (shardopt_optimizer_options, filled by the library's preset for the class) and the training
+settings of optimize() (shardopt_training_options, filled by the library): every default is the library's, and
+every value set is checked by the library at once."""
 from functools import partial
 
 from . import shardopt_native as _n
 from ._settings import Setting, apply_settings
 from .schedules import LearningRateSchedule
 
-__all__ = ["OptimizerOptions", "StochasticGradientDescentOptimizerOptions", "MomentumOptimizerOptions",
-           "AdamOptimizerOptions", "AdamWOptimizerOptions", "RootMeanSquarePropagationOptimizerOptions",
-           "AdagradOptimizerOptions", "LambOptimizerOptions", "Optimizer", "StochasticGradientDescentOptimizer",
-           "MomentumOptimizer", "AdamOptimizer", "AdamWOptimizer", "RootMeanSquarePropagationOptimizer",
-           "AdagradOptimizer", "LambOptimizer"]
-
 _opt = partial(Setting, "_optimizer", validate=_n.shardopt_optimizer_options_validate)
 _train = partial(Setting, "_training", validate=_n.shardopt_training_options_validate)
 
 
 class OptimizerOptions:
-    """Keyword arguments set the settings below (AiDotNet's names, snake_case, and shorter aliases)."""
+    """Keyword arguments set the settings below: AiDotNet's names in snake_case, and shorter aliases."""
     _preset = _n.SHARDOPT_PRESET_ADAM
 
     def __init__(self, **kwargs):
-        self._optimizer = _n.shardopt_optimizer_options()
+        self._optimizer, self._training, self._schedule = _n.shardopt_optimizer_options(), None, None
         _n.shardopt_optimizer_options_init_preset(self._optimizer, self._optimizer.struct_size, self._preset)
         self._training = _n.shardopt_training_options()
         _n.shardopt_training_options_init(self._training)
-        self._schedule = None
         apply_settings(self, kwargs)
 
     # the base optimizer (torch.optim's formulas)
     initial_learning_rate = _opt("lr", doc="AiDotNet's InitialLearningRate: the rate training starts from")
     learning_rate = _opt("lr", doc="the same as initial_learning_rate")
-    weight_decay = _opt("weight_decay")
-    maximize = _opt("maximize", bool)
-    momentum = _opt("momentum")
-    dampening = _opt("dampening")
-    nesterov = _opt("nesterov", bool)
-    beta1 = _opt("beta1")
-    beta2 = _opt("beta2")
-    epsilon = _opt("eps")
-    amsgrad = _opt("amsgrad", bool)
+    weight_decay, momentum, dampening = _opt("weight_decay"), _opt("momentum"), _opt("dampening")
+    beta1, beta2, epsilon = _opt("beta1"), _opt("beta2"), _opt("eps")
+    maximize, nesterov, amsgrad, centered = _opt("maximize", bool), _opt("nesterov", bool), _opt("amsgrad", bool), \
+        _opt("centered", bool)
     decay = _opt("alpha", doc="RMSprop's smoothing constant (torch's alpha)")
-    centered = _opt("centered", bool)
-    learning_rate_decay = _opt("lr_decay")
-    initial_accumulator_value = _opt("initial_accumulator_value")
-
+    learning_rate_decay, initial_accumulator_value = _opt("lr_decay"), _opt("initial_accumulator_value")
     # training: an epoch is a pass over the training set, a step one optimizer step
     max_iterations = _train("max_epochs", int, doc="AiDotNet's MaxIterations: the most epochs")
     epochs = _train("max_epochs", int, doc="the same as max_iterations")
-    batch_size = _train("batch_size", int, doc="samples per step over all ranks; 0 = the whole training set")
-    max_steps = _train("max_steps", int, doc="the most steps over all epochs; 0 = no limit")
+    batch_size = _train("batch_size", int, doc="samples per step over all ranks; 0: the whole training set")
+    max_steps = _train("max_steps", int, doc="the most steps over all epochs; 0: no limit")
     shuffle_data = _train("shuffle", bool, doc="a fresh sample order each epoch, from (random_seed, epoch)")
     shuffle = _train("shuffle", bool, doc="the same as shuffle_data")
-    random_seed = _train("seed", int)
-    seed = _train("seed", int, doc="the same as random_seed")
+    random_seed, seed = _train("seed", int), _train("seed", int)
     use_early_stopping = _train("early_stopping", bool, doc="voted across ranks")
     early_stopping_patience = _train("patience", int, doc="epochs in a row without progress before stopping")
     tolerance = _train("tolerance", doc="what a score must drop by to count as progress")
@@ -63,23 +47,20 @@ class OptimizerOptions:
 
     @property
     def learning_rate_schedule(self):
-        """None (the rate stays), or a LearningRateSchedule the library applies to the rate training starts
-        from, before every epoch or step."""
+        """None (the rate stays), or a LearningRateSchedule the library applies to the rate training starts from."""
         return self._schedule
 
     @learning_rate_schedule.setter
     def learning_rate_schedule(self, schedule):
+        if schedule is not None and not isinstance(schedule, LearningRateSchedule):
+            raise TypeError(f"learning_rate_schedule must be a LearningRateSchedule, not {type(schedule).__name__}")
         if schedule is not None:
-            if not isinstance(schedule, LearningRateSchedule):
-                raise TypeError(f"learning_rate_schedule must be a LearningRateSchedule, not {type(schedule).__name__}")
-            schedule._checked(self._training)
+            _n.shardopt_training_options_validate(schedule._applied(self._training))
         self._schedule = schedule
 
     def _training_for(self, num_samples, num_validation, num_test):
         """A copy of the training settings for one optimize() call."""
-        t = self._training.copy()
-        if self._schedule is not None:
-            self._schedule._apply(t)
+        t = self._schedule._applied(self._training) if self._schedule else self._training.copy()
         t.num_samples, t.num_validation_samples, t.num_test_samples = num_samples, num_validation, num_test
         return t
 
@@ -87,40 +68,10 @@ class OptimizerOptions:
         return f"{type(self).__name__}(learning_rate={self.learning_rate}, max_iterations={self.max_iterations})"
 
 
-class StochasticGradientDescentOptimizerOptions(OptimizerOptions):
-    _preset = _n.SHARDOPT_PRESET_SGD
-
-
-class MomentumOptimizerOptions(OptimizerOptions):
-    _preset = _n.SHARDOPT_PRESET_MOMENTUM
-
-
-class AdamOptimizerOptions(OptimizerOptions):
-    _preset = _n.SHARDOPT_PRESET_ADAM
-
-
-class AdamWOptimizerOptions(OptimizerOptions):
-    _preset = _n.SHARDOPT_PRESET_ADAMW
-
-
-class RootMeanSquarePropagationOptimizerOptions(OptimizerOptions):
-    _preset = _n.SHARDOPT_PRESET_RMSPROP
-
-
-class AdagradOptimizerOptions(OptimizerOptions):
-    _preset = _n.SHARDOPT_PRESET_ADAGRAD
-
-
-class LambOptimizerOptions(OptimizerOptions):
-    _preset = _n.SHARDOPT_PRESET_LAMB
-
-
 class Optimizer:
-    """A base optimizer: the update rule a sharded optimizer runs on its full buffer or its shard.
-
-    AiDotNet's form: AdamOptimizer(model, options) (the model: a shardopt.Model, whose layout, element type
-    and parameters a sharded optimizer wrapping this one is created with); also AdamOptimizer(options),
-    AdamOptimizer(learning_rate=...) and AdamOptimizer(model, learning_rate=...)."""
+    """A base optimizer: the update rule a sharded optimizer runs on its full buffer or its shard. AiDotNet's form:
+    AdamOptimizer(model, options), the model a shardopt.Model whose layout, element type and parameters a sharded
+    optimizer wrapping it is created with; also AdamOptimizer(options) and AdamOptimizer([model, ]learning_rate=...)."""
     options_type = OptimizerOptions
 
     def __init__(self, model=None, options=None, **kwargs):
@@ -130,13 +81,11 @@ class Optimizer:
                                          for a in ("parameter_layout", "get_parameters", "loss_and_gradient")):
             raise TypeError(f"model must be a shardopt.Model (parameter_layout, get_parameters, loss_and_gradient), "
                             f"not {type(model).__name__}")
-        if options is None:
-            options = self.options_type(**kwargs)
-        elif kwargs:
+        if options is not None and kwargs:
             raise TypeError("pass either an options object or keyword options, not both")
-        elif not isinstance(options, self.options_type):
+        if options is not None and not isinstance(options, self.options_type):
             raise TypeError(f"{type(self).__name__} needs {self.options_type.__name__}, got {type(options).__name__}")
-        self.model, self.options = model, options
+        self.model, self.options = model, self.options_type(**kwargs) if options is None else options
 
     def get_options(self):
         return self.options
@@ -145,29 +94,18 @@ class Optimizer:
         return f"{type(self).__name__}({self.options!r})"
 
 
-class StochasticGradientDescentOptimizer(Optimizer):
-    options_type = StochasticGradientDescentOptimizerOptions
+def _optimizer(name, preset):
+    """AiDotNet's optimizer class `name` and its options class, over the library's preset."""
+    options = type(name + "Options", (OptimizerOptions,), {"_preset": preset, "__module__": __name__})
+    return type(name, (Optimizer,), {"options_type": options, "__module__": __name__}), options
 
 
-class MomentumOptimizer(Optimizer):
-    options_type = MomentumOptimizerOptions
-
-
-class AdamOptimizer(Optimizer):
-    options_type = AdamOptimizerOptions
-
-
-class AdamWOptimizer(Optimizer):
-    options_type = AdamWOptimizerOptions
-
-
-class RootMeanSquarePropagationOptimizer(Optimizer):
-    options_type = RootMeanSquarePropagationOptimizerOptions
-
-
-class AdagradOptimizer(Optimizer):
-    options_type = AdagradOptimizerOptions
-
-
-class LambOptimizer(Optimizer):
-    options_type = LambOptimizerOptions
+StochasticGradientDescentOptimizer, StochasticGradientDescentOptimizerOptions = _optimizer(
+    "StochasticGradientDescentOptimizer", _n.SHARDOPT_PRESET_SGD)
+MomentumOptimizer, MomentumOptimizerOptions = _optimizer("MomentumOptimizer", _n.SHARDOPT_PRESET_MOMENTUM)
+AdamOptimizer, AdamOptimizerOptions = _optimizer("AdamOptimizer", _n.SHARDOPT_PRESET_ADAM)
+AdamWOptimizer, AdamWOptimizerOptions = _optimizer("AdamWOptimizer", _n.SHARDOPT_PRESET_ADAMW)
+RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions = _optimizer(
+    "RootMeanSquarePropagationOptimizer", _n.SHARDOPT_PRESET_RMSPROP)
+AdagradOptimizer, AdagradOptimizerOptions = _optimizer("AdagradOptimizer", _n.SHARDOPT_PRESET_ADAGRAD)
+LambOptimizer, LambOptimizerOptions = _optimizer("LambOptimizer", _n.SHARDOPT_PRESET_LAMB)

@@ -19,29 +19,21 @@ from collections import namedtuple
 import numpy as np
 
 from . import shardopt_native as _n
-from ._views import Guard, NativeOwner, ObjectDisposedError, as_native_array, copy_in, copy_out, native_view
+from ._settings import parse_enum
+from ._views import Guard, NativeOwner, NativeResource, ObjectDisposedError, as_native_array, copy_in, copy_out, native_view
 from .errors import ShardoptError
-from .sharding import ShardedOptimizer
-
-__all__ = ["PipelineSchedule", "PipelineStage", "PipelineCall", "PipelineBatchResult", "PipelineRunner"]
+from .sharding import ShardedOptimizer, _record
 
 
 class PipelineSchedule(enum.IntEnum):
-    """ONE_F_ONE_B holds at most p micro-batches per stage; GPIPE all of them; INTERLEAVED_1F1B gives each rank
+    """ONE_F_ONE_B holds at most p micro-batches per stage, GPIPE all, INTERLEAVED_1F1B gives each rank
     virtual_stages model chunks for a smaller bubble. Names work too ("gpipe", "1f1b", "interleaved_1f1b")."""
-    ONE_F_ONE_B = _n.SHARDOPT_PIPELINE_1F1B
-    GPIPE = _n.SHARDOPT_PIPELINE_GPIPE
+    ONE_F_ONE_B, GPIPE = _n.SHARDOPT_PIPELINE_1F1B, _n.SHARDOPT_PIPELINE_GPIPE
     INTERLEAVED_1F1B = _n.SHARDOPT_PIPELINE_INTERLEAVED_1F1B
 
     @classmethod
     def parse(cls, value):
-        names = {"1F1B": cls.ONE_F_ONE_B, "ONEFONEB": cls.ONE_F_ONE_B, "GPIPE": cls.GPIPE,
-                 "INTERLEAVED1F1B": cls.INTERLEAVED_1F1B, "INTERLEAVED": cls.INTERLEAVED_1F1B}
-        if isinstance(value, str) and value.replace("_", "").replace("-", "").upper() in names:
-            return names[value.replace("_", "").replace("-", "").upper()]
-        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value in set(cls):
-            return cls(int(value))
-        raise ValueError(f"unknown pipeline schedule {value!r} (gpipe, 1f1b, interleaved_1f1b)")
+        return parse_enum(cls, value, "pipeline schedule", {"1F1B": cls.ONE_F_ONE_B, "INTERLEAVED": cls.INTERLEAVED_1F1B})
 
 
 class PipelineStage:
@@ -90,19 +82,15 @@ class _Stage:
 
     def _forward(self, native_call, address, count, output):
         call = PipelineCall(native_call, self.optimizer, self.dtype)
-        k = call.model_chunk
         try:
-            out = self.stage.forward(call, copy_in(address, count, self.dtype))
+            out, what = self.stage.forward(call, copy_in(address, count, self.dtype)), f"forward of model chunk {call.model_chunk}"
+            if call.last and ((out is not None and np.size(out) != 0) or call.loss is None):
+                raise ValueError(f"{what} (the last) must set call.loss and return None")
             if call.last:
-                if out is not None and np.size(out) != 0:
-                    raise ValueError(f"forward of model chunk {k} (the last) returned an output; the last chunk sets "
-                                     "call.loss and returns None")
-                if call.loss is None:
-                    raise ValueError(f"forward of model chunk {k} (the last) did not set call.loss")
                 return call.loss
             if out is None:
-                raise ValueError(f"forward of model chunk {k} returned None; it must return its output activation")
-            out = as_native_array(out, self.dtype, f"the output of model chunk {k}")
+                raise ValueError(f"{what} returned None; it must return its output activation")
+            out = as_native_array(out, self.dtype, f"the output of model chunk {call.model_chunk}")
             copy_out(_n.shardopt_activation_resize(output, out.size), out)
             return 0.0
         finally:
@@ -110,21 +98,18 @@ class _Stage:
 
     def _backward(self, native_call, address, count, og_address, og_count, ig_address):
         call = PipelineCall(native_call, self.optimizer, self.dtype)
-        k = call.model_chunk
         try:
             gi = self.stage.backward(call, copy_in(address, count, self.dtype), copy_in(og_address, og_count, self.dtype))
-            if call.first:
-                if gi is not None and np.size(gi) != 0:
-                    raise ValueError(f"backward of model chunk {k} (the first) returned an input gradient; the first "
-                                     "chunk has no input: return None")
-                return
-            if gi is None:
-                raise ValueError(f"backward of model chunk {k} returned None; it must return the gradient of its "
-                                 f"input ({count} elements)")
-            gi = as_native_array(gi, self.dtype, f"the input gradient of model chunk {k}")
-            if gi.size != count:
-                raise ValueError(f"backward of model chunk {k} returned {gi.size} elements for an input of {count}")
-            copy_out(ig_address, gi)
+            what = f"backward of model chunk {call.model_chunk}"
+            if call.first and gi is not None and np.size(gi) != 0:
+                raise ValueError(f"{what} (the first) returned an input gradient; the first chunk has no input")
+            if not call.first:
+                if gi is None:
+                    raise ValueError(f"{what} returned None; it must return the gradient of its input ({count} elements)")
+                gi = as_native_array(gi, self.dtype, f"the input gradient of model chunk {call.model_chunk}")
+                if gi.size != count:
+                    raise ValueError(f"{what} returned {gi.size} elements for an input of {count}")
+                copy_out(ig_address, gi)
         finally:
             call._guard.invalidate()
 
@@ -136,7 +121,7 @@ PipelineBatchResult.__doc__ = """One batch (shardopt_pipeline_result): the mean 
 in all, the pipeline's bubble fraction, the most forwards held before their backward, sends and receives."""
 
 
-class PipelineRunner:
+class PipelineRunner(NativeResource):
     """Runs `stage` on this pipeline rank of `optimizer` (a HybridShardedOptimizer with pipeline_parallel_size
     p, or any sharded optimizer for a single stage), one batch per run_batch(): num_micro_batches (0 = p)
     micro-batches under `schedule`, their gradients summed, then one optimizer step on their mean. Creation is
@@ -182,7 +167,7 @@ class PipelineRunner:
             raise
         finally:
             self._running = False
-        return PipelineBatchResult(*(getattr(r, f) for f in PipelineBatchResult._fields))
+        return _record(PipelineBatchResult, r)
 
     def close(self):
         """Releases the native pipeline; later run_batch calls raise ObjectDisposedError."""
@@ -191,15 +176,3 @@ class PipelineRunner:
         owner, self._owner = getattr(self, "_owner", None), None
         if owner is not None:
             owner.invalidate()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass

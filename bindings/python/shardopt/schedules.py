@@ -1,20 +1,14 @@
-"""Learning-rate schedules: the library's schedules (shardopt_training_options' lr_* fields), set as
-an options object's learning_rate_schedule. optimize() applies one before every epoch (t counts epochs
-from 0) or, with per_step=True, before every step, to `base`: the optimizer's rate when training starts.
-A schedule is also callable, schedule(t, base[, options]): the rate the library sets at t. A parameter
-left as None takes the library's default."""
-import operator
-
+"""Learning-rate schedules: the library's (shardopt_training_options' lr_* fields), set as an options object's
+learning_rate_schedule. optimize() applies one before every epoch (t counts epochs from 0) or, with
+per_step=True, every step, to `base`: the optimizer's rate when training starts. schedule(t, base[, options]) is
+the rate the library sets at t. A parameter left None takes the library's default; every value is checked by it."""
 from . import shardopt_native as _n
-from ._settings import set_checked
-
-__all__ = ["LearningRateSchedule", "ConstantSchedule", "WarmupSchedule", "CosineAnnealingSchedule",
-           "StepDecaySchedule", "LambdaSchedule"]
+from ._settings import convert, set_checked
 
 
 class LearningRateSchedule:
     _kind = _n.SHARDOPT_LR_CONSTANT
-    _zero_is_default = ()  # parameters the C options read as "the default" when 0: refused when given as 0
+    _zero_is_default = ()  # parameters the C options read as "the default" when 0: refused as 0
 
     def __init__(self, per_step=False, kind=None, **fields):
         self.per_step, self._kind, self._fields = bool(per_step), kind or self._kind, {}
@@ -22,29 +16,25 @@ class LearningRateSchedule:
         _n.shardopt_training_options_init(probe)
         probe.lr_schedule = self._kind
         for name, (field, value) in fields.items():
-            if value is not None:  # checked by the library as it is set
-                value = float(value) if field in ("gamma", "min_lr") else operator.index(value)
+            if value is not None:
+                value = convert(float if field in ("gamma", "min_lr") else int, value)
                 set_checked(probe, field, value, name, _n.shardopt_training_options_validate,
                             name in self._zero_is_default)
                 self._fields[field] = value
 
-    def _apply(self, t):
-        """Sets this schedule in the training options t."""
+    def _applied(self, training):
+        """A copy of the training options `training` with this schedule."""
+        t = training.copy()
         t.lr_schedule, t.lr_per_step = self._kind, int(self.per_step)
         for field, value in self._fields.items():
             setattr(t, field, value)
-
-    def _checked(self, training):
-        t = training.copy()
-        self._apply(t)
-        _n.shardopt_training_options_validate(t)
+        return t
 
     def __call__(self, t, base, options=None):
-        opts = (options._training if options is not None else None)
-        probe = opts.copy() if opts is not None else _n.shardopt_training_options()
-        if opts is None:
+        if options is None:
+            probe = _n.shardopt_training_options()
             _n.shardopt_training_options_init(probe)
-        self._apply(probe)
+        probe = self._applied(probe if options is None else options._training)
         probe.num_samples = probe.num_samples or 1
         return _n.shardopt_training_learning_rate(probe, int(t), float(base))
 
@@ -54,10 +44,8 @@ class ConstantSchedule(LearningRateSchedule):
 
 
 class CosineAnnealingSchedule(LearningRateSchedule):
-    """torch's CosineAnnealingLR from base down to min_learning_rate over `total` epochs (or steps); None:
-    to the end of training."""
-    _kind = _n.SHARDOPT_LR_COSINE
-    _zero_is_default = ("total",)
+    """torch's CosineAnnealingLR, from base down to min_learning_rate over `total` epochs (steps); None: to the end."""
+    _kind, _zero_is_default = _n.SHARDOPT_LR_COSINE, ("total",)
 
     def __init__(self, total=None, min_learning_rate=None, per_step=False):
         super().__init__(per_step, total=("decay_period", total), min_learning_rate=("min_lr", min_learning_rate))
@@ -65,16 +53,15 @@ class CosineAnnealingSchedule(LearningRateSchedule):
 
 class StepDecaySchedule(LearningRateSchedule):
     """torch's StepLR: base * gamma ** (t // step_size)."""
-    _kind = _n.SHARDOPT_LR_STEP_DECAY
-    _zero_is_default = ("step_size",)
+    _kind, _zero_is_default = _n.SHARDOPT_LR_STEP_DECAY, ("step_size",)
 
     def __init__(self, step_size=None, gamma=None, per_step=False):
         super().__init__(per_step, step_size=("decay_period", step_size), gamma=("gamma", gamma))
 
 
 class WarmupSchedule(LearningRateSchedule):
-    """Linear warm-up, base * (t + 1) / warmup while t < warmup, then base, or `after` (a CosineAnnealingSchedule
-    or StepDecaySchedule) of t - warmup."""
+    """Linear warm-up, base * (t + 1) / warmup while t < warmup, then base, or `after` of t - warmup (a
+    CosineAnnealingSchedule or StepDecaySchedule)."""
 
     def __init__(self, warmup=None, after=None, per_step=False):
         kinds = {type(None): _n.SHARDOPT_LR_WARMUP, CosineAnnealingSchedule: _n.SHARDOPT_LR_WARMUP_COSINE,
@@ -84,12 +71,11 @@ class WarmupSchedule(LearningRateSchedule):
                             f"{type(after).__name__}")
         super().__init__(per_step, kinds[type(after)], warmup=("warmup", warmup))
         self.after = after
-        if after is not None:
-            self._fields.update(after._fields)
+        self._fields.update(after._fields if after else {})
 
 
 class LambdaSchedule(LearningRateSchedule):
-    """Any rate: fn(t, base) -> rate (finite, >= 0). An exception it raises fails training on every rank."""
+    """Any rate: fn(t, base) -> rate (finite, >= 0); an exception it raises fails training on every rank."""
     _kind = _n.SHARDOPT_LR_CUSTOM
 
     def __init__(self, fn, per_step=False):
@@ -98,6 +84,7 @@ class LambdaSchedule(LearningRateSchedule):
         super().__init__(per_step)
         self.fn = fn
 
-    def _apply(self, t):
-        super()._apply(t)
+    def _applied(self, training):
+        t = super()._applied(training)
         t.lr_fn, t.lr_user_data = _n.SO_PY_LR_FN, self.fn  # the library calls self.fn, which this schedule keeps
+        return t

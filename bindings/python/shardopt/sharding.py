@@ -2,52 +2,31 @@
 import contextlib
 import enum
 import os
-from dataclasses import dataclass, fields
+from collections import namedtuple
 from functools import partial
 
 import numpy as np
 
 from . import shardopt_native as _n
-from ._native_resource import NativeResource
-from ._settings import SWITCH, Setting, set_checked
-from ._views import (Guard, NativeOwner, ObjectDisposedError, as_native_array, copy_in, copy_out, native_view,
-                     writable_native_array)
+from ._settings import SWITCH, Setting, parse_enum, set_checked
+from ._views import (Guard, NativeOwner, NativeResource, ObjectDisposedError, as_native_array, copy_in, copy_out,
+                     native_view, writable_native_array)
 from .backends import CommunicationBackend
 from .errors import ShardoptError
 from .optimizers import Optimizer
-
-__all__ = ["GradientCompression", "ParameterLayout", "ShardingConfiguration", "Dataset", "OptimizationInputData",
-           "OptimizationResult", "DatasetResult", "StepResult", "MemoryStats", "ShardedOptimizer", "DDPOptimizer",
-           "ZeRO1Optimizer", "ZeRO2Optimizer", "FSDPOptimizer", "ZeRO3Optimizer", "HybridShardedOptimizer",
-           "LocalSGDOptimizer", "GradientCompressionOptimizer"]
 
 _FLOAT_DTYPES = {np.dtype(np.float32): _n.SHARDOPT_F32, np.dtype(np.float64): _n.SHARDOPT_F64}
 
 
 class GradientCompression(enum.IntEnum):
-    """How gradients are compressed on the wire (ShardingConfiguration.gradient_compression). BF16/FP16:
-    2 bytes per element; INT8/INT4: blockwise, a scale per block; TOP_K: the compression_ratio
-    largest-magnitude elements of each chunk; POWER_SGD: a rank-power_sgd_rank approximation of every
-    tensor declared as a matrix (ParameterLayout.add_matrix). Error feedback (on by default) keeps what
-    INT8/INT4/TOP_K/POWER_SGD missed for the next step. A name works too ("int8", "top_k", "PowerSGD")."""
-    NONE = _n.SHARDOPT_COMPRESSION_NONE
-    BF16 = _n.SHARDOPT_COMPRESSION_BF16
-    FP16 = _n.SHARDOPT_COMPRESSION_FP16
-    INT8 = _n.SHARDOPT_COMPRESSION_INT8
-    INT4 = _n.SHARDOPT_COMPRESSION_INT4
-    TOP_K = _n.SHARDOPT_COMPRESSION_TOP_K
-    POWER_SGD = _n.SHARDOPT_COMPRESSION_POWER_SGD
+    """How gradients are compressed on the wire (docs/compression.md); a name works too ("int8", "TopK", ...)."""
+    NONE, BF16, FP16, INT8 = (_n.SHARDOPT_COMPRESSION_NONE, _n.SHARDOPT_COMPRESSION_BF16, _n.SHARDOPT_COMPRESSION_FP16,
+                              _n.SHARDOPT_COMPRESSION_INT8)
+    INT4, TOP_K, POWER_SGD = _n.SHARDOPT_COMPRESSION_INT4, _n.SHARDOPT_COMPRESSION_TOP_K, _n.SHARDOPT_COMPRESSION_POWER_SGD
 
     @classmethod
     def parse(cls, value):
-        """A GradientCompression from itself, its name (any case, with or without '_') or its value."""
-        if isinstance(value, str):
-            for m in cls:
-                if m.name.replace("_", "") == value.replace("_", "").replace("-", "").upper():
-                    return m
-        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value in set(cls):
-            return cls(int(value))
-        raise ValueError(f"unknown gradient compression {value!r} (one of {', '.join(m.name.lower() for m in cls)})")
+        return parse_enum(cls, value, "gradient compression")
 
 
 def _count(name, what, value):
@@ -59,46 +38,35 @@ def _count(name, what, value):
 
 
 class ParameterLayout:
-    """The model's tensors, in order: name and element count, of one element type (the model's).
-    end_bucket() closes a gradient bucket (an FSDP unit); otherwise tensors are grouped into buckets of
-    the configuration's minimum_parameter_group_size elements. add_matrix(name, rows, cols) declares a
-    row-major matrix, the tensors PowerSGD compression approximates."""
+    """The model's tensors in order, of one element type (the model's): add(name, count or (rows, cols)),
+    add_matrix (a row-major matrix, which PowerSGD compression approximates), end_bucket() (an FSDP unit ends)."""
 
     def __init__(self, dtype=np.float32):
-        self.dtype = np.dtype(dtype)
+        self.dtype, self.tensors = np.dtype(dtype), []  # [name, count, tp_replicated, ends_bucket, shape or None]
         if self.dtype not in _FLOAT_DTYPES:
             raise ValueError(f"parameters must be float32 or float64, not {self.dtype}")
-        self.tensors = []  # [name, count, tp_replicated, ends_bucket, (rows, cols) or None]
 
     def add(self, name, count, tp_replicated=False):
-        """A tensor of `count` elements; count may also be a (rows, cols) shape (= add_matrix)."""
-        if isinstance(count, tuple):
-            if len(count) != 2:
-                raise ValueError(f"tensor '{name}': a shape must be (rows, cols), not {count!r}")
-            return self.add_matrix(name, count[0], count[1], tp_replicated)
-        self.tensors.append([self._name(name), _count(name, "count", count), bool(tp_replicated), False, None])
-        return self
+        if isinstance(count, tuple) and len(count) == 2:
+            return self.add_matrix(name, *count, tp_replicated)
+        return self._add(name, _count(name, "count", count), tp_replicated, None)
 
     def add_matrix(self, name, rows, cols, tp_replicated=False):
-        """A rows x cols row-major matrix (rows * cols elements): PowerSGD compresses it."""
-        rows, cols = _count(name, "rows", rows), _count(name, "cols", cols)
-        self.tensors.append([self._name(name), rows * cols, bool(tp_replicated), False, (rows, cols)])
-        return self
+        shape = (_count(name, "rows", rows), _count(name, "cols", cols))
+        return self._add(name, shape[0] * shape[1], tp_replicated, shape)
 
-    @staticmethod
-    def _name(name):
+    def _add(self, name, count, tp_replicated, shape):
         if not isinstance(name, str) or not name:
             raise ValueError(f"a tensor needs a non-empty name (got {name!r})")
-        return name
+        self.tensors.append([name, count, bool(tp_replicated), False, shape])
+        return self
 
     def end_bucket(self):
         if self.tensors:
             self.tensors[-1][3] = True
         return self
 
-    @property
-    def element_count(self):
-        return sum(t[1] for t in self.tensors)
+    element_count = property(lambda self: sum(t[1] for t in self.tensors))
 
     def _native(self):
         p = _n.shardopt_params_create(_FLOAT_DTYPES[self.dtype], 0)
@@ -107,7 +75,7 @@ class ParameterLayout:
                 if shape is None:
                     _n.shardopt_params_add(p, name, count, int(tp))
                 else:
-                    _n.shardopt_params_add_matrix(p, name, shape[0], shape[1], int(tp))
+                    _n.shardopt_params_add_matrix(p, name, *shape, int(tp))
                 if ends:
                     _n.shardopt_params_end_bucket(p)
         except BaseException:
@@ -120,25 +88,16 @@ _shard = partial(Setting, "_s", validate=_n.shardopt_sharding_options_validate)
 
 
 class ShardingConfiguration:
-    """How a sharded optimizer communicates (AiDotNet's ShardingConfiguration), over the library's
-    shardopt_sharding_options: the constructor is CreateDefault, the factories are the library's
-    presets, and every value set is checked by the library at once.
-
-    learning_rate: when set, the optimizer steps with it instead of its options' rate (one rate).
-    auto_sync_gradients: False turns DDP/ZeRO-1 into Local SGD (parameters averaged every `local_steps`
-    steps); sharded strategies refuse it. minimum_parameter_group_size: the gradient bucket (FSDP unit)
-    size in elements. broadcast_initial_parameters: the initial parameters are rank 0's (as PyTorch
-    DDP). enable_gradient_compression / gradient_compression / compression_ratio / error_feedback /
-    power_sgd_rank: compression of every gradient reduction. cpu_offload_*: ZeRO-Offload of an
-    optimizer in CUDA memory (docs/offload.md); in host memory they are accepted and change nothing."""
+    """How a sharded optimizer communicates (AiDotNet's ShardingConfiguration) over the library's
+    shardopt_sharding_options: the constructor is CreateDefault, the factories are the library's presets, every
+    value set is checked by the library at once. learning_rate, when set, replaces the optimizer options' rate;
+    auto_sync_gradients False turns DDP/ZeRO-1 into Local SGD (averaging every local_steps steps)."""
 
     def __init__(self, backend, learning_rate=None, _preset=_n.SHARDOPT_SHARDING_DEFAULT):
         if not isinstance(backend, CommunicationBackend):
             raise TypeError(f"backend must be a CommunicationBackend, not {type(backend).__name__}")
-        self.communication_backend = backend
-        self._s = _n.shardopt_sharding_options()
+        self.communication_backend, self._s, self._method = backend, _n.shardopt_sharding_options(), None
         _n.shardopt_sharding_options_init_preset(self._s, self._s.struct_size, _preset)
-        self._method = None  # gradient_compression chosen while compression is off
         if learning_rate is not None:
             self.learning_rate = learning_rate
 
@@ -163,170 +122,92 @@ class ShardingConfiguration:
     @enable_gradient_compression.setter
     def enable_gradient_compression(self, value):
         method = self.gradient_compression
-        self._s.compression = method if value else GradientCompression.NONE
-        self._method = None if value else method
+        self._s.compression, self._method = (method, None) if value else (GradientCompression.NONE, method)
 
     @property
     def gradient_compression(self):
-        """The method used while enable_gradient_compression is on (a GradientCompression or its name); until
-        one is chosen, the low-bandwidth preset's."""
+        """The method while enable_gradient_compression is on; until one is chosen, the low-bandwidth preset's."""
         if self.enable_gradient_compression:
             return GradientCompression(self._s.compression)
-        return self._method or _low_bandwidth_method()
+        return self._method or GradientCompression(ShardingConfiguration.create_for_low_bandwidth(
+            self.communication_backend)._s.compression)
 
     @gradient_compression.setter
     def gradient_compression(self, value):
-        method = GradientCompression.parse(value)
         if self.enable_gradient_compression:
-            set_checked(self._s, "compression", int(method), "gradient_compression",
-                        _n.shardopt_sharding_options_validate)
+            self._s.compression = GradientCompression.parse(value)
         else:
-            self._method = method
+            self._method = GradientCompression.parse(value)
 
-    @classmethod
-    def create_default(cls, backend):
-        return cls(backend)
-
-    @classmethod
-    def create_for_high_bandwidth(cls, backend):
-        return cls(backend, _preset=_n.SHARDOPT_SHARDING_HIGH_BANDWIDTH)
-
-    @classmethod
-    def create_for_low_bandwidth(cls, backend):
-        return cls(backend, _preset=_n.SHARDOPT_SHARDING_LOW_BANDWIDTH)
-
-    @classmethod
-    def create_for_zero_offload(cls, backend):
-        return cls(backend, _preset=_n.SHARDOPT_SHARDING_ZERO_OFFLOAD)
-
-    @classmethod
-    def create_for_zero_offload_full(cls, backend):
-        return cls(backend, _preset=_n.SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL)
-
-
-def _low_bandwidth_method():
-    s = _n.shardopt_sharding_options()
-    _n.shardopt_sharding_options_init_preset(s, s.struct_size, _n.SHARDOPT_SHARDING_LOW_BANDWIDTH)
-    return GradientCompression(s.compression)
+    create_default = classmethod(lambda cls, backend: cls(backend))
+    create_for_high_bandwidth = classmethod(lambda cls, b: cls(b, _preset=_n.SHARDOPT_SHARDING_HIGH_BANDWIDTH))
+    create_for_low_bandwidth = classmethod(lambda cls, b: cls(b, _preset=_n.SHARDOPT_SHARDING_LOW_BANDWIDTH))
+    create_for_zero_offload = classmethod(lambda cls, b: cls(b, _preset=_n.SHARDOPT_SHARDING_ZERO_OFFLOAD))
+    create_for_zero_offload_full = classmethod(lambda cls, b: cls(b, _preset=_n.SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL))
 
 
 class Dataset(enum.IntEnum):
     """Which set a model callback's sample indices index."""
-    TRAINING = _n.SHARDOPT_DATASET_TRAINING
-    VALIDATION = _n.SHARDOPT_DATASET_VALIDATION
-    TEST = _n.SHARDOPT_DATASET_TEST
+    TRAINING, VALIDATION, TEST = _n.SHARDOPT_DATASET_TRAINING, _n.SHARDOPT_DATASET_VALIDATION, _n.SHARDOPT_DATASET_TEST
 
 
 class OptimizationInputData:
-    """What optimize() trains on: data only (the training settings are the options').
+    """What optimize() trains on: data only (the training settings are the options'). AiDotNet's form: x_train,
+    y_train (rows are samples, indexable by an integer index array, e.g. numpy arrays), optionally x_validation,
+    y_validation (the best solution is chosen on the validation loss) and x_test, y_test; initial_solution: packed
+    parameters to start from. The lower-level form: num_samples (num_validation_samples, num_test_samples)."""
 
-    AiDotNet's form: x_train / y_train (rows are samples; anything indexable by an integer index array,
-    e.g. numpy arrays), optionally x_validation / y_validation (the best solution is chosen on the
-    validation loss) and x_test / y_test (reported in the result); initial_solution: packed parameters to
-    start from. The lower-level form: num_samples (and num_validation_samples, num_test_samples) with a
-    model callable over sample indices (ShardedOptimizer.optimize)."""
-
-    def __init__(self, *, x_train=None, y_train=None, x_validation=None, y_validation=None, x_test=None,
-                 y_test=None, initial_solution=None, num_samples=None, num_validation_samples=0, num_test_samples=0):
-        self.x_train, self.y_train, self.x_validation, self.y_validation = x_train, y_train, x_validation, y_validation
-        self.x_test, self.y_test, self.initial_solution = x_test, y_test, initial_solution
-        self.num_samples, self.num_validation_samples, self.num_test_samples = (num_samples, num_validation_samples,
-                                                                                num_test_samples)
+    def __init__(self, *, x_train=None, y_train=None, x_validation=None, y_validation=None, x_test=None, y_test=None,
+                 initial_solution=None, num_samples=None, num_validation_samples=0, num_test_samples=0):
+        self.__dict__.update((k, v) for k, v in locals().items() if k != "self")
 
 
-@dataclass
-class DatasetResult:
-    """The best solution's loss on one set (AiDotNet's DatasetResult, loss only); NaN when not evaluated."""
-    loss: float
-    x: object = None
-    y: object = None
-    predictions: object = None
+DatasetResult = namedtuple("DatasetResult", "loss x y predictions", defaults=(None, None, None))
+DatasetResult.__doc__ = "The best solution's loss on one set (AiDotNet's DatasetResult); NaN when not evaluated."
+OptimizationResult = namedtuple("OptimizationResult", "best_solution best_fitness_score iterations steps best_epoch "
+                                "stopped_early fitness_history training_loss_history validation_loss_history "
+                                "learning_rate_history training_result validation_result test_result")
+OptimizationResult.__doc__ = """AiDotNet's OptimizationResult: iterations are epochs (AiDotNet's), steps optimizer
+steps; fitness_history the score of each epoch (the validation loss when a validation set is given, else the
+training loss); validation_loss_history NaN without a validation set; *_result: None for a set not given."""
+StepResult = namedtuple("StepResult", "applied skipped_nonfinite accumulating grad_norm reduce_wait_seconds "
+                        "update_seconds post_update_seconds bytes_sent")
+MemoryStats = namedtuple("MemoryStats", "params_bytes grads_bytes optimizer_state_bytes buffer_bytes peak_buffer_bytes "
+                         "total_bytes compression_bytes host_params_bytes host_grads_bytes host_optimizer_state_bytes "
+                         "host_total_bytes")
 
 
-@dataclass
-class OptimizationResult:
-    """AiDotNet's OptimizationResult: iterations is the epochs run (AiDotNet's iterations), steps the
-    optimizer steps; fitness_history is the score of each epoch (the validation loss when a validation set
-    is given, else the training loss); validation_loss_history holds NaN without a validation set."""
-    best_solution: np.ndarray
-    best_fitness_score: float
-    iterations: int
-    steps: int
-    best_epoch: int
-    stopped_early: bool
-    fitness_history: list
-    training_loss_history: list
-    validation_loss_history: list
-    learning_rate_history: list
-    training_result: DatasetResult = None
-    validation_result: DatasetResult = None
-    test_result: DatasetResult = None
-
-
-@dataclass
-class StepResult:
-    applied: bool
-    skipped_nonfinite: bool
-    accumulating: bool
-    grad_norm: float
-    reduce_wait_seconds: float  # waiting for gradient reductions; the update; the collectives after it
-    update_seconds: float
-    post_update_seconds: float
-    bytes_sent: int  # bytes this rank moved since the previous step returned
-
-
-@dataclass
-class MemoryStats:
-    """Bytes this rank holds (shardopt_memory_stats); host_*: ZeRO-Offload's host memory."""
-    params_bytes: int
-    grads_bytes: int
-    optimizer_state_bytes: int
-    buffer_bytes: int
-    peak_buffer_bytes: int
-    total_bytes: int
-    compression_bytes: int
-    host_params_bytes: int
-    host_grads_bytes: int
-    host_optimizer_state_bytes: int
-    host_total_bytes: int
-
-
-def _fields_of(cls, struct):
-    return cls(**{f.name: getattr(struct, f.name) for f in fields(cls)})
+def _record(cls, struct):
+    return cls(*(getattr(struct, f) for f in cls._fields))
 
 
 class ShardedOptimizer(NativeResource):
-    """IShardedOptimizer: wraps a base optimizer and runs it over the configuration's backend.
-
-    The parameter layout and its element type come from the wrapped optimizer's model (AdamOptimizer(model,
-    options)), the constructor (`layout=`) or initialize(); creation is collective and checked: ranks whose
-    layouts or options differ fail on every rank (MismatchError naming the first difference). The initial
-    parameters are rank 0's unless the configuration's broadcast_initial_parameters is False. Pass
-    `parameters=` (a float array of padded_count_for(layout) elements) to keep the parameters in your own
-    array without copies (DDP, ZeRO-1, ZeRO-2, Local SGD). After close() every method and every view it
-    returned raises ObjectDisposedError."""
+    """IShardedOptimizer: wraps a base optimizer and runs it over the configuration's backend. The layout and its
+    element type come from the wrapped optimizer's model, `layout=` or initialize(); creation is collective and
+    checked (ranks whose layouts or options differ fail on every rank with MismatchError). `parameters=`: the
+    parameters in your own array (padded_count_for(layout) elements), without copies (DDP, ZeRO-1/2, Local SGD).
+    After close() every method and every view it returned raises ObjectDisposedError."""
     _strategy = _n.SHARDOPT_DDP
 
     def __init__(self, wrapped_optimizer, sharding_configuration, layout=None, initial=None, parameters=None):
         if not isinstance(wrapped_optimizer, Optimizer):
             raise TypeError(f"wrapped_optimizer must be an Optimizer, not {type(wrapped_optimizer).__name__}")
         if not isinstance(sharding_configuration, ShardingConfiguration):
-            raise TypeError(f"sharding_configuration must be a ShardingConfiguration, not "
+            raise TypeError("sharding_configuration must be a ShardingConfiguration, not "
                             f"{type(sharding_configuration).__name__}")
-        self._wrapped, self._config = wrapped_optimizer, sharding_configuration
-        self._owner, self._closed, self._gather_guards, self._init_args, self._last = None, False, {}, None, None
+        self._wrapped, self._config, self._owner, self._closed, self._guards, self._init, self._last = (
+            wrapped_optimizer, sharding_configuration, None, False, {}, None, None)
         self._sharding = sharding_configuration._s.copy()  # this optimizer's: the class's strategy and settings
         set_checked(self._sharding, "strategy", self._strategy, type(self).__name__,
                     _n.shardopt_sharding_options_validate)
         self._configure(self._sharding)
-        model = wrapped_optimizer.model
-        if layout is None and model is not None:
-            layout, initial = model.parameter_layout(), model.get_parameters() if initial is None else initial
+        if layout is None and self.model is not None:
+            layout, initial = self.model.parameter_layout(), self.model.get_parameters() if initial is None else initial
         if layout is not None:
             self.initialize(layout, initial, parameters)
 
     def _configure(self, s):
-        """Subclasses: their own settings into s, each checked by the library (set_checked)."""
+        """Subclasses: their settings into s, each checked by the library (set_checked)."""
 
     def _sharding_options(self):
         return self._sharding
@@ -348,22 +229,18 @@ class ShardedOptimizer(NativeResource):
             raise ObjectDisposedError(f"the {type(self).__name__} was closed")
         if self._owner is not None:
             raise RuntimeError("the optimizer is already initialized")
-        if not isinstance(layout, ParameterLayout):
-            raise TypeError(f"layout must be a ParameterLayout, not {type(layout).__name__}")
-        if not layout.tensors:
-            raise ValueError("the layout has no tensors")
+        if not isinstance(layout, ParameterLayout) or not layout.tensors:
+            raise TypeError(f"layout must be a ParameterLayout with tensors, not {layout!r}")
         self._dtype = layout.dtype
         if initial is not None:
             initial = as_native_array(initial, self._dtype, "initial", layout.element_count)
         if parameters is not None:
             parameters = writable_native_array(parameters, self._dtype, "parameters", self.padded_count_for(layout))
-        comm, opts = self._config.communication_backend.handle, self._wrapped.options._optimizer
-        params = layout._native()
+        args, params = (self._config.communication_backend.handle,), layout._native()
         try:
-            if parameters is not None:
-                handle = _n.shardopt_optimizer_create_external(comm, params, opts, self._sharding, initial, parameters)
-            else:
-                handle = _n.shardopt_optimizer_create(comm, params, opts, self._sharding, initial)
+            args += (params, self._wrapped.options._optimizer, self._sharding, initial)
+            handle = (_n.shardopt_optimizer_create(*args) if parameters is None else
+                      _n.shardopt_optimizer_create_external(*args, parameters))
         finally:
             _n.shardopt_params_destroy(params)
         try:
@@ -375,8 +252,8 @@ class ShardedOptimizer(NativeResource):
         self._owner = NativeOwner(handle, _n.shardopt_optimizer_destroy,
                                   f"the {type(self).__name__} was closed (this view of its memory is invalid)",
                                   keep=parameters)
-        self._options_lr_seen = self._wrapped.options.learning_rate
-        self._init_args = (layout, None if initial is None else initial.copy(), parameters)
+        self._lr_seen = self._wrapped.options.learning_rate
+        self._init = (layout, None if initial is None else initial.copy(), parameters)
         return self
 
     def _created(self, handle):
@@ -403,27 +280,24 @@ class ShardedOptimizer(NativeResource):
         _n.shardopt_optimizer_synchronize_state(self._h)
 
     def should_early_stop(self, vote=None):
-        """Collective: True on every rank when any rank votes to stop (a max-allreduce, as in AiDotNet).
-        vote=None votes the library's early-stopping decision of the last optimize() on this rank."""
-        if vote is None:
-            vote = self._last is not None and self._last.stopped_early
+        """Collective: True on every rank when any rank votes to stop (a max-allreduce, as in AiDotNet); vote=None
+        votes the library's early-stopping decision of this rank's last optimize()."""
+        vote = self._last is not None and self._last.stopped_early if vote is None else vote
         return bool(_n.shardopt_optimizer_should_early_stop(self._h, int(bool(vote))))
 
-    # ---- learning rate ----
     def _sync_options_lr(self):
-        """A learning_rate changed on get_options() since we last looked applies from now on."""
-        lr = self._wrapped.options.learning_rate
-        if lr != self._options_lr_seen:
-            _n.shardopt_optimizer_set_learning_rate(self._h, lr)
-            self._options_lr_seen = lr
+        """A learning_rate set on get_options() since we last looked applies from now on."""
+        if self._wrapped.options.learning_rate != self._lr_seen:
+            self._lr_seen = self._wrapped.options.learning_rate
+            _n.shardopt_optimizer_set_learning_rate(self._h, self._lr_seen)
 
     def _lr_from_native(self):
-        """After a load the checkpoint's rate is the optimizer's: reflect it in get_options()."""
-        self._wrapped.options.learning_rate = self._options_lr_seen = _n.shardopt_optimizer_learning_rate(self._h)
+        """After a load the checkpoint's rate is the optimizer's: get_options() shows it."""
+        self._wrapped.options.learning_rate = self._lr_seen = _n.shardopt_optimizer_learning_rate(self._h)
 
     @property
     def learning_rate(self):
-        """The learning rate of later steps, read from the library (set it the same on every rank)."""
+        """The rate of later steps, read from the library (set it the same on every rank)."""
         self._sync_options_lr()
         return _n.shardopt_optimizer_learning_rate(self._h)
 
@@ -432,63 +306,47 @@ class ShardedOptimizer(NativeResource):
         self._sync_options_lr()
         _n.shardopt_optimizer_set_learning_rate(self._h, float(value))
 
-    # ---- optimize ----
     def optimize(self, model_or_input, input_data=None):
         """Collective: trains as the wrapped optimizer's options say, with the library's one training loop
-        (shardopt_optimizer_train): epochs, shuffling, the learning-rate schedule, validation, the best
-        epoch, early stopping voted across ranks, max_steps. Returns an OptimizationResult; the optimizer
-        keeps the last epoch's parameters.
+        (shardopt_optimizer_train); returns an OptimizationResult. The optimizer keeps the last epoch's parameters.
 
-        optimize(input_data): AiDotNet's form. The model is the wrapped optimizer's (AdamOptimizer(model,
-        options)); input_data carries x_train/y_train and optionally validation and test sets; the model
-        holds the best solution afterwards.
-
-        optimize(model, input_data): input_data gives num_samples (and num_validation_samples,
-        num_test_samples); model(params, grad, samples) -> loss computes the mean loss over the sample
-        indices at `params` (read-only) and the mean gradient into `grad` (zeroed on entry): arrays owned
-        by the call. With validation or test samples it is called model(params, grad, samples, dataset)
-        (a Dataset), grad None when only the loss is asked for.
-
-        An exception raised by the model on one rank fails optimize on every rank: that rank re-raises it,
-        the others raise InvalidStateError naming that rank and the exception."""
-        if input_data is None and isinstance(model_or_input, OptimizationInputData):
-            input_data, fn = model_or_input, None
-            if self.model is None:
-                raise TypeError("optimize(input_data) needs the wrapped optimizer's model (e.g. AdamOptimizer(model, "
-                                "options)); or call optimize(model_fn, input_data)")
-        elif model_or_input is None or not callable(model_or_input):
-            raise TypeError("model must be a callable (params, grad, samples) -> loss")
-        else:
-            fn = model_or_input
-        if not isinstance(input_data, OptimizationInputData):
-            raise TypeError(f"input_data must be an OptimizationInputData, not {type(input_data).__name__}")
-        h, d, m = self._h, input_data, self.model
-        count, dtype = self.element_count, self._dtype
+        optimize(input_data): AiDotNet's form, over the wrapped optimizer's model, which holds the best solution
+        afterwards. optimize(model, input_data): input_data gives num_samples (num_validation_samples,
+        num_test_samples); model(params, grad, samples) -> the mean loss over the sample indices at `params`, the
+        mean gradient written into `grad` (zeroed): arrays owned by the call. With validation or test samples it
+        is called model(params, grad, samples, dataset), grad None when only the loss is asked for. An exception
+        the model raises on one rank fails every rank: that rank re-raises it, the others raise InvalidStateError
+        naming it."""
+        fn, d = (None, model_or_input) if input_data is None else (model_or_input, input_data)
+        if fn is None and self.model is None and isinstance(d, OptimizationInputData):
+            raise TypeError("optimize(input_data) needs the wrapped optimizer's model (e.g. AdamOptimizer(model, "
+                            "options)); or call optimize(model_fn, input_data)")
+        if not isinstance(d, OptimizationInputData) or (fn is not None and not callable(fn)):
+            raise TypeError("optimize(input_data) or optimize(model, input_data): model a callable (params, grad, "
+                            "samples) -> loss, input_data an OptimizationInputData")
+        h, m, count, dtype = self._h, self.model, self.element_count, self._dtype
         sets = _data_sets(d) if fn is None else None
-        counts = [len(s[0]) if s else 0 for s in sets] if sets else [d.num_samples, d.num_validation_samples,
-                                                                    d.num_test_samples]
+        counts = [len(s[0]) if s else 0 for s in sets] if fn is None else [d.num_samples, d.num_validation_samples,
+                                                                         d.num_test_samples]
         if counts[0] is None:
             raise TypeError("input_data needs num_samples (or x_train/y_train with the wrapped optimizer's model)")
-        t = self.get_options()._training_for(*(int(c) for c in counts))
-        with_sets = counts[1] or counts[2]
+        t, more = self.get_options()._training_for(*map(int, counts)), bool(counts[1] or counts[2])
 
         def batch(dataset, params, grad, samples, n, epoch, step):
             p, s = copy_in(params, count, dtype), copy_in(samples, n, np.int64)
-            g = np.zeros(count, dtype) if grad is not None or not with_sets else None
+            g = np.zeros(count, dtype) if grad is not None or not more else None
             if fn is None:
                 x, y = sets[dataset]
                 loss = m.loss(p, x[s], y[s]) if grad is None else m.loss_and_gradient(p, g, x[s], y[s])
             else:
-                loss = fn(p, g, s, Dataset(dataset)) if with_sets else fn(p, g, s)
+                loss = fn(p, g, s, Dataset(dataset)) if more else fn(p, g, s)
             if grad is not None:
                 copy_out(grad, g)
             return loss
-
         if d.initial_solution is not None:
             self.set_parameters(d.initial_solution)
         self._sync_options_lr()
-        best, history = np.empty(count, dtype), np.full((3, t.max_epochs), np.nan)
-        r = _n.shardopt_training_result()
+        best, history, r = np.empty(count, dtype), np.full((3, t.max_epochs), np.nan), _n.shardopt_training_result()
         r.best_parameters, r.best_parameters_count, r.history_capacity = best, count, t.max_epochs
         r.training_loss_history, r.validation_loss_history, r.learning_rate_history = history
         try:
@@ -498,74 +356,55 @@ class ShardedOptimizer(NativeResource):
                 e.add_note(f"(raised by the model on rank {self.rank}; every rank's optimize failed)")
             raise
         train_h, valid_h, lr_h = (history[i, :r.epochs].tolist() for i in range(3))
-
-        def result_of(loss, xy):
-            if xy is None:
-                return None if loss != loss and fn is not None else DatasetResult(loss)
-            return DatasetResult(loss, xy[0], xy[1], m.predict(xy[0], best) if hasattr(m, "predict") else None)
+        xy = sets or [None] * 3
+        pred = (lambda x: m.predict(x, best)) if fn is None and hasattr(m, "predict") else (lambda x: None)
+        results = [None if not c else DatasetResult(loss, *(xy[i] or (None, None)), pred(xy[i][0]) if xy[i] else None)
+                   for i, (c, loss) in enumerate(zip(counts, (r.training_loss, r.validation_loss, r.test_loss)))]
         self._last = OptimizationResult(best, r.best_score, r.epochs, r.steps, r.best_epoch, bool(r.stopped_early),
-                                        valid_h if counts[1] else train_h, train_h, valid_h, lr_h)
-        res = self._last
+                                        valid_h if counts[1] else train_h, train_h, valid_h, lr_h, *results)
         if fn is None:
-            res.training_result, res.validation_result, res.test_result = (
-                result_of(r.training_loss, sets[0]), sets[1] and result_of(r.validation_loss, sets[1]),
-                sets[2] and result_of(r.test_loss, sets[2]))
             m.set_parameters(best)
-        else:
-            res.training_result = DatasetResult(r.training_loss)
-            res.validation_result = DatasetResult(r.validation_loss) if counts[1] else None
-            res.test_result = DatasetResult(r.test_loss) if counts[2] else None
-        return res
+        return self._last
 
     def reset(self):
-        """Collective: back to the state right after initialize() (the initial parameters, fresh optimizer
-        state, step 0); the learning rate is the options' again."""
-        if self._init_args is None:
+        """Collective: back to right after initialize(): initial parameters, fresh state, step 0, the options' rate."""
+        if self._init is None:
             self._h  # noqa: B018 - raises the right error
-        layout, initial, parameters = self._init_args
         self._release_owner()
-        self.initialize(layout, initial, parameters)
+        self.initialize(*self._init)
 
     # ---- checkpoints (collective: every rank calls with the same arguments) ----
     def serialize(self):
-        """The consolidated checkpoint (parameters, optimizer state, step count) as bytes, identical on every
-        rank; loads into any strategy and world size with deserialize()."""
+        """The consolidated checkpoint as bytes, the same on every rank; any strategy and world size loads it."""
         return _n.shardopt_optimizer_serialize(self._h)
 
     def deserialize(self, data):
-        """Loads bytes from serialize() (every rank the same bytes); CorruptDataError (an OSError) when they
-        are damaged, InvalidArgumentError when they hold another layout; a failed load changes nothing."""
+        """Loads serialize()'s bytes (every rank the same); CorruptDataError (OSError) for damaged bytes,
+        InvalidArgumentError for another layout; a failed load changes nothing."""
         _n.shardopt_optimizer_deserialize(self._h, data)
         self._lr_from_native()
 
     def save_model(self, path, consolidated=False):
-        """Saves a checkpoint into directory `path` (created if missing): sharded (every rank writes its shard)
-        or, with consolidated=True, one file written by rank 0 (and model.safetensors)."""
+        """A checkpoint in directory `path`: every rank its shard, or (consolidated) one file by rank 0."""
         form = _n.SHARDOPT_CHECKPOINT_CONSOLIDATED if consolidated else _n.SHARDOPT_CHECKPOINT_SHARDED
         _n.shardopt_optimizer_save(self._h, os.fsdecode(os.fspath(path)), form)
 
     def load_model(self, path):
-        """Loads a checkpoint of either form from directory `path`, saved by any strategy and world size."""
+        """Loads a checkpoint of either form, saved by any strategy and world size."""
         _n.shardopt_optimizer_load(self._h, os.fsdecode(os.fspath(path)))
         self._lr_from_native()
 
-    # ---- layout ----
+    # ---- layout; parameters and gradients as views of library memory (NativeArray) ----
     tensor_count = property(lambda self: _n.shardopt_optimizer_tensor_count(self._h))
     bucket_count = property(lambda self: _n.shardopt_optimizer_bucket_count(self._h))
     element_count = property(lambda self: _n.shardopt_optimizer_element_count(self._h)[0])
     padded_count = property(lambda self: _n.shardopt_optimizer_element_count(self._h)[1])
     step_count = property(lambda self: _n.shardopt_optimizer_step_count(self._h))
+    bytes_sent = property(lambda self: _n.shardopt_optimizer_bytes_sent(self._h), doc="bytes this rank moved so far")
+    tensor_size = lambda self, tensor: _n.shardopt_optimizer_tensor_info(self._h, tensor)[0]  # noqa: E731
+    tensor_bucket = lambda self, tensor: _n.shardopt_optimizer_tensor_info(self._h, tensor)[1]  # noqa: E731
+    bucket_size = lambda self, bucket: _n.shardopt_optimizer_bucket_info(self._h, bucket)  # noqa: E731
 
-    def tensor_size(self, tensor):
-        return _n.shardopt_optimizer_tensor_info(self._h, tensor)[0]
-
-    def tensor_bucket(self, tensor):
-        return _n.shardopt_optimizer_tensor_info(self._h, tensor)[1]
-
-    def bucket_size(self, bucket):
-        return _n.shardopt_optimizer_bucket_info(self._h, bucket)
-
-    # ---- parameters: views of library memory (NativeArray) ----
     def _view(self, address, count, *guards):
         return native_view(address, count, self._dtype, self._owner, (self._owner,) + guards)
 
@@ -578,7 +417,7 @@ class ShardedOptimizer(NativeResource):
         return self._view(_n.shardopt_optimizer_tensor_parameters(self._h, tensor), self.tensor_size(tensor))
 
     def get_parameters(self, out=None):
-        """Packed copy of all parameters (collective for FSDP and hybrid)."""
+        """A packed copy of all parameters (collective for FSDP and hybrid)."""
         h, count = self._h, self.element_count
         out = np.empty(count, self._dtype) if out is None else writable_native_array(out, self._dtype, "out", count)
         _n.shardopt_optimizer_get_parameters(h, out)
@@ -589,30 +428,27 @@ class ShardedOptimizer(NativeResource):
         _n.shardopt_optimizer_set_parameters(h, as_native_array(values, self._dtype, "values", self.element_count))
 
     def gather(self, bucket):
-        """FSDP: the unit's full parameters (collective) as a view until release(bucket)."""
-        address = _n.shardopt_optimizer_gather(self._h, bucket)
-        guard = Guard(f"unit {bucket} was released (gather it again for a valid view)")
-        old = self._gather_guards.pop(bucket, None)
-        if old is not None:
-            old.invalidate()
-        self._gather_guards[bucket] = guard
+        """FSDP: the unit's full parameters (collective), a view valid until release(bucket)."""
+        address, guard = _n.shardopt_optimizer_gather(self._h, bucket), Guard(f"unit {bucket} was released (gather "
+                                                                              "it again for a valid view)")
+        if bucket in self._guards:
+            self._guards.pop(bucket).invalidate()
+        self._guards[bucket] = guard
         return self._view(address, self.bucket_size(bucket), guard)
 
     def release(self, bucket):
         _n.shardopt_optimizer_release(self._h, bucket)
-        guard = self._gather_guards.pop(bucket, None)
-        if guard is not None:
-            guard.invalidate()
+        if bucket in self._guards:
+            self._guards.pop(bucket).invalidate()
 
     @contextlib.contextmanager
     def gathered(self, bucket):
-        view = self.gather(bucket)
         try:
-            yield view
+            yield self.gather(bucket)
         finally:
             self.release(bucket)
 
-    # ---- step protocol ----
+    # ---- the step protocol ----
     def zero_grad(self):
         _n.shardopt_optimizer_zero_grad(self._h)
 
@@ -626,36 +462,27 @@ class ShardedOptimizer(NativeResource):
         _n.shardopt_optimizer_grad_ready(self._h, bucket)
 
     def step(self):
-        h = self._h
+        h, r = self._h, _n.shardopt_step_result()
         self._sync_options_lr()
-        r = _n.shardopt_step_result()
         _n.shardopt_optimizer_step(h, r)
-        return StepResult(bool(r.applied), bool(r.skipped_nonfinite), bool(r.accumulating), r.grad_norm,
-                          r.reduce_wait_seconds, r.update_seconds, r.post_update_seconds, r.bytes_sent)
+        return _record(StepResult, r)
 
     def memory_stats(self):
         """Bytes this rank holds now (not collective)."""
         m = _n.shardopt_memory_stats()
         _n.shardopt_optimizer_memory_stats(self._h, m)
-        return _fields_of(MemoryStats, m)
+        return _record(MemoryStats, m)
 
-    @property
-    def bytes_sent(self):
-        """Bytes this rank has moved over the optimizer's communicators since it was created (not collective)."""
-        return _n.shardopt_optimizer_bytes_sent(self._h)
-
-    # ---- lifetime ----
     def _release_owner(self):
         owner, self._owner = self._owner, None
-        for g in self._gather_guards.values():
+        for g in self._guards.values():
             g.invalidate()
-        self._gather_guards.clear()
+        self._guards.clear()
         if owner is not None:
             owner.invalidate()  # every view raises from now on; the native optimizer goes with the last one
 
     def close(self):
-        """Releases the native optimizer; every later use of this object or of a view it returned raises
-        ObjectDisposedError."""
+        """Releases the native optimizer; later uses of it or of a view it returned raise ObjectDisposedError."""
         self._release_owner()
         self._closed = True
 
@@ -675,34 +502,22 @@ def _data_sets(d):
     return sets
 
 
-class DDPOptimizer(ShardedOptimizer):
-    """Data parallel: gradients averaged per bucket, full update on every rank."""
-    _strategy = _n.SHARDOPT_DDP
+def _strategy(name, strategy, doc, base=ShardedOptimizer):
+    return type(name, (base,), {"_strategy": strategy, "__doc__": doc, "__module__": __name__})
 
 
-class ZeRO1Optimizer(ShardedOptimizer):
-    """Optimizer state sharded; gradients all-reduced; parameters all-gathered after the step."""
-    _strategy = _n.SHARDOPT_ZERO1
-
-
-class ZeRO2Optimizer(ShardedOptimizer):
-    """Optimizer state and gradients sharded (reduce-scatter per bucket)."""
-    _strategy = _n.SHARDOPT_ZERO2
-
-
-class FSDPOptimizer(ShardedOptimizer):
-    """Parameters, gradients and state sharded at rest; units gathered around use (ZeRO-3)."""
-    _strategy = _n.SHARDOPT_FSDP
-
-
-class ZeRO3Optimizer(FSDPOptimizer):
-    """The same as FSDPOptimizer, under DeepSpeed's name."""
+DDPOptimizer = _strategy("DDPOptimizer", _n.SHARDOPT_DDP, "Data parallel: gradients averaged, full update everywhere.")
+ZeRO1Optimizer = _strategy("ZeRO1Optimizer", _n.SHARDOPT_ZERO1, "Optimizer state sharded; parameters all-gathered.")
+ZeRO2Optimizer = _strategy("ZeRO2Optimizer", _n.SHARDOPT_ZERO2, "Optimizer state and gradients sharded.")
+FSDPOptimizer = _strategy("FSDPOptimizer", _n.SHARDOPT_FSDP, "Parameters, gradients and state sharded (ZeRO-3).")
+ZeRO3Optimizer = _strategy("ZeRO3Optimizer", _n.SHARDOPT_FSDP, "FSDPOptimizer, under DeepSpeed's name.", FSDPOptimizer)
+LocalSGDOptimizer = _strategy("LocalSGDOptimizer", _n.SHARDOPT_LOCAL_SGD, "Local steps; parameters averaged every "
+                              "`local_steps` steps (the configuration's).")
 
 
 class HybridShardedOptimizer(ShardedOptimizer):
-    """A data x tensor x pipeline process grid (AiDotNet's sizes; data_parallel_size -1 = the rest of the
-    world). data_strategy: the strategy inside each data-parallel group, a sharded optimizer class
-    (DDPOptimizer, ZeRO1Optimizer, ZeRO2Optimizer, FSDPOptimizer); None: the library's default."""
+    """A data x tensor x pipeline process grid (AiDotNet's sizes; data_parallel_size -1: the rest of the world);
+    data_strategy: the sharded optimizer class inside each data-parallel group (None: the library's default)."""
     _strategy = _n.SHARDOPT_HYBRID
 
     def __init__(self, wrapped_optimizer, sharding_configuration, pipeline_parallel_size=1, tensor_parallel_size=1,
@@ -718,23 +533,15 @@ class HybridShardedOptimizer(ShardedOptimizer):
                 set_checked(s, field, value, field, _n.shardopt_sharding_options_validate)
 
 
-class LocalSGDOptimizer(ShardedOptimizer):
-    """Local steps; parameters averaged every `local_steps` steps (the configuration's)."""
-    _strategy = _n.SHARDOPT_LOCAL_SGD
-
-
 class GradientCompressionOptimizer(ShardedOptimizer):
-    """AiDotNet's GradientCompressionOptimizer: DDP with compressed gradient reductions.
-    use_sparsification: top-k at compression_ratio (each chunk's largest-magnitude fraction); else
-    use_quantization: int8; neither: none. Sparsification wins when both are set. The configuration's
-    error_feedback applies; these arguments replace its compression settings."""
+    """AiDotNet's GradientCompressionOptimizer: DDP with compressed gradient reductions, top-k at compression_ratio
+    (use_sparsification, which wins), else int8 (use_quantization), else none; the configuration's error_feedback."""
     _strategy = _n.SHARDOPT_DDP
 
     def __init__(self, wrapped_optimizer, sharding_configuration, compression_ratio=None, use_quantization=True,
                  use_sparsification=False, layout=None, initial=None, parameters=None):
-        self.compression = (GradientCompression.TOP_K if use_sparsification else
-                            GradientCompression.INT8 if use_quantization else GradientCompression.NONE)
-        self._ratio = compression_ratio
+        self.compression, self._ratio = (GradientCompression.TOP_K if use_sparsification else GradientCompression.INT8
+                                         if use_quantization else GradientCompression.NONE), compression_ratio
         super().__init__(wrapped_optimizer, sharding_configuration, layout, initial, parameters)
 
     def _configure(self, s):
