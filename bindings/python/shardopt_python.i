@@ -1,60 +1,46 @@
-/* shardopt_python.i — the Python half of the SWIG interface (bindings/shardopt.i includes it): the C ABI
- * of capi/include/shardopt.h wrapped as it is, its pointers turned into Python by typemaps.
- *  - A failing shardopt_status raises the ShardoptError subclass of its status (each also a ValueError,
- *    RuntimeError, OSError, ... as Python expects), message "SHARDOPT_ERR_X: <library message>", with
- *    .status, .status_name and .rank (shardopt_last_error_rank). When a Python callback made the call
- *    fail on this thread, its own exception is raised instead.
- *  - Outputs through pointers are returned after the status: handles as handle objects, numbers as
- *    ints and floats, a `void **` as the address, a serialized checkpoint as bytes.
- *  - Arrays are buffers (numpy): their element type and count are read from the buffer, never passed
- *    beside it, so they cannot disagree; allgather and reduce_scatter return a new bytearray.
- *  - Callbacks are Python callables (the training batch, a custom learning rate, pipeline stages),
- *    called through the trampolines below: the only hand-written C here.
- * The training policy, defaults and checks are the library's; nothing here restates them. */
+/* shardopt_python.i — the Python half of the SWIG interface (bindings/shardopt.i includes it): the C ABI of
+ * capi/include/shardopt.h as it is, its pointers turned into Python by typemaps. A failing shardopt_status raises the
+ * ShardoptError subclass of its status (also ValueError, RuntimeError, OSError... as Python expects), "SHARDOPT_ERR_X:
+ * <library message>" with .status, .status_name, .rank; or, when a Python callback failed the call, its exception.
+ * Outputs through pointers are returned (handles, numbers, a `void **` as its address, checkpoints as bytes). Arrays
+ * are buffers whose element type and count are read from them, never passed beside them. Callbacks are Python
+ * callables, called through the trampolines below, the only hand-written C. No policy, default or check is here. */
 %{
 #define SHARDOPT_EXPERIMENTAL /* shardopt_comm_create_inprocess_member, pipelines */
 #include "shardopt.h"
 
 static PyObject *so_error[SHARDOPT_ERR_INTERNAL + 1]; /* by status; [0] ShardoptError, their base */
 static __thread PyObject *so_pending[3]; /* a Python callback's exception on this thread (type, value, tb) */
-
-/* The error of the call that failed on this thread: the exception of the callback that failed it, or
- * the library's. */
+/* The error of the call that failed on this thread: the exception of the callback that failed it, or the library's. */
 static void so_raise(shardopt_status st) {
-    PyObject *cls = so_error[st > 0 && st <= SHARDOPT_ERR_INTERNAL ? st : SHARDOPT_ERR_INTERNAL], *msg, *e = NULL;
-    PyObject *attrs, *dict = NULL;
-    if (so_pending[0]) {
+    PyObject *cls = so_error[st > 0 && st <= SHARDOPT_ERR_INTERNAL ? st : SHARDOPT_ERR_INTERNAL];
+    PyObject *msg, *attrs, *e = NULL, *dict = NULL;
+    if (so_pending[0]) { /* the callback's exception, raised here on its own thread */
         PyErr_Restore(so_pending[0], so_pending[1], so_pending[2]);
         so_pending[0] = so_pending[1] = so_pending[2] = NULL;
         return;
     }
     msg = PyUnicode_FromFormat("%s: %s", shardopt_status_name(st), shardopt_last_error_message());
-    attrs = Py_BuildValue("{s:i,s:s,s:i}", "status", (int)st, "status_name", shardopt_status_name(st), "rank",
+    attrs = Py_BuildValue("{s:i,s:s,s:i}", "status", st, "status_name", shardopt_status_name(st), "rank",
                           shardopt_last_error_rank());
     if (msg && attrs) e = PyObject_CallFunctionObjArgs(cls, msg, NULL);
     if (e && (dict = PyObject_GenericGetDict(e, NULL)) && PyDict_Update(dict, attrs) == 0) PyErr_SetObject(cls, e);
     Py_XDECREF(dict); Py_XDECREF(e); Py_XDECREF(attrs); Py_XDECREF(msg);
 }
 
-/* Ends a trampoline's Python call r (NULL: it raised): 0 with its number in *out (when out is given),
- * else 1 with the exception kept for so_raise and its text told to the library (shardopt_model_error),
- * so every rank's error names it. */
+/* Ends a trampoline's Python call r (NULL: it raised): 0 with its number in *out (when out is given), else 1 with the
+ * exception kept for so_raise and its text told to the library (shardopt_model_error): every rank's error names it. */
 static int so_done(PyObject *r, double *out) {
     PyObject *t, *v, *tb, *text;
     if (r && out) *out = PyFloat_AsDouble(r);
     Py_XDECREF(r);
     if (r && !PyErr_Occurred()) return 0;
-    PyErr_Fetch(&t, &v, &tb);
-    PyErr_NormalizeException(&t, &v, &tb);
+    PyErr_Fetch(&t, &v, &tb), PyErr_NormalizeException(&t, &v, &tb);
     text = PyUnicode_FromFormat("%s: %S", ((PyTypeObject *)t)->tp_name, v);
     shardopt_model_error(text ? PyUnicode_AsUTF8(text) : ((PyTypeObject *)t)->tp_name);
-    PyErr_Clear();
-    Py_XDECREF(text);
-    if (so_pending[0]) {
-        Py_XDECREF(t); Py_XDECREF(v); Py_XDECREF(tb);
-    } else {
-        so_pending[0] = t; so_pending[1] = v; so_pending[2] = tb;
-    }
+    PyErr_Clear(), Py_XDECREF(text);
+    if (so_pending[0]) { Py_XDECREF(t); Py_XDECREF(v); Py_XDECREF(tb); }
+    else { so_pending[0] = t; so_pending[1] = v; so_pending[2] = tb; }
     return 1;
 }
 
@@ -62,8 +48,7 @@ static int so_done(PyObject *r, double *out) {
 #define SO_CALL(expr, out) do { PyGILState_STATE g_ = PyGILState_Ensure(); int rc_ = so_done(expr, out); \
                                 PyGILState_Release(g_); return rc_; } while (0)
 
-/* shardopt_batch_fn: fn(dataset, params address, grad address or None, samples address, sample count,
- * epoch, step) -> loss */
+/* shardopt_batch_fn: fn(dataset, params address, grad address or None, samples address, sample count, epoch, step) */
 static int so_batch(void *fn, const shardopt_batch *b, double *loss) {
     SO_CALL(PyObject_CallFunction((PyObject *)fn, "iNNNniL", (int)b->dataset, SO_ADDR(b->params),
                                   b->grad ? SO_ADDR(b->grad) : (Py_INCREF(Py_None), Py_None), SO_ADDR(b->samples),
@@ -73,8 +58,8 @@ static int so_batch(void *fn, const shardopt_batch *b, double *loss) {
 static int so_lr(void *fn, int64_t t, double base, double *lr) {
     SO_CALL(PyObject_CallFunction((PyObject *)fn, "Ld", (long long)t, base), lr);
 }
-/* A pipeline stage: stage._forward(call, input address, input count, output) -> loss and
- * stage._backward(call, input address, input count, output_grad address, its count, input_grad address) */
+/* A stage: stage._forward(call, input address, count, output) -> loss; stage._backward(call, input address, count,
+ * output_grad address, count, input_grad address) */
 static int so_forward(void *stage, const shardopt_stage_call *call, const void *input, size_t n,
                       shardopt_activation output, double *loss) {
     SO_CALL(PyObject_CallMethod((PyObject *)stage, "_forward", "NNnN",
@@ -94,23 +79,20 @@ static int so_buffer(PyObject *o, Py_buffer *v, int writable, shardopt_dtype *dt
         {'f', 4, SHARDOPT_F32}, {'d', 8, SHARDOPT_F64}, {'e', 2, SHARDOPT_F16}, {'i', 4, SHARDOPT_I32},
         {'l', 4, SHARDOPT_I32}, {'l', 8, SHARDOPT_I64}, {'q', 8, SHARDOPT_I64}, {'B', 1, SHARDOPT_U8}};
     const char *f;
-    size_t i;
     if (!PyObject_CheckBuffer(o))
-        return PyErr_Format(PyExc_TypeError, "an array must be a numpy array or other buffer, not %s",
-                            Py_TYPE(o)->tp_name), 0;
+        return PyErr_Format(PyExc_TypeError, "an array must be a numpy array or other buffer, not %s", Py_TYPE(o)->tp_name), 0;
     if (PyObject_GetBuffer(o, v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) != 0) {
         PyErr_Clear();
         return PyErr_Format(PyExc_ValueError, "the array must be a %sC-contiguous buffer", writable ? "writable " : ""), 0;
     }
     f = v->format + (strchr("<=@", v->format[0]) && v->format[0] ? 1 : 0);
-    for (i = 0; i < sizeof k / sizeof k[0]; ++i)
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i)
         if (f[0] == k[i].format && !f[1] && v->itemsize == k[i].size) {
             *dtype = k[i].dtype;
             *count = (size_t)(v->len / v->itemsize);
             return 1;
         }
-    PyErr_Format(PyExc_ValueError, "unsupported dtype (buffer format '%s'): float32, float64, float16, int32, int64 "
-                 "or uint8", v->format);
+    PyErr_Format(PyExc_ValueError, "unsupported dtype (format '%s'): float32, float64, float16, int32, int64, uint8", v->format);
     PyBuffer_Release(v);
     return 0;
 }
@@ -119,33 +101,30 @@ static int so_buffer(PyObject *o, Py_buffer *v, int writable, shardopt_dtype *dt
 static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v, int gather, void **recv,
                                    size_t *count, shardopt_dtype *dtype) {
     int ws = 1;
-    PyObject *out;
+    PyObject *out = NULL;
     if (!so_buffer(o, v, 0, dtype, count)) return NULL;
     shardopt_comm_size(comm, &ws); /* a bad handle fails the call itself */
     if (!gather && *count % (size_t)ws)
         return PyErr_Format(PyExc_ValueError, "reduce_scatter needs a multiple of the world size (%d) elements, "
                             "got %zu", ws, *count);
     if (!gather) *count /= (size_t)ws;
-    out = PyByteArray_FromStringAndSize(NULL, gather ? v->len * ws : v->len / ws);
-    if (out) *recv = PyByteArray_AS_STRING(out);
+    if ((out = PyByteArray_FromStringAndSize(NULL, gather ? v->len * ws : v->len / ws))) *recv = PyByteArray_AS_STRING(out);
     return out;
 }
 %}
 
 %init %{
 {
-    static const char *names[] = {"ShardoptError", "InvalidArgumentError", "InvalidStateError", "CollectiveTimeoutError",
-                                  "MismatchError", "PeerLostError", "FileIOError", "CorruptDataError",
-                                  "OutOfMemoryError", "UnsupportedError", "InternalError"};
+    static const char *names[] = {"ShardoptError", "InvalidArgumentError", "InvalidStateError",
+                                  "CollectiveTimeoutError", "MismatchError", "PeerLostError", "FileIOError",
+                                  "CorruptDataError", "OutOfMemoryError", "UnsupportedError", "InternalError"};
     PyObject *also[][2] = {{NULL, NULL}, {PyExc_ValueError, NULL}, {PyExc_RuntimeError, NULL},
                            {PyExc_RuntimeError, PyExc_TimeoutError}, {PyExc_RuntimeError, NULL},
                            {PyExc_RuntimeError, PyExc_ConnectionError}, {PyExc_OSError, NULL}, {PyExc_OSError, NULL},
                            {PyExc_MemoryError, NULL}, {PyExc_NotImplementedError, NULL}, {PyExc_RuntimeError, NULL}};
     char name[64];
-    int i;
-    for (i = 0; i <= SHARDOPT_ERR_INTERNAL; ++i) {
-        PyObject *bases = !i ? NULL : also[i][1] ? PyTuple_Pack(3, so_error[0], also[i][0], also[i][1])
-                                                 : PyTuple_Pack(2, so_error[0], also[i][0]);
+    for (int i = 0; i <= SHARDOPT_ERR_INTERNAL; ++i) { /* each status's class: ShardoptError and what Python expects */
+        PyObject *bases = !i ? NULL : PyTuple_Pack(also[i][1] ? 3 : 2, so_error[0], also[i][0], also[i][1]);
         snprintf(name, sizeof name, "shardopt.%s", names[i]);
         so_error[i] = PyErr_NewException(name, i ? bases : PyExc_Exception, NULL);
         Py_XDECREF(bases);
@@ -156,7 +135,6 @@ static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v
 
 %include <stdint.i>
 %include <typemaps.i>
-
 %typemap(out) shardopt_status {
     if ($1 != SHARDOPT_OK) { so_raise($1); SWIG_fail; }
     $result = SWIG_Py_Void();
@@ -170,8 +148,7 @@ static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v
 SO_HANDLE(shardopt_comm) SO_HANDLE(shardopt_params) SO_HANDLE(shardopt_optimizer) SO_HANDLE(shardopt_pipeline)
 %apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop };
 %apply size_t *OUTPUT { size_t *count, size_t *padded_count };
-%apply double *OUTPUT { double *lr };
-%apply int64_t *OUTPUT { int64_t *steps };
+%apply double *OUTPUT { double *lr }; %apply int64_t *OUTPUT { int64_t *steps };
 %apply uint64_t *OUTPUT { uint64_t *bytes };
 %typemap(in, numinputs=0) void ** (void *p = NULL) "$1 = &p;"
 %typemap(argout) void ** { %append_output(SO_ADDR(p$argnum)); }
@@ -199,42 +176,29 @@ SO_ARRAY((const void *packed, size_t count), 0, 0, $1 = v.buf; $2 = n;)
 SO_ARRAY((void *param_buffer, size_t param_count), 1, 0, $1 = v.buf; $2 = n;)
 SO_ARRAY((const void *data, size_t size), 0, 0, $1 = v.buf; $2 = (size_t)v.len;)
 SO_ARRAY(const void *initial, 0, 1, $1 = v.buf;) /* None: NULL (zeros) */
-%define SO_GATHER_SCATTER(COUNT, GATHER)
-%typemap(in) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype) (Py_buffer v = {0}, PyObject *out = NULL) {
-    if (!(out = so_gather_scatter(arg1, $input, &v, GATHER, &$2, &$3, &$4))) SWIG_fail;
-    $1 = v.buf;
-}
-%typemap(argout) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype) { %append_output(out$argnum); out$argnum = NULL; }
+%define SO_GATHER_SCATTER(COUNT, GATHER) /* the send buffer; the result, a new bytearray, returned */
+%typemap(in) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype) (Py_buffer v = {0}, PyObject *o = 0)
+    "if (!(o = so_gather_scatter(arg1, $input, &v, GATHER, &$2, &$3, &$4))) SWIG_fail; $1 = v.buf;"
+%typemap(argout) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype) { %append_output(o$argnum); o$argnum = 0; }
 %typemap(freearg) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype)
-    "if (v$argnum.obj) PyBuffer_Release(&v$argnum); Py_XDECREF(out$argnum);"
+    "if (v$argnum.obj) PyBuffer_Release(&v$argnum); Py_XDECREF(o$argnum);"
 %enddef
 SO_GATHER_SCATTER(send_count, 1)
 SO_GATHER_SCATTER(recv_count, 0)
 /* the caller-owned buffers of a training result: arrays the caller keeps alive through the call */
 %typemap(in) void *best_parameters, double *training_loss_history, double *validation_loss_history,
-             double *learning_rate_history {
-    Py_buffer v = {0};
-    shardopt_dtype dt;
-    size_t n;
-    if (!so_buffer($input, &v, 1, &dt, &n)) SWIG_fail;
-    $1 = ($1_ltype)v.buf;
-    PyBuffer_Release(&v);
-}
+    double *learning_rate_history { Py_buffer v = {0}; shardopt_dtype dt; size_t n;
+    if (!so_buffer($input, &v, 1, &dt, &n)) SWIG_fail; $1 = ($1_ltype)v.buf; PyBuffer_Release(&v); }
 
 /* callbacks: Python callables (kept alive by the caller while the library may call them) */
 %typemap(in) (shardopt_batch_fn model, void *user_data) {
     if (!PyCallable_Check($input)) SWIG_exception_fail(SWIG_TypeError, "the model must be callable");
-    $1 = so_batch;
-    $2 = $input;
+    $1 = so_batch, $2 = $input;
 }
 %typemap(in) void *lr_user_data "$1 = $input;"
 %constant shardopt_lr_fn SO_PY_LR_FN = so_lr; /* set lr_fn to it, lr_user_data to the callable */
 %typemap(in) const shardopt_pipeline_stage *stage (shardopt_pipeline_stage s) {
-    s.struct_size = sizeof s;
-    s.forward = so_forward;
-    s.backward = so_backward;
-    s.user_data = $input;
-    $1 = &s;
+    s.struct_size = sizeof s, s.forward = so_forward, s.backward = so_backward, s.user_data = $input, $1 = &s;
 }
 
 /* structs: made with their struct_size set (output structs need it), copied with copy() */
@@ -250,21 +214,11 @@ SO_STRUCT(shardopt_training_result) SO_STRUCT(shardopt_step_result) SO_STRUCT(sh
 SO_STRUCT(shardopt_elastic_options) SO_STRUCT(shardopt_elastic_status) SO_STRUCT(shardopt_pipeline_options)
 SO_STRUCT(shardopt_pipeline_result)
 
-/* not wrapped: what needs a buffer alive after the call (async collectives, work handles, external CUDA
- * streams), the all-ranks-at-once in-process group (each rank claims its own: _inprocess_member), the
- * first training loop (shardopt_optimizer_train replaces it), and what only C callers need */
-%rename("$ignore", regextarget=1) "_async$";
-%rename("$ignore", regextarget=1) "^shardopt_work";
-%ignore shardopt_comm_create_inprocess;
-%ignore shardopt_comm_set_cuda_stream;
-%ignore shardopt_optimizer_optimize;
-%ignore shardopt_optimize_options;
-%ignore shardopt_optimize_options_init;
-%ignore shardopt_optimize_options_init_sized;
-%ignore shardopt_optimize_result;
-%ignore shardopt_buffer_free;
-%ignore shardopt_pipeline_stage;
-%ignore shardopt_batch;
+/* not wrapped: what needs a buffer alive after the call (async collectives, work handles, CUDA streams), the
+ * all-ranks-at-once in-process group (each rank claims its own), the first training loop (train replaces it), and
+ * what only C callers need */
+%rename("$ignore", regextarget=1) "_async$|^shardopt_(work|optimize_|optimizer_optimize$|buffer_free$|batch$)";
+%rename("$ignore", regextarget=1) "^shardopt_(comm_create_inprocess|comm_set_cuda_stream|pipeline_stage)$";
 #define SHARDOPT_API
 #define SHARDOPT_EXPERIMENTAL
 %include "shardopt.h"

@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 
 from . import shardopt_native as _n
-from ._views import NativeArray, NativeResource, ObjectDisposedError
+from ._core import NativeArray, NativeResource, ObjectDisposedError
 
 __all__ = ["ReductionOperation", "CommunicationBackend", "InMemoryCommunicationBackend", "UcxCommunicationBackend",
            "NcclCommunicationBackend", "launch_in_memory"]
@@ -41,20 +41,12 @@ class CommunicationBackend(NativeResource):
     rank = property(lambda self: _n.shardopt_comm_rank(self.handle))
     world_size = property(lambda self: _n.shardopt_comm_size(self.handle))
     is_initialized = property(lambda self: self._handle is not None)
-
-    def initialize(self):
-        """AiDotNet's Initialize() (and Reset()): ready once constructed; ObjectDisposedError after close()."""
-        self.handle  # noqa: B018 - raises when closed
-        return self
-
-    reset = initialize
+    initialize = reset = lambda self: self.handle and self  # AiDotNet's: ready once constructed
     shutdown = NativeResource.close
-
-    def set_timeout(self, milliseconds):
-        _n.shardopt_comm_set_timeout(self.handle, int(milliseconds))
-
-    def barrier(self):
-        _n.shardopt_barrier(self.handle)
+    set_timeout = lambda self, milliseconds: _n.shardopt_comm_set_timeout(self.handle, int(milliseconds))
+    barrier = lambda self: _n.shardopt_barrier(self.handle)
+    abort = lambda self, reason=None: _n.shardopt_comm_abort(self.handle, reason)  # fails every rank
+    _destroy = lambda self, handle: _n.shardopt_comm_destroy(handle)  # optimizers keep the communicator
 
     def all_reduce(self, data, operation=ReductionOperation.SUM):
         """Reduces `data` in place across ranks and returns it."""
@@ -104,17 +96,10 @@ class CommunicationBackend(NativeResource):
         _n.shardopt_recv(self.handle, out, int(source), int(tag))
         return out
 
-    def abort(self, reason=None):
-        """Makes pending and later collectives fail on every rank (in-process: the whole group)."""
-        _n.shardopt_comm_abort(self.handle, reason)
-
     def split(self, color, key=0):
         """Ranks with equal color form a new backend; color < 0 returns None."""
         h = _n.shardopt_comm_split(self.handle, int(color), int(key))
         return None if h is None else CommunicationBackend(h)
-
-    def _destroy(self, handle):
-        _n.shardopt_comm_destroy(handle)  # optimizers built over it keep the communicator alive
 
     def __repr__(self):
         where = f"rank {self.rank} of {self.world_size}" if self._handle is not None else "closed"

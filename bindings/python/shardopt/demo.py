@@ -3,7 +3,7 @@ synthetic Gaussian blobs, with numpy. Parameters are packed fc1.weight, fc1.bias
 fc2.bias, like samples/c/train_mlp.c."""
 import numpy as np
 
-from .sharding import ParameterLayout
+from .configuration import ParameterLayout
 
 
 class MlpDemo:

@@ -1,11 +1,9 @@
-"""Base optimizers and their options (AiDotNet's classes, Python naming). An options object holds the base
-optimizer's settings (shardopt_optimizer_options, filled by the library's preset for the class) and the training
-settings of optimize() (shardopt_training_options, filled by the library): every default is the library's, and
-every value set is checked by the library at once."""
+"""Base optimizers and their options (AiDotNet's classes): the C structs of the base optimizer (filled by the
+library's preset for the class) and of training (filled by shardopt_training_options_init), checked as they are set."""
 from functools import partial
 
 from . import shardopt_native as _n
-from ._settings import Setting, apply_settings
+from ._core import Setting, apply_settings
 from .schedules import LearningRateSchedule
 
 _opt = partial(Setting, "_optimizer", validate=_n.shardopt_optimizer_options_validate)
@@ -17,10 +15,10 @@ class OptimizerOptions:
     _preset = _n.SHARDOPT_PRESET_ADAM
 
     def __init__(self, **kwargs):
-        self._optimizer, self._training, self._schedule = _n.shardopt_optimizer_options(), None, None
+        self._optimizer, self._training = _n.shardopt_optimizer_options(), _n.shardopt_training_options()
         _n.shardopt_optimizer_options_init_preset(self._optimizer, self._optimizer.struct_size, self._preset)
-        self._training = _n.shardopt_training_options()
         _n.shardopt_training_options_init(self._training)
+        self._schedule = None
         apply_settings(self, kwargs)
 
     # the base optimizer (torch.optim's formulas)
@@ -34,12 +32,10 @@ class OptimizerOptions:
     learning_rate_decay, initial_accumulator_value = _opt("lr_decay"), _opt("initial_accumulator_value")
     # training: an epoch is a pass over the training set, a step one optimizer step
     max_iterations = _train("max_epochs", int, doc="AiDotNet's MaxIterations: the most epochs")
-    epochs = _train("max_epochs", int, doc="the same as max_iterations")
     batch_size = _train("batch_size", int, doc="samples per step over all ranks; 0: the whole training set")
     max_steps = _train("max_steps", int, doc="the most steps over all epochs; 0: no limit")
     shuffle_data = _train("shuffle", bool, doc="a fresh sample order each epoch, from (random_seed, epoch)")
-    shuffle = _train("shuffle", bool, doc="the same as shuffle_data")
-    random_seed, seed = _train("seed", int), _train("seed", int)
+    random_seed = _train("seed", int)
     use_early_stopping = _train("early_stopping", bool, doc="voted across ranks")
     early_stopping_patience = _train("patience", int, doc="epochs in a row without progress before stopping")
     tolerance = _train("tolerance", doc="what a score must drop by to count as progress")
@@ -52,9 +48,9 @@ class OptimizerOptions:
 
     @learning_rate_schedule.setter
     def learning_rate_schedule(self, schedule):
-        if schedule is not None and not isinstance(schedule, LearningRateSchedule):
-            raise TypeError(f"learning_rate_schedule must be a LearningRateSchedule, not {type(schedule).__name__}")
         if schedule is not None:
+            if not isinstance(schedule, LearningRateSchedule):
+                raise TypeError(f"learning_rate_schedule must be a LearningRateSchedule, not {type(schedule).__name__}")
             _n.shardopt_training_options_validate(schedule._applied(self._training))
         self._schedule = schedule
 
@@ -63,9 +59,6 @@ class OptimizerOptions:
         t = self._schedule._applied(self._training) if self._schedule else self._training.copy()
         t.num_samples, t.num_validation_samples, t.num_test_samples = num_samples, num_validation, num_test
         return t
-
-    def __repr__(self):
-        return f"{type(self).__name__}(learning_rate={self.learning_rate}, max_iterations={self.max_iterations})"
 
 
 class Optimizer:
@@ -89,9 +82,6 @@ class Optimizer:
 
     def get_options(self):
         return self.options
-
-    def __repr__(self):
-        return f"{type(self).__name__}({self.options!r})"
 
 
 def _optimizer(name, preset):

@@ -1,63 +1,45 @@
-"""Pipeline parallelism (docs/pipeline.md): your model cut into stages, one per pipeline rank of a
-HybridShardedOptimizer(pipeline_parallel_size=p), run by a PipelineRunner.
-
-    class MyStage(PipelineStage):
-        def forward(self, call, input):                      # -> this chunk's output activation
-            ...                                               # last chunk: set call.loss, return None
-        def backward(self, call, input, output_gradient):    # -> gradient of `input`
-            call.grad(t)[:] += ...                            # parameter gradients, summed over micro-batches
-
-    with PipelineRunner(hybrid, MyStage(), num_micro_batches=8, schedule="1f1b") as runner:
-        result = runner.run_batch()                           # every micro-batch, then one optimizer step
-
-Activations are flat arrays of the optimizer's dtype; each chunk's output size for each micro-batch is
-agreed with the next stage on the first batch. An exception raised by a stage fails run_batch on every
-stage: this rank re-raises it, the others raise InvalidStateError naming it."""
+"""Pipeline parallelism (docs/pipeline.md, README.md): a PipelineStage per pipeline rank of a
+HybridShardedOptimizer(pipeline_parallel_size=p), run by a PipelineRunner; an exception a stage raises fails
+run_batch on every stage: this rank re-raises it, the others raise InvalidStateError naming it."""
 import enum
 from collections import namedtuple
 
 import numpy as np
 
 from . import shardopt_native as _n
-from ._settings import parse_enum
-from ._views import Guard, NativeOwner, NativeResource, ObjectDisposedError, as_native_array, copy_in, copy_out, native_view
-from .errors import ShardoptError
-from .sharding import ShardedOptimizer, _record
+from ._core import (Guard, NativeOwner, NativeResource, ObjectDisposedError, ShardoptError, as_native_array, copy_in,
+                    copy_out, native_view, parse_enum)
+from .sharding import ShardedOptimizer
 
 
 class PipelineSchedule(enum.IntEnum):
-    """ONE_F_ONE_B holds at most p micro-batches per stage, GPIPE all, INTERLEAVED_1F1B gives each rank
-    virtual_stages model chunks for a smaller bubble. Names work too ("gpipe", "1f1b", "interleaved_1f1b")."""
+    """The order of each stage's forwards and backwards; names work too ("gpipe", "1f1b", "interleaved_1f1b")."""
     ONE_F_ONE_B, GPIPE = _n.SHARDOPT_PIPELINE_1F1B, _n.SHARDOPT_PIPELINE_GPIPE
     INTERLEAVED_1F1B = _n.SHARDOPT_PIPELINE_INTERLEAVED_1F1B
-
-    @classmethod
-    def parse(cls, value):
-        return parse_enum(cls, value, "pipeline schedule", {"1F1B": cls.ONE_F_ONE_B, "INTERLEAVED": cls.INTERLEAVED_1F1B})
+    parse = classmethod(lambda cls, value: parse_enum(cls, value, "pipeline schedule", {"1F1B": cls.ONE_F_ONE_B}))
 
 
 class PipelineStage:
     """This rank's model chunk(s): subclass it; the runner calls both methods on run_batch's thread."""
 
     def forward(self, call, input):
-        """Forward of chunk call.chunk on micro-batch call.micro_batch: `input` (a read-only copy; empty on the
-        model's first chunk) -> the output activation (an array of the optimizer's dtype). On the model's
-        last chunk (call.last) set call.loss to the micro-batch's loss and return None."""
+        """`input` (a read-only copy; empty on the first chunk) -> the output activation, an array of the optimizer's
+        dtype; on the model's last chunk (call.last) set call.loss and return None."""
         raise NotImplementedError
 
     def backward(self, call, input, output_gradient):
-        """Backward of the same chunk and micro-batch: add the parameter gradients into call.grad(t) and return
-        the gradient of `input` (None on the model's first chunk); output_gradient is empty on the last."""
+        """Add the parameter gradients into call.grad(t); return the gradient of `input` (None on the first chunk)."""
         raise NotImplementedError
 
 
 class PipelineCall:
-    """What one forward or backward is about. grad() and parameters() are views valid during the call only."""
+    """One forward or backward: micro_batch, chunk, model_chunk, first, last; grad(t) and parameters(t) are views
+    valid during the call only."""
 
     def __init__(self, call, optimizer, dtype):
         self.micro_batch, self.chunk, self.model_chunk = call.micro_batch, call.chunk, call.model_chunk
-        self.first, self.last, self.loss = bool(call.first), bool(call.last), None
-        self._call, self._opt, self._dtype = call, optimizer, dtype
+        self.first, self.last, self.loss, self._call, self._opt, self._dtype = (bool(call.first), bool(call.last), None,
+                                                                                call, optimizer, dtype)
         self._guard = Guard("this PipelineCall's views are valid during its forward/backward only")
 
     def grad(self, tensor):
@@ -74,8 +56,8 @@ class PipelineCall:
 
 
 class _Stage:
-    """What the library calls (through the trampolines of the SWIG module): copies activations in and out and
-    checks what the stage returns. It holds the stage, not the runner."""
+    """What the library calls (the SWIG module's trampolines): copies activations in and out and checks what the
+    stage returns. It holds the stage, not the runner."""
 
     def __init__(self, stage, optimizer, dtype):
         self.stage, self.optimizer, self.dtype = stage, optimizer, dtype
@@ -83,14 +65,14 @@ class _Stage:
     def _forward(self, native_call, address, count, output):
         call = PipelineCall(native_call, self.optimizer, self.dtype)
         try:
-            out, what = self.stage.forward(call, copy_in(address, count, self.dtype)), f"forward of model chunk {call.model_chunk}"
+            out, what = self.stage.forward(call, copy_in(address, count, self.dtype)), f"model chunk {call.model_chunk}"
             if call.last and ((out is not None and np.size(out) != 0) or call.loss is None):
-                raise ValueError(f"{what} (the last) must set call.loss and return None")
+                raise ValueError(f"forward of {what} (the last) must set call.loss and return None")
             if call.last:
                 return call.loss
             if out is None:
-                raise ValueError(f"{what} returned None; it must return its output activation")
-            out = as_native_array(out, self.dtype, f"the output of model chunk {call.model_chunk}")
+                raise ValueError(f"forward of {what} returned None; it must return its output activation")
+            out = as_native_array(out, self.dtype, f"the output of {what}")
             copy_out(_n.shardopt_activation_resize(output, out.size), out)
             return 0.0
         finally:
@@ -116,39 +98,34 @@ class _Stage:
 
 PipelineBatchResult = namedtuple("PipelineBatchResult", "loss step_applied busy_seconds wait_seconds span_seconds "
                                  "bubble_fraction peak_activations sends recvs")
-PipelineBatchResult.__doc__ = """One batch (shardopt_pipeline_result): the mean loss of the last chunk's micro-batches
-(every stage gets it), whether the step updated the parameters, this rank's seconds inside the stage, waiting and
-in all, the pipeline's bubble fraction, the most forwards held before their backward, sends and receives."""
+PipelineBatchResult.__doc__ = """One batch (shardopt_pipeline_result): the last chunk's mean loss (on every stage),
+whether the step updated the parameters, this rank's seconds busy, waiting and in all, the bubble fraction, the
+most activations held, sends and receives."""
 
 
 class PipelineRunner(NativeResource):
-    """Runs `stage` on this pipeline rank of `optimizer` (a HybridShardedOptimizer with pipeline_parallel_size
-    p, or any sharded optimizer for a single stage), one batch per run_batch(): num_micro_batches (0 = p)
-    micro-batches under `schedule`, their gradients summed, then one optimizer step on their mean. Creation is
-    collective over the pipeline group (every stage the same options, else MismatchError). virtual_stages:
-    model chunks per rank (interleaved only; 0 = the library's). Close it (or use `with`) before the optimizer."""
+    """Runs `stage` on this pipeline rank of `optimizer`, one batch per run_batch(): num_micro_batches (0: p)
+    micro-batches under `schedule`, then one optimizer step on their mean gradient. Creation is collective over
+    the pipeline group (MismatchError when the stages' options differ). Close it before the optimizer."""
 
-    def __init__(self, optimizer, stage, num_micro_batches=0, schedule=PipelineSchedule.ONE_F_ONE_B,
-                 virtual_stages=0):
+    def __init__(self, optimizer, stage, num_micro_batches=0, schedule=PipelineSchedule.ONE_F_ONE_B, virtual_stages=0):
         if not isinstance(optimizer, ShardedOptimizer):
             raise TypeError(f"optimizer must be a ShardedOptimizer, not {type(optimizer).__name__}")
         if not callable(getattr(stage, "forward", None)) or not callable(getattr(stage, "backward", None)):
             raise TypeError("stage must be a PipelineStage (with forward and backward methods)")
-        self.schedule = PipelineSchedule.parse(schedule)
-        o = _n.shardopt_pipeline_options()
+        self.schedule, o = PipelineSchedule.parse(schedule), _n.shardopt_pipeline_options()
         o.num_micro_batches, o.schedule, o.virtual_stages = num_micro_batches, int(self.schedule), virtual_stages
         handle = optimizer._h  # raises when closed or not initialized
         self._optimizer, self._opt_owner, self._running = optimizer, optimizer._owner, False
         adapter = _Stage(stage, handle, optimizer._dtype)
-        pipe = _n.shardopt_pipeline_create(handle, adapter, o)
         # the pipeline goes before the optimizer (it keeps the optimizer's owner) and keeps the stage it calls
-        self._owner = NativeOwner(pipe, _n.shardopt_pipeline_destroy, "the PipelineRunner was closed",
-                                  keep=(self._opt_owner, adapter))
+        self._owner = NativeOwner(_n.shardopt_pipeline_create(handle, adapter, o), _n.shardopt_pipeline_destroy,
+                                  "the PipelineRunner was closed", keep=(self._opt_owner, adapter))
 
     optimizer = property(lambda self: self._optimizer)
 
     def run_batch(self):
-        """Collective over the optimizer's world: one batch, one optimizer step."""
+        """Collective over the optimizer's world: one batch, one optimizer step; a PipelineBatchResult."""
         if self._owner is None:
             raise ObjectDisposedError("the PipelineRunner was closed")
         if not self._opt_owner.alive or self._optimizer._owner is not self._opt_owner:
@@ -156,18 +133,16 @@ class PipelineRunner(NativeResource):
         if self._running:
             raise RuntimeError("run_batch is already running on this PipelineRunner (called from a stage?)")
         self._optimizer._sync_options_lr()
-        r = _n.shardopt_pipeline_result()
-        self._running = True
+        r, self._running = _n.shardopt_pipeline_result(), True
         try:
             _n.shardopt_pipeline_run_batch(self._owner.handle, r)
         except BaseException as e:
             if not isinstance(e, ShardoptError) and hasattr(e, "add_note"):
-                e.add_note(f"(raised by the pipeline stage on rank {self._optimizer.rank}; every stage's run_batch "
-                           "failed)")
+                e.add_note(f"(raised by the pipeline stage on rank {self._optimizer.rank}; every stage failed)")
             raise
         finally:
             self._running = False
-        return _record(PipelineBatchResult, r)
+        return PipelineBatchResult(*(getattr(r, f) for f in PipelineBatchResult._fields))
 
     def close(self):
         """Releases the native pipeline; later run_batch calls raise ObjectDisposedError."""

@@ -1,19 +1,22 @@
-"""Learning-rate schedules: the library's (shardopt_training_options' lr_* fields), set as an options object's
-learning_rate_schedule. optimize() applies one before every epoch (t counts epochs from 0) or, with
-per_step=True, every step, to `base`: the optimizer's rate when training starts. schedule(t, base[, options]) is
-the rate the library sets at t. A parameter left None takes the library's default; every value is checked by it."""
+"""Learning-rate schedules: the library's (the lr_* fields of shardopt_training_options), as an options object's
+learning_rate_schedule, applied to `base`, the rate training starts from, before every epoch (per_step: every step);
+schedule(t, base[, options]) is the library's rate at t. A parameter left None takes the library's default."""
 from . import shardopt_native as _n
-from ._settings import convert, set_checked
+from ._core import convert, set_checked
+
+
+def _defaults():
+    t = _n.shardopt_training_options()
+    _n.shardopt_training_options_init(t)
+    return t
 
 
 class LearningRateSchedule:
-    _kind = _n.SHARDOPT_LR_CONSTANT
-    _zero_is_default = ()  # parameters the C options read as "the default" when 0: refused as 0
+    _kind, _zero_is_default = _n.SHARDOPT_LR_CONSTANT, ()  # the parameters the C options read as "the default" when 0
 
     def __init__(self, per_step=False, kind=None, **fields):
         self.per_step, self._kind, self._fields = bool(per_step), kind or self._kind, {}
-        probe = _n.shardopt_training_options()
-        _n.shardopt_training_options_init(probe)
+        probe = _defaults()
         probe.lr_schedule = self._kind
         for name, (field, value) in fields.items():
             if value is not None:
@@ -31,10 +34,7 @@ class LearningRateSchedule:
         return t
 
     def __call__(self, t, base, options=None):
-        if options is None:
-            probe = _n.shardopt_training_options()
-            _n.shardopt_training_options_init(probe)
-        probe = self._applied(probe if options is None else options._training)
+        probe = self._applied(_defaults() if options is None else options._training)
         probe.num_samples = probe.num_samples or 1
         return _n.shardopt_training_learning_rate(probe, int(t), float(base))
 

@@ -149,7 +149,7 @@ def test_options_defaults_match_library():
         so.AdamOptimizerOptions(max_iterations=0)  # the library's check, at once
     with pytest.raises(ValueError, match="learning_rate = -1.0"):
         so.AdamOptimizerOptions(learning_rate=-1)
-    assert so.AdamOptimizerOptions(max_iterations=7).epochs == 7
+    assert so.AdamOptimizerOptions(max_iterations=7).max_iterations == 7
     assert so.LambOptimizerOptions().epsilon == pytest.approx(1e-6)
     assert so.AdamOptimizer(amsgrad=True).get_options().amsgrad is True
     with pytest.raises(TypeError):

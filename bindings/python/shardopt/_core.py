@@ -1,15 +1,99 @@
-"""Lifetimes of native handles, views of library memory that cannot outlive it, copies across callbacks,
-and the checks of arrays crossing into native code.
-
-A view (`parameters`, `tensor_parameters`, `bucket_grad`, `tensor_grad`, `gather`, a pipeline call's `grad`)
-is a numpy array over the library's buffer, without a copy. It keeps the native object alive (freed once it
-was closed *and* its last view is gone, so no access touches freed memory); once the object is closed (or a
-gathered unit released) every use of the view raises ObjectDisposedError."""
+"""What the classes of this package share: the errors (README.md, "Errors": a failed library call raises the
+ShardoptError subclass of its status, also the builtin exception Python code catches for it, with .status,
+.status_name and .rank); settings, Python properties over the fields of the C options structs that the library's
+validate functions check at once; lifetimes of native handles; views of library memory that keep it alive and
+raise ObjectDisposedError once their owner is closed; copies across callbacks; the checks of arrays crossing into C."""
 import ctypes
+import operator
 
 import numpy as np
 
-from .errors import InvalidArgumentError, ObjectDisposedError, error
+from . import shardopt_native as _n
+from ._shardopt_native import (CollectiveTimeoutError, CorruptDataError, FileIOError, InternalError,  # noqa: F401
+                               InvalidArgumentError, InvalidStateError, MismatchError, OutOfMemoryError, PeerLostError,
+                               ShardoptError, UnsupportedError)
+
+
+class ObjectDisposedError(ValueError, RuntimeError):
+    """A closed object, or a view of its memory, was used (ValueError as for a closed file; RuntimeError too)."""
+
+
+def error(cls, status, message):
+    """A ShardoptError of this layer's, as the library's are."""
+    e = cls(f"{_n.shardopt_status_name(status)}: {message}")
+    e.status, e.status_name, e.rank = status, _n.shardopt_status_name(status), -1
+    return e
+
+
+def refused(e, setting):
+    """The library's error `e` for a value it refused, naming the Python `setting` first."""
+    new = type(e)(f"{e.status_name}: {setting}: {str(e)[len(e.status_name) + 2:]}")
+    new.__dict__.update(e.__dict__)
+    return new
+
+
+SWITCH = "switch"  # a shardopt_switch field, seen as a bool
+
+
+def set_checked(struct, field, value, setting, validate, zero_means_default=False):
+    """struct.field = value if the library's `validate` accepts the struct, else the field stays and the library's
+    error names `setting`. Where the C struct reads 0 as "the default", an explicit 0 is refused (leave it unset)."""
+    if zero_means_default and value == 0:
+        raise error(InvalidArgumentError, _n.SHARDOPT_ERR_INVALID_ARGUMENT, f"{setting} = 0: the C options read 0 as "
+                    f"'the default' here; leave {setting} unset for the library's default")
+    old = getattr(struct, field)
+    try:
+        setattr(struct, field, value)
+        return validate(struct)
+    except ShardoptError as e:
+        failure = refused(e, f"{setting} = {value!r}")
+    setattr(struct, field, old)
+    raise failure
+
+
+def convert(kind, value):
+    if kind is SWITCH:
+        return _n.SHARDOPT_ENABLE if value else _n.SHARDOPT_DISABLE
+    return int(bool(value)) if kind is bool else operator.index(value) if kind is int else float(value)
+
+
+class Setting:
+    """A property over `field` of the C struct in attribute `struct`, of kind float, int, bool or SWITCH."""
+
+    def __init__(self, struct, field, kind=float, validate=None, zero_means_default=False, doc=None):
+        self.struct, self.field, self.kind, self.validate, self.zero, self.__doc__ = (struct, field, kind, validate,
+                                                                                      zero_means_default, doc)
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        v = getattr(getattr(obj, self.struct), self.field)
+        return v == _n.SHARDOPT_ENABLE if self.kind is SWITCH else bool(v) if self.kind is bool else v
+
+    def __set__(self, obj, value):
+        set_checked(getattr(obj, self.struct), self.field, convert(self.kind, value), self.name, self.validate,
+                    self.zero)
+
+
+def apply_settings(obj, kwargs):
+    """A constructor's keyword arguments, each a setting (or property) of obj's class."""
+    for k, v in kwargs.items():
+        if not isinstance(getattr(type(obj), k, None), (Setting, property)):
+            raise TypeError(f"{type(obj).__name__} has no setting '{k}'")
+        setattr(obj, k, v)
+
+
+def parse_enum(cls, value, what, aliases=None):
+    """A member of the IntEnum cls from itself, its value, or its name in any case, with or without '_' and '-'."""
+    names = dict({m.name.replace("_", ""): m for m in cls}, **(aliases or {}))
+    if isinstance(value, str) and value.replace("_", "").replace("-", "").upper() in names:
+        return names[value.replace("_", "").replace("-", "").upper()]
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value in set(cls):
+        return cls(int(value))
+    raise ValueError(f"unknown {what} {value!r} (one of {', '.join(m.name.lower() for m in cls)})")
 
 
 class NativeResource:
@@ -45,8 +129,7 @@ class Guard:
         if not self.alive:
             raise ObjectDisposedError(self.reason)
 
-    def invalidate(self):
-        self.alive = False
+    invalidate = lambda self: setattr(self, "alive", False)
 
 
 class NativeOwner(Guard):
@@ -71,8 +154,8 @@ class _Interface:
     __slots__ = ("__array_interface__", "owner")
 
     def __init__(self, address, count, dtype, readonly, owner):
-        self.__array_interface__ = {"data": (address, readonly), "shape": (count,), "typestr": dtype.str, "version": 3}
-        self.owner = owner
+        self.__array_interface__, self.owner = {"data": (address, readonly), "shape": (count,), "typestr": dtype.str,
+                                                "version": 3}, owner
 
 
 def _plain(x):
@@ -138,8 +221,7 @@ def native_view(address, count, dtype, owner, guards, readonly=False):
 
 
 def copy_in(address, count, dtype):
-    """A read-only copy of `count` elements at `address` (what a callback gets: nothing it keeps points into
-    library memory)."""
+    """A read-only copy of `count` elements at `address`: what a callback gets (nothing it keeps points into C)."""
     a = np.empty(count, dtype)
     if count:
         ctypes.memmove(a.ctypes.data, address, a.nbytes)
