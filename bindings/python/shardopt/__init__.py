@@ -4,7 +4,7 @@ the library's C ABI, mirroring AiDotNet.DistributedTraining in Python naming: `f
 of the C ABI; the training policy, its defaults and its checks are the library's. See README.md."""
 from . import shardopt_native as native
 from .backends import (CommunicationBackend, InMemoryCommunicationBackend, NcclCommunicationBackend,
-                       ReductionOperation, UcxCommunicationBackend, launch_in_memory)
+                       ReductionOperation, UcxCommunicationBackend)
 from ._core import (CollectiveTimeoutError, CorruptDataError, FileIOError, InternalError, InvalidArgumentError,
                      InvalidStateError, MismatchError, ObjectDisposedError, OutOfMemoryError, PeerLostError,
                      ShardoptError, UnsupportedError)

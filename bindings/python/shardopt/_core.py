@@ -242,10 +242,7 @@ def as_native_array(values, dtype, name, count=None):
     if isinstance(values, NativeArray):
         values._so_check()
     if isinstance(values, (list, tuple)):
-        try:
-            arr = np.asarray(values, dtype=dtype)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"{name} must hold numbers convertible to {dtype} ({e})") from None
+        arr = np.asarray(values, dtype=dtype)  # converted by value
     elif (arr := np.asarray(values)).dtype != dtype:
         raise TypeError(f"{name} holds {arr.dtype} elements, the parameters are {dtype} (convert it explicitly, "
                         f"e.g. {name}.astype(numpy.{dtype.name}))")

@@ -1,16 +1,11 @@
 """Communication backends (AiDotNet's ICommunicationBackend, Python naming). Collectives take numpy arrays
 (float32, float64, float16, int32, int64, uint8): the element type and count are the array's."""
 import enum
-import threading
-import uuid
 
 import numpy as np
 
 from . import shardopt_native as _n
 from ._core import NativeArray, NativeResource, ObjectDisposedError
-
-__all__ = ["ReductionOperation", "CommunicationBackend", "InMemoryCommunicationBackend", "UcxCommunicationBackend",
-           "NcclCommunicationBackend", "launch_in_memory"]
 
 
 class ReductionOperation(enum.IntEnum):
@@ -131,32 +126,3 @@ class NcclCommunicationBackend(CommunicationBackend):
 
     def __init__(self):
         super().__init__(_n.shardopt_comm_create_from_env("nccl"))
-
-
-def launch_in_memory(world_size, fn, environment_id=None):
-    """Runs fn(backend) on `world_size` threads, each with its InMemoryCommunicationBackend; returns the results in
-    rank order, or raises the first rank's own exception (after aborting the group, so the others stop at once)."""
-    env = environment_id or f"launch-{uuid.uuid4()}"
-    results, errors = [None] * world_size, [None] * world_size
-
-    def body(rank):
-        backend = None
-        try:
-            backend = InMemoryCommunicationBackend(rank, world_size, env)
-            results[rank] = fn(backend)
-        except BaseException as e:  # noqa: BLE001 - reported to the caller below
-            errors[rank] = e
-            if backend is not None:
-                backend.abort(f"rank {rank} failed: {type(e).__name__}: {e}")
-        finally:
-            if backend is not None:
-                backend.close()
-    threads = [threading.Thread(target=body, args=(r,), name=f"shardopt-rank-{r}") for r in range(world_size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    first = next((e for e in errors if e is not None and not isinstance(e, RuntimeError)), None)
-    if first or any(errors):
-        raise first or next(e for e in errors if e is not None)
-    return results

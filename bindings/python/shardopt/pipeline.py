@@ -70,9 +70,7 @@ class _Stage:
                 raise ValueError(f"forward of {what} (the last) must set call.loss and return None")
             if call.last:
                 return call.loss
-            if out is None:
-                raise ValueError(f"forward of {what} returned None; it must return its output activation")
-            out = as_native_array(out, self.dtype, f"the output of {what}")
+            out = as_native_array(out, self.dtype, f"the output activation of {what}")
             copy_out(_n.shardopt_activation_resize(output, out.size), out)
             return 0.0
         finally:
@@ -86,8 +84,6 @@ class _Stage:
             if call.first and gi is not None and np.size(gi) != 0:
                 raise ValueError(f"{what} (the first) returned an input gradient; the first chunk has no input")
             if not call.first:
-                if gi is None:
-                    raise ValueError(f"{what} returned None; it must return the gradient of its input ({count} elements)")
                 gi = as_native_array(gi, self.dtype, f"the input gradient of model chunk {call.model_chunk}")
                 if gi.size != count:
                     raise ValueError(f"{what} returned {gi.size} elements for an input of {count}")

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
@@ -17,7 +18,7 @@ def train(make, world_size=4):
             opt.initialize(MODEL.layout(), MODEL.initial_parameters())
             result = opt.optimize(MODEL, DATA)
             return result, opt.get_parameters(), opt.step_count
-    return so.launch_in_memory(world_size, rank)
+    return launch_in_memory(world_size, rank)
 
 
 def test_staleness_0_is_ddp_bit_for_bit():
@@ -49,4 +50,4 @@ def test_misuse_raises():
             with pytest.raises(NotImplementedError, match="optimize()"):
                 opt.step()
         return True
-    assert all(so.launch_in_memory(2, rank))
+    assert all(launch_in_memory(2, rank))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
@@ -55,7 +56,7 @@ def test_resume_at_another_world_size(tmp_path):
             twin.save_model(reference)
             e.finish_checkpoint()
             assert e.last_checkpoint_step == 6 and e.checkpoints_published == 3 and not e.checkpoint_pending
-    so.launch_in_memory(4, first)
+    launch_in_memory(4, first)
 
     def second(backend):
         with elastic(backend, directory) as e, \
@@ -67,7 +68,7 @@ def test_resume_at_another_world_size(tmp_path):
             e.finish_checkpoint()
             assert e.last_checkpoint_step == 10
             return e.get_parameters().copy(), ref.get_parameters().copy()
-    for got, want in so.launch_in_memory(3, second):
+    for got, want in launch_in_memory(3, second):
         assert got.tobytes() == want.tobytes()
 
 
@@ -81,7 +82,7 @@ def test_optimize_resumes_where_it_stopped(tmp_path):
             r = opt.optimize(MODEL, data)
             assert r.steps == 12 and r.iterations == 3
             return opt.get_parameters().copy()
-    want = so.launch_in_memory(2, straight)
+    want = launch_in_memory(2, straight)
 
     def stopped(backend):  # 10 steps, a checkpoint every 5
         adam = so.AdamOptimizer(learning_rate=3e-3, max_steps=10, **training)
@@ -90,7 +91,7 @@ def test_optimize_resumes_where_it_stopped(tmp_path):
             assert e.optimize(MODEL, data).steps == 10
             e.finish_checkpoint()
             assert e.last_checkpoint_step == 10
-    so.launch_in_memory(2, stopped)
+    launch_in_memory(2, stopped)
 
     def resumed(backend):
         with so.ElasticOptimizer(so.AdamOptimizer(learning_rate=3e-3, **training), so.ShardingConfiguration(backend),
@@ -100,7 +101,7 @@ def test_optimize_resumes_where_it_stopped(tmp_path):
             r = e.optimize(MODEL, data)
             assert r.steps == 12 and r.iterations == 1 and len(r.fitness_history) == 1  # 2.5 epochs skipped
             return e.get_parameters().copy()
-    for got, expected in zip(so.launch_in_memory(2, resumed), want):
+    for got, expected in zip(launch_in_memory(2, resumed), want):
         assert got.tobytes() == expected.tobytes()
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 
 
 def rss_kib():
@@ -56,7 +57,7 @@ def test_timeout_and_abort_are_runtime_errors():
         else:
             time.sleep(1.0)  # ...but stays (a rank that leaves is a lost peer: test_mistakes.py)
     with pytest.raises(RuntimeError, match="SHARDOPT_ERR_TIMEOUT") as e:
-        so.launch_in_memory(2, rank)
+        launch_in_memory(2, rank)
     assert isinstance(e.value, TimeoutError) and isinstance(e.value, so.CollectiveTimeoutError)
     assert e.value.status == so.native.SHARDOPT_ERR_TIMEOUT and e.value.rank == 0
 
@@ -115,7 +116,7 @@ def test_model_exception_propagates_and_aborts_peers():
                 return 1.0
             opt.optimize(model, so.OptimizationInputData(num_samples=8))
     with pytest.raises(Boom, match="rank 1"):
-        so.launch_in_memory(2, rank)
+        launch_in_memory(2, rank)
 
 
 def test_10000_create_dispose_cycles_do_not_grow_memory():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
@@ -43,7 +44,7 @@ def test_flags_reach_the_library_and_change_nothing_in_host_memory(cls):
                 out.append((native, result.fitness_history, opt.get_parameters().copy(), opt.memory_stats()))
         return out
     for (plain_flags, plain_loss, plain_params, plain_mem), (full_flags, full_loss, full_params, full_mem) in \
-            so.launch_in_memory(2, rank):
+            launch_in_memory(2, rank):
         assert plain_flags == (False, False, False) and full_flags == (True, True, True)
         assert full_loss == plain_loss
         assert np.array_equal(full_params, plain_params)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 
 WIDTHS = [3, 4, 4, 4, 2]  # layer l maps WIDTHS[l] -> WIDTHS[l + 1]; tanh after every layer but the last
 LAYERS = len(WIDTHS) - 1
@@ -148,7 +149,7 @@ def test_two_stages_equal_single_process(schedule, virtual):
                 off += n
         return diff, results
 
-    out = so.launch_in_memory(2, rank)
+    out = launch_in_memory(2, rank)
     for r, (diff, results) in enumerate(out):
         assert diff <= 1e-12, f"rank {r}: max abs diff {diff}"
         assert all(res.step_applied for res in results)

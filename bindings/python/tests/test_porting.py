@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "samples", "python"))
 from linear_model import LinearModel, dataset  # noqa: E402
 
 
 def ranks(world_size, fn):
-    return so.launch_in_memory(world_size, fn, f"porting-{uuid.uuid4()}")
+    return launch_in_memory(world_size, fn, f"porting-{uuid.uuid4()}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

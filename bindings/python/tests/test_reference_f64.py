@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "samples", "python"))
 from linear_model import LinearModel, dataset  # noqa: E402
@@ -42,7 +43,7 @@ def train(cls, ranks=4, shuffle_seed=None, callback=False):
                 r = opt.optimize(so.OptimizationInputData(x_train=x, y_train=y))
             assert r.steps == 20 and r.iterations == 5
             return opt.get_parameters()
-    return so.launch_in_memory(ranks, rank)
+    return launch_in_memory(ranks, rank)
 
 
 @pytest.mark.parametrize("callback", [False, True])

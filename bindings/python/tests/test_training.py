@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
@@ -22,7 +23,7 @@ def train(cls, world_size):
             assert (opt.rank, opt.world_size) == (backend.rank, world_size)
             result = opt.optimize(MODEL, DATA)
             return result, opt.get_parameters()
-    return so.launch_in_memory(world_size, rank)
+    return launch_in_memory(world_size, rank)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def test_step_api_matches_optimize_for_zero2():
             p = opt.get_parameters()
             opt.close()
             return p
-        return so.launch_in_memory(world_size, rank)
+        return launch_in_memory(world_size, rank)
     one = run(1)[0]
     for p in run(4):
         np.testing.assert_allclose(p, one, atol=1e-6)
@@ -90,7 +91,7 @@ def test_external_parameters_are_zero_copy():
         np.testing.assert_allclose(mine[:10], 1 - 0.5 * 2.5)  # mean gradient over 4 ranks is 2.5
         assert np.shares_memory(opt.parameters, mine) or opt.parameters.ctypes.data == mine.ctypes.data
         opt.close()
-    so.launch_in_memory(4, rank)
+    launch_in_memory(4, rank)
 
 
 def test_configuration_changes_behaviour():
@@ -117,7 +118,7 @@ def test_configuration_changes_behaviour():
                 seen.append(opt.get_parameters().copy())
             out["local"] = seen
         return out
-    res = so.launch_in_memory(2, rank)
+    res = launch_in_memory(2, rank)
     assert res[0]["high"] > res[0]["default"] > res[0]["low"]
     (r0, r1) = (res[0]["local"], res[1]["local"])
     assert not np.allclose(r0[0], r1[0])            # after step 1: not averaged yet
@@ -173,7 +174,7 @@ def test_hybrid_and_local_sgd_and_zero1_and_zero3_train():
                 assert opt.should_early_stop(vote=backend.rank == 1)
                 assert not opt.should_early_stop()
         return losses
-    for hist in so.launch_in_memory(4, rank)[0]:
+    for hist in launch_in_memory(4, rank)[0]:
         assert hist[-1] < hist[0]
 
 
@@ -203,7 +204,7 @@ def train_compressed(make, world_size=4):
             before = opt.bytes_sent
             opt.optimize(MODEL, SGD_DATA)
             return MODEL.loss(opt.get_parameters()), opt.bytes_sent - before, opt.memory_stats().compression_bytes
-    results = so.launch_in_memory(world_size, rank)
+    results = launch_in_memory(world_size, rank)
     for loss, _, _ in results[1:]:
         assert loss == pytest.approx(results[0][0], rel=1e-6)  # replicas agree
     return results[0]
@@ -264,7 +265,7 @@ def test_gradient_compression_optimizer_methods_and_step_bytes():
                 out[name + "_step"] = opt.step().bytes_sent
             opt.close()
         return out
-    out = so.launch_in_memory(2, rank)[0]
+    out = launch_in_memory(2, rank)[0]
     assert (out["both"], out["none"], out["int8"]) == (so.GradientCompression.TOP_K, so.GradientCompression.NONE,
                                                        so.GradientCompression.INT8)
     assert 0 < out["int8_step"] * 3 <= out["none_step"]
@@ -291,7 +292,7 @@ def test_power_sgd_compresses_declared_matrices():
                     sent += opt.step().bytes_sent if i else 0  # not the first (creation's broadcast)
                 out.append(sent)
         return out
-    matrix, flat, shaped = so.launch_in_memory(2, rank)[0]
+    matrix, flat, shaped = launch_in_memory(2, rank)[0]
     assert matrix * 4 < flat and shaped == matrix
 
 
