@@ -1,7 +1,5 @@
-"""shardopt: distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP, hybrid, Local SGD, async SGD, elastic) over
-the library's C ABI, mirroring AiDotNet.DistributedTraining in Python naming: `from shardopt import *` in place of
-`using AiDotNet.DistributedTraining;`; the element type is the model's dtype. `shardopt.native` is the SWIG module
-of the C ABI; the training policy, its defaults and its checks are the library's. See README.md."""
+"""shardopt: distributed and sharded optimizers over the library's C ABI (`shardopt.native`), mirroring
+AiDotNet.DistributedTraining in Python naming: `from shardopt import *`. See bindings/python/README.md."""
 from . import shardopt_native as native
 from .backends import (CommunicationBackend, InMemoryCommunicationBackend, NcclCommunicationBackend,
                        ReductionOperation, UcxCommunicationBackend)

@@ -1,8 +1,5 @@
-"""What the classes of this package share: the errors (README.md, "Errors": a failed library call raises the
-ShardoptError subclass of its status, also the builtin exception Python code catches for it, with .status,
-.status_name and .rank); settings, Python properties over the fields of the C options structs that the library's
-validate functions check at once; lifetimes of native handles; views of library memory that keep it alive and
-raise ObjectDisposedError once their owner is closed; copies across callbacks; the checks of arrays crossing into C."""
+"""What the classes share: the errors (README.md), settings over the C options structs, the lifetimes of native
+handles, views of library memory (NativeArray), copies across callbacks, the checks of arrays crossing into C."""
 import ctypes
 import operator
 

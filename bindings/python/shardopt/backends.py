@@ -68,16 +68,13 @@ class CommunicationBackend(NativeResource):
         ranks pass an array like root's, or count=k and dtype=. The C ABI has no scatter: a broadcast of all
         world_size * k elements from root, world_size times the bytes a true scatter moves."""
         ws, rank = self.world_size, self.rank
-        if data is not None:
-            data = _array(data, True)
-            if data.size % ws:
-                raise ValueError(f"scatter needs a multiple of the world size ({ws}) elements, got {data.size}")
-            count, dtype = data.size // ws, data.dtype
-        elif rank == root or count is None:
+        if data is None and (rank == root or count is None):
             raise TypeError("data must be given on the root rank; elsewhere data, or count= and dtype=")
-        buf = data.copy() if rank == root else np.empty(int(count) * ws, np.dtype(dtype or np.float64))
-        _n.shardopt_broadcast(self.handle, buf, int(root))
-        return buf[rank * int(count):(rank + 1) * int(count)].copy()
+        data = np.empty(int(count) * ws, np.dtype(dtype or np.float64)) if data is None else _array(data, True).copy()
+        if data.size % ws:
+            raise ValueError(f"scatter needs a multiple of the world size ({ws}) elements, got {data.size}")
+        _n.shardopt_broadcast(self.handle, data, int(root))
+        return data[rank * (data.size // ws):(rank + 1) * (data.size // ws)].copy()
 
     def send(self, data, destination, tag=0):
         """Sends `data` to rank `destination` (buffered: returns once it is on its way)."""
@@ -95,10 +92,6 @@ class CommunicationBackend(NativeResource):
         """Ranks with equal color form a new backend; color < 0 returns None."""
         h = _n.shardopt_comm_split(self.handle, int(color), int(key))
         return None if h is None else CommunicationBackend(h)
-
-    def __repr__(self):
-        where = f"rank {self.rank} of {self.world_size}" if self._handle is not None else "closed"
-        return f"<{type(self).__name__} {where}>"
 
 
 class InMemoryCommunicationBackend(CommunicationBackend):

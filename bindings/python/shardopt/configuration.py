@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 
 from . import shardopt_native as _n
-from ._core import SWITCH, Setting, as_native_array, parse_enum
+from ._core import SWITCH, NativeResource, Setting, as_native_array, parse_enum
 from .backends import CommunicationBackend
 
 _FLOAT_DTYPES = {np.dtype(np.float32): _n.SHARDOPT_F32, np.dtype(np.float64): _n.SHARDOPT_F64}
@@ -24,6 +24,12 @@ class GradientCompression(enum.IntEnum):
         return parse_enum(cls, value, "gradient compression")
 
 
+def _name(name):
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a tensor needs a non-empty name (got {name!r})")
+    return name
+
+
 def _count(name, what, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"tensor '{name}': {what} must be an integer, not {type(value).__name__}")
@@ -32,51 +38,34 @@ def _count(name, what, value):
     return int(value)
 
 
-class ParameterLayout:
-    """The model's tensors in order, of one element type (the model's): add(name, count or (rows, cols)),
-    add_matrix (a row-major matrix, which PowerSGD compression approximates), end_bucket() (an FSDP unit ends)."""
+class ParameterLayout(NativeResource):
+    """The model's tensors in order, of one element type (the model's), as the library's parameter set: add(name,
+    count or (rows, cols)), add_matrix (a row-major matrix, which PowerSGD approximates), end_bucket() (a unit ends)."""
 
     def __init__(self, dtype=np.float32):
-        self.dtype, self.tensors = np.dtype(dtype), []  # [name, count, tp_replicated, ends_bucket, shape or None]
+        self.dtype = np.dtype(dtype)
         if self.dtype not in _FLOAT_DTYPES:
             raise ValueError(f"parameters must be float32 or float64, not {self.dtype}")
+        self._handle = _n.shardopt_params_create(_FLOAT_DTYPES[self.dtype], 0)
 
     def add(self, name, count, tp_replicated=False):
         if isinstance(count, tuple) and len(count) == 2:
             return self.add_matrix(name, *count, tp_replicated)
-        return self._add(name, _count(name, "count", count), tp_replicated, None)
+        _n.shardopt_params_add(self._handle, _name(name), _count(name, "count", count), int(tp_replicated))
+        return self
 
     def add_matrix(self, name, rows, cols, tp_replicated=False):
-        shape = (_count(name, "rows", rows), _count(name, "cols", cols))
-        return self._add(name, shape[0] * shape[1], tp_replicated, shape)
-
-    def _add(self, name, count, tp_replicated, shape):
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a tensor needs a non-empty name (got {name!r})")
-        self.tensors.append([name, count, bool(tp_replicated), False, shape])
+        _n.shardopt_params_add_matrix(self._handle, _name(name), _count(name, "rows", rows), _count(name, "cols", cols),
+                                      int(tp_replicated))
         return self
 
     def end_bucket(self):
-        if self.tensors:
-            self.tensors[-1][3] = True
+        _n.shardopt_params_end_bucket(self._handle)
         return self
 
-    element_count = property(lambda self: sum(t[1] for t in self.tensors))
-
-    def _native(self):
-        p = _n.shardopt_params_create(_FLOAT_DTYPES[self.dtype], 0)
-        try:
-            for name, count, tp, ends, shape in self.tensors:
-                if shape is None:
-                    _n.shardopt_params_add(p, name, count, int(tp))
-                else:
-                    _n.shardopt_params_add_matrix(p, name, *shape, int(tp))
-                if ends:
-                    _n.shardopt_params_end_bucket(p)
-        except BaseException:
-            _n.shardopt_params_destroy(p)
-            raise
-        return p
+    element_count = property(lambda self: _n.shardopt_params_element_count(self._handle))
+    tensor_count = property(lambda self: _n.shardopt_params_tensor_count(self._handle))
+    _destroy = staticmethod(_n.shardopt_params_destroy)
 
 
 class Model:

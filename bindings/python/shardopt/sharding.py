@@ -53,20 +53,17 @@ class ShardedOptimizer(NativeResource):
         if self._closed or self._owner is not None:
             raise ObjectDisposedError(f"the {type(self).__name__} was closed") if self._closed else \
                 RuntimeError("the optimizer is already initialized")
-        if not isinstance(layout, ParameterLayout) or not layout.tensors:
+        if not isinstance(layout, ParameterLayout) or not layout.tensor_count:
             raise TypeError(f"layout must be a ParameterLayout with tensors, not {layout!r}")
         self._dtype = layout.dtype
         if initial is not None:
             initial = as_native_array(initial, self._dtype, "initial", layout.element_count)
         if parameters is not None:
             parameters = writable_native_array(parameters, self._dtype, "parameters", self.padded_count_for(layout))
-        args, params = (self._config.communication_backend.handle,), layout._native()
-        try:
-            args += (params, self._wrapped.options._optimizer, self._sharding, initial)
-            handle = (_n.shardopt_optimizer_create(*args) if parameters is None else
-                      _n.shardopt_optimizer_create_external(*args, parameters))
-        finally:
-            _n.shardopt_params_destroy(params)
+        args = (self._config.communication_backend.handle, layout._handle, self._wrapped.options._optimizer,
+                self._sharding, initial)
+        handle = (_n.shardopt_optimizer_create(*args) if parameters is None else
+                  _n.shardopt_optimizer_create_external(*args, parameters))
         try:
             self._created(handle)
         except BaseException:
@@ -81,11 +78,7 @@ class ShardedOptimizer(NativeResource):
 
     def padded_count_for(self, layout):
         """Elements a `parameters=` array needs for `layout` on this backend."""
-        p = layout._native()
-        try:
-            return _n.shardopt_params_padded_count_for(p, self._sharding, self.world_size)
-        finally:
-            _n.shardopt_params_destroy(p)
+        return _n.shardopt_params_padded_count_for(layout._handle, self._sharding, self.world_size)
 
     @property
     def _h(self):
@@ -129,12 +122,9 @@ class ShardedOptimizer(NativeResource):
         optimize(model, input_data) with a callable over sample indices (README.md). Returns an
         OptimizationResult; the optimizer keeps the last epoch's parameters, the model the best solution."""
         fn, d = (None, model_or_input) if input_data is None else (model_or_input, input_data)
-        if fn is None and self.model is None and isinstance(d, OptimizationInputData):
-            raise TypeError("optimize(input_data) needs the wrapped optimizer's model (e.g. AdamOptimizer(model, "
-                            "options)); or call optimize(model_fn, input_data)")
-        if not isinstance(d, OptimizationInputData) or (fn is not None and not callable(fn)):
-            raise TypeError("optimize(input_data) or optimize(model, input_data): model a callable (params, grad, "
-                            "samples) -> loss, input_data an OptimizationInputData")
+        if not isinstance(d, OptimizationInputData) or not (callable(fn) if fn is not None else self.model):
+            raise TypeError("optimize(input_data) needs the wrapped optimizer's model (AdamOptimizer(model, options)); "
+                            "optimize(model, input_data) a callable model(params, grad, samples) -> loss")
         h, m, count, dtype = self._h, self.model, self.element_count, self._dtype
         sets = _data_sets(d) if fn is None else [None] * 3
         counts = [len(s[0]) if s else 0 for s in sets] if fn is None else [d.num_samples, d.num_validation_samples,
