@@ -75,14 +75,6 @@ class Setting:
                     self.zero)
 
 
-def apply_settings(obj, kwargs):
-    """A constructor's keyword arguments, each a setting (or property) of obj's class."""
-    for k, v in kwargs.items():
-        if not isinstance(getattr(type(obj), k, None), (Setting, property)):
-            raise TypeError(f"{type(obj).__name__} has no setting '{k}'")
-        setattr(obj, k, v)
-
-
 def parse_enum(cls, value, what, aliases=None):
     """A member of the IntEnum cls from itself, its value, or its name in any case, with or without '_' and '-'."""
     names = dict({m.name.replace("_", ""): m for m in cls}, **(aliases or {}))
@@ -116,26 +108,18 @@ class NativeResource:
 
 
 class Guard:
-    """Valid until invalidate(); `reason` is the ObjectDisposedError's message then."""
-    __slots__ = ("alive", "reason")
+    """Valid until invalidate() (`reason`: the ObjectDisposedError's message then). A NativeOwner also owns a native
+    handle, destroyed once nothing refers to it; `keep`: what the handle points into or calls."""
+    __slots__ = ("alive", "reason", "handle", "_destroy", "keep", "__weakref__")
 
-    def __init__(self, reason):
-        self.alive, self.reason = True, reason
+    def __init__(self, reason, handle=None, destroy=None, keep=None):
+        self.alive, self.reason, self.handle, self._destroy, self.keep = True, reason, handle, destroy, keep
 
     def check(self):
         if not self.alive:
             raise ObjectDisposedError(self.reason)
 
     invalidate = lambda self: setattr(self, "alive", False)
-
-
-class NativeOwner(Guard):
-    """Owns a native handle, destroyed once nothing refers to it; `keep`: what the handle points into or calls."""
-    __slots__ = ("handle", "_destroy", "keep", "__weakref__")
-
-    def __init__(self, handle, destroy, reason, keep=None):
-        super().__init__(reason)
-        self.handle, self._destroy, self.keep = handle, destroy, keep
 
     def __del__(self):
         h, self.handle = self.handle, None
@@ -144,6 +128,10 @@ class NativeOwner(Guard):
                 self._destroy(h)
             except Exception:  # noqa: BLE001 - interpreter shutdown
                 pass
+
+
+def NativeOwner(handle, destroy, reason, keep=None):  # noqa: N802 - a Guard that owns a handle
+    return Guard(reason, handle, destroy, keep)
 
 
 class _Interface:

@@ -7,12 +7,9 @@ import os
 def _load_ucx():
     try:
         import libucx
-    except ImportError:
-        return None  # the system's UCX (build trees, distribution packages)
-    try:
         return libucx.load_library()
-    except OSError:
-        return None
+    except (ImportError, OSError):
+        return None  # the system's UCX (build trees, distribution packages)
 
 
 def _nccl_library():

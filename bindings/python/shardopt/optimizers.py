@@ -3,7 +3,7 @@ library's preset for the class) and of training (filled by shardopt_training_opt
 from functools import partial
 
 from . import shardopt_native as _n
-from ._core import Setting, apply_settings
+from ._core import Setting
 from .schedules import LearningRateSchedule
 
 _opt = partial(Setting, "_optimizer", validate=_n.shardopt_optimizer_options_validate)
@@ -19,7 +19,10 @@ class OptimizerOptions:
         _n.shardopt_optimizer_options_init_preset(self._optimizer, self._optimizer.struct_size, self._preset)
         _n.shardopt_training_options_init(self._training)
         self._schedule = None
-        apply_settings(self, kwargs)
+        for k, v in kwargs.items():  # each a setting (or property) of the class
+            if not isinstance(getattr(type(self), k, None), (Setting, property)):
+                raise TypeError(f"{type(self).__name__} has no setting '{k}'")
+            setattr(self, k, v)
 
     # the base optimizer (torch.optim's formulas)
     initial_learning_rate = _opt("lr", doc="AiDotNet's InitialLearningRate: the rate training starts from")

@@ -20,16 +20,10 @@ class PipelineSchedule(enum.IntEnum):
 
 
 class PipelineStage:
-    """This rank's model chunk(s): subclass it; the runner calls both methods on run_batch's thread."""
-
-    def forward(self, call, input):
-        """`input` (a read-only copy; empty on the first chunk) -> the output activation, an array of the optimizer's
-        dtype; on the model's last chunk (call.last) set call.loss and return None."""
-        raise NotImplementedError
-
-    def backward(self, call, input, output_gradient):
-        """Add the parameter gradients into call.grad(t); return the gradient of `input` (None on the first chunk)."""
-        raise NotImplementedError
+    """This rank's model chunk(s), called on run_batch's thread: subclass it and implement forward(call, input) -> the
+    output activation (an array of the optimizer's dtype; on the last chunk set call.loss and return None) and
+    backward(call, input, output_gradient) -> the gradient of `input` (None on the first chunk), adding the parameter
+    gradients into call.grad(t). `input` is a read-only copy, empty on the first chunk."""
 
 
 class PipelineCall:

@@ -31,6 +31,8 @@ class LearningRateSchedule:
         t.lr_schedule, t.lr_per_step = self._kind, int(self.per_step)
         for field, value in self._fields.items():
             setattr(t, field, value)
+        if getattr(self, "fn", None):  # the library calls self.fn, which this schedule keeps
+            t.lr_fn, t.lr_user_data = _n.SO_PY_LR_FN, self.fn
         return t
 
     def __call__(self, t, base, options=None):
@@ -83,8 +85,3 @@ class LambdaSchedule(LearningRateSchedule):
             raise TypeError("fn must be callable: fn(t, base) -> learning rate")
         super().__init__(per_step)
         self.fn = fn
-
-    def _applied(self, training):
-        t = super()._applied(training)
-        t.lr_fn, t.lr_user_data = _n.SO_PY_LR_FN, self.fn  # the library calls self.fn, which this schedule keeps
-        return t
