@@ -1,5 +1,5 @@
-"""Communication backends (AiDotNet's ICommunicationBackend, Python naming). Collectives take numpy arrays
-(float32, float64, float16, int32, int64, uint8): the element type and count are the array's."""
+"""Communication backends (AiDotNet's ICommunicationBackend): collectives on numpy arrays, whose element type
+(float32, float64, float16, int32, int64, uint8) and count are the message's."""
 import enum
 
 import numpy as np
@@ -95,9 +95,9 @@ class CommunicationBackend(NativeResource):
 
 
 class InMemoryCommunicationBackend(CommunicationBackend):
-    """Rank `rank` of an in-process group of `world_size` ranks (threads of this process), constructed on the
-    thread that drives it; ranks sharing `environment_id` form one group (reusable once every rank was made).
-    Closing it (or its thread ending, which closes it) fails the other ranks at once with PeerLostError."""
+    """Rank `rank` of an in-process group of `world_size` ranks (threads), made on the thread that drives it; ranks
+    sharing `environment_id` form one group. Once it is closed and no optimizer over it is left (a `with` block its
+    thread leaves by an exception), the other ranks fail at once with PeerLostError naming it."""
 
     def __init__(self, rank, world_size, environment_id="default"):
         self.environment_id = environment_id
@@ -105,8 +105,7 @@ class InMemoryCommunicationBackend(CommunicationBackend):
 
 
 class UcxCommunicationBackend(CommunicationBackend):
-    """This process's rank over UCX, from a launcher's environment (shardopt-run, torchrun, mpirun, srun); without
-    one InvalidArgumentError, unless single_process=True asks for a world of one."""
+    """This process's rank over UCX from a launcher's environment (shardopt-run, ...); single_process: a world of one."""
 
     def __init__(self, single_process=False):
         create = _n.shardopt_comm_create_single if single_process else _n.shardopt_comm_create_from_env
@@ -114,8 +113,7 @@ class UcxCommunicationBackend(CommunicationBackend):
 
 
 class NcclCommunicationBackend(CommunicationBackend):
-    """This process's rank over NCCL (CUDA device buffers), from a launcher's environment; UnsupportedError where
-    NCCL or a CUDA device is missing."""
+    """This process's rank over NCCL (CUDA device buffers) from a launcher's environment."""
 
     def __init__(self):
         super().__init__(_n.shardopt_comm_create_from_env("nccl"))

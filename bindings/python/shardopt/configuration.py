@@ -18,10 +18,7 @@ class GradientCompression(enum.IntEnum):
     NONE, BF16, FP16, INT8 = (_n.SHARDOPT_COMPRESSION_NONE, _n.SHARDOPT_COMPRESSION_BF16, _n.SHARDOPT_COMPRESSION_FP16,
                               _n.SHARDOPT_COMPRESSION_INT8)
     INT4, TOP_K, POWER_SGD = _n.SHARDOPT_COMPRESSION_INT4, _n.SHARDOPT_COMPRESSION_TOP_K, _n.SHARDOPT_COMPRESSION_POWER_SGD
-
-    @classmethod
-    def parse(cls, value):
-        return parse_enum(cls, value, "gradient compression")
+    parse = classmethod(lambda cls, value: parse_enum(cls, value, "gradient compression"))
 
 
 def _name(name):

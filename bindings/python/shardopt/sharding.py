@@ -82,11 +82,9 @@ class ShardedOptimizer(NativeResource):
 
     @property
     def _h(self):
-        if self._closed:
-            raise ObjectDisposedError(f"the {type(self).__name__} was closed")
         if self._owner is None:
-            raise RuntimeError("the optimizer is not initialized (pass layout= or a model to the wrapped optimizer, "
-                               "or call initialize())")
+            raise ObjectDisposedError(f"the {type(self).__name__} was closed") if self._closed else RuntimeError(
+                "the optimizer is not initialized (pass layout= or a model to the wrapped optimizer, or initialize())")
         return self._owner.handle
 
     synchronize_optimizer_state = lambda self: _n.shardopt_optimizer_synchronize_state(self._h)
