@@ -36,8 +36,8 @@ def _count(name, what, value):
 
 
 class ParameterLayout(NativeResource):
-    """The model's tensors in order, of one element type (the model's), as the library's parameter set: add(name,
-    count or (rows, cols)), add_matrix (a row-major matrix, which PowerSGD approximates), end_bucket() (a unit ends)."""
+    """The model's tensors in order, of one element type (the model's), as the library's parameter set (a native
+    handle: each rank makes its own): add(name, count or (rows, cols)), add_matrix, end_bucket() (an FSDP unit ends)."""
 
     def __init__(self, dtype=np.float32):
         self.dtype = np.dtype(dtype)
