@@ -194,7 +194,9 @@ constexpr std::size_t kMinTrainingOptions = offsetof(shardopt_training_options, 
 void validate_sharding_fields(ShardingOptions o) {
     require(std::isfinite(o.learning_rate) && o.learning_rate >= 0.0, ErrorCode::invalid_argument,
             "sharding options: learning_rate must be finite and >= 0 (0 = the optimizer options' rate)");
-    o.strategy = Strategy::hybrid; // every strategy's fields allowed here
+    // Every strategy's fields are allowed here: the hybrid grid's, and async_staleness, which only
+    // async SGD accepts (so a non-zero one is checked as async SGD's).
+    o.strategy = o.async_staleness != 0 ? Strategy::async_sgd : Strategy::hybrid;
     validate_sharding_options(o);
 }
 
