@@ -2,8 +2,8 @@
  * (capi/include/shardopt.h) wrapped function for function, with typemaps instead of a second ABI.
  * The generated class Shardopt.Native.shardopt_native holds every shardopt_* function under its C name;
  * the layer in src/ (Shardopt.DistributedTraining) calls them and adds only C# idiom.
- *  - A shardopt_status return becomes void, and a failure the exception Errors.FromLastError (src/Native.cs)
- *    makes on the calling thread from the library's message, status and rank: INVALID_ARGUMENT ->
+ *  - A shardopt_status return becomes void, and a failure an exception made on the calling thread from the
+ *    library's message, status and rank (the layer's IShardoptException types, src/Native.cs): INVALID_ARGUMENT ->
  *    ArgumentException, TIMEOUT -> TimeoutException, IO and CORRUPT -> IOException, UNSUPPORTED ->
  *    NotSupportedException, OUT_OF_MEMORY -> OutOfMemoryException, others -> InvalidOperationException;
  *    the message reads "SHARDOPT_ERR_X: <library message>".
@@ -36,8 +36,23 @@
 %typemap(out) shardopt_status %{ $result = (int)$1; %}
 %typemap(csout, excode=SWIGEXCODE) shardopt_status {
     int so_status = $imcall;$excode
-    if (so_status != 0) throw global::Shardopt.DistributedTraining.Errors.FromLastError(so_status);
+    if (so_status != 0) throw $imclassname.Failure(so_status);
   }
+/* The exception of a failed call, made on its thread right after it (the library's error is thread-local). */
+%pragma(csharp) imclasscode=%{
+  internal static global::System.Exception Failure(int status) {
+    string m = shardopt_native.shardopt_status_name(status) + ": " + shardopt_native.shardopt_last_error_message();
+    int rank = shardopt_native.shardopt_last_error_rank();
+    switch (status) {
+      case shardopt_native.SHARDOPT_ERR_INVALID_ARGUMENT: return new global::Shardopt.DistributedTraining.ShardoptArgumentException(m, status, rank);
+      case shardopt_native.SHARDOPT_ERR_TIMEOUT: return new global::Shardopt.DistributedTraining.ShardoptTimeoutException(m, status, rank);
+      case shardopt_native.SHARDOPT_ERR_IO: case shardopt_native.SHARDOPT_ERR_CORRUPT: return new global::Shardopt.DistributedTraining.ShardoptIOException(m, status, rank);
+      case shardopt_native.SHARDOPT_ERR_UNSUPPORTED: return new global::Shardopt.DistributedTraining.ShardoptNotSupportedException(m, status, rank);
+      case shardopt_native.SHARDOPT_ERR_OUT_OF_MEMORY: return new global::Shardopt.DistributedTraining.ShardoptOutOfMemoryException(m, status, rank);
+      default: return new global::Shardopt.DistributedTraining.ShardoptInvalidOperationException(m, status, rank);
+    }
+  }
+%}
 
 /* ---- outputs ---- */
 %apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop, int *done };

@@ -1,5 +1,5 @@
-// Pipeline parallelism (docs/pipeline.md) over the C ABI's shardopt_pipeline: the stage's Forward and Backward are
-// called by the library, through delegates, on the thread that runs the batch.
+// Pipeline parallelism (docs/pipeline.md) over the C ABI's shardopt_pipeline: the library calls the stage's Forward and
+// Backward through delegates, on the thread that runs the batch.
 using System;
 using System.Runtime.InteropServices;
 using Shardopt.Native;
@@ -7,13 +7,11 @@ using static Shardopt.Native.shardopt_native;
 
 namespace Shardopt.DistributedTraining
 {
-    /// <summary>The order of each stage's forwards and backwards (values are the C ABI's shardopt_pipeline_schedule):
-    /// OneFOneB holds at most p micro-batches per stage, GPipe all of them; InterleavedOneFOneB gives each rank
-    /// VirtualStages model chunks (r, r + p, ...) for a smaller bubble.</summary>
+    /// <summary>The order of each stage's forwards and backwards (the C ABI's shardopt_pipeline_schedule): OneFOneB holds at
+    /// most p micro-batches per stage, GPipe all; InterleavedOneFOneB gives each rank VirtualStages chunks (r, r + p, ...).</summary>
     public enum PipelineSchedule { OneFOneB = 0, GPipe = 1, InterleavedOneFOneB = 2 }
 
-    /// <summary>How a PipelineRunner cuts each batch (shardopt_pipeline_options; 0 = the library's default). Every
-    /// stage must pass the same options.</summary>
+    /// <summary>How a PipelineRunner cuts each batch (shardopt_pipeline_options; 0: the library's default); the same on every stage.</summary>
     public sealed class PipelineOptions
     {
         public int NumMicroBatches { get; set; }
@@ -21,101 +19,69 @@ namespace Shardopt.DistributedTraining
         public int VirtualStages { get; set; }
     }
 
-    /// <summary>The outcome of one RunBatch (shardopt_pipeline_result): the mean of the last chunk's micro-batch
-    /// losses; this rank's seconds busy in its stage, waiting, and from the batch's start to its last action; the
-    /// pipeline's bubble fraction; the most forwards this rank held before their backward.</summary>
+    /// <summary>One RunBatch (shardopt_pipeline_result): the mean loss of the last chunk's micro-batches; this rank's seconds
+    /// in its stage, waiting, and from the batch's start to its last action; the pipeline's bubble; the most forwards held.</summary>
     public sealed class PipelineBatchResult
     {
+        public readonly double Loss, BusySeconds, WaitSeconds, SpanSeconds, BubbleFraction;
+        public readonly bool StepApplied;
+        public readonly int PeakActivations, Sends, Recvs;
         internal PipelineBatchResult(shardopt_pipeline_result r)
         {
             Loss = r.loss; StepApplied = r.step_applied != 0; BusySeconds = r.busy_seconds; WaitSeconds = r.wait_seconds; SpanSeconds = r.span_seconds;
             BubbleFraction = r.bubble_fraction; PeakActivations = r.peak_activations; Sends = r.sends; Recvs = r.recvs;
         }
-        public double Loss { get; }
-        public bool StepApplied { get; }
-        public double BusySeconds { get; }
-        public double WaitSeconds { get; }
-        public double SpanSeconds { get; }
-        public double BubbleFraction { get; }
-        public int PeakActivations { get; }
-        public int Sends { get; }
-        public int Recvs { get; }
     }
 
-    /// <summary>This pipeline rank's model chunk(s), run by a PipelineRunner&lt;T&gt;; T is the optimizer's element type.</summary>
+    /// <summary>This pipeline rank's model chunk(s), run by a PipelineRunner&lt;T&gt; (T: the optimizer's element type).
+    /// Forward maps input (empty on the model's first chunk) to the output activation; the last chunk sets call.Loss and
+    /// returns null. Backward gets Forward's input and its output's gradient (empty on the last chunk), adds the parameter
+    /// gradients into call.Gradient(t) and returns input's gradient (null on the first chunk).</summary>
     public abstract class PipelineStage<T> where T : struct
     {
-        /// <summary>Forward of chunk call.Chunk on micro-batch call.MicroBatch: input (empty on the model's first chunk;
-        /// valid during the call) to the output activation, sent to the next stage. On the model's last chunk
-        /// (call.IsLast) set call.Loss to the micro-batch's loss and return null.</summary>
         public abstract T[] Forward(PipelineCall<T> call, ReadOnlySpan<T> input);
-
-        /// <summary>Backward of the same chunk and micro-batch: input is what Forward got, outputGradient the gradient of
-        /// its output (empty on the last chunk). Adds the parameter gradients into call.Gradient(t) and returns the
-        /// gradient of input (as many elements; null on the model's first chunk).</summary>
         public abstract T[] Backward(PipelineCall<T> call, ReadOnlySpan<T> input, ReadOnlySpan<T> outputGradient);
     }
 
-    /// <summary>What one Forward or Backward call is about (shardopt_stage_call). Gradient and Parameters are spans of
-    /// the library's memory; after the call returns this object throws ObjectDisposedException.</summary>
+    /// <summary>What one Forward or Backward is about (shardopt_stage_call): Chunk is this rank's (0 .. virtual stages - 1),
+    /// ModelChunk its place in the model. Gradient(t), the sum over the batch's micro-batches so far, and Parameters(t) are
+    /// the library's memory: after the call this object throws ObjectDisposedException.</summary>
     public sealed class PipelineCall<T> where T : struct
     {
         readonly shardopt_stage_call call;
         readonly ShardedOptimizer optimizer;
         double loss;
         bool ended;
-
         internal PipelineCall(IntPtr call, ShardedOptimizer optimizer)
         {
             this.call = new shardopt_stage_call(call, false);
             this.optimizer = optimizer;
-            MicroBatch = this.call.micro_batch; Chunk = this.call.chunk; ModelChunk = this.call.model_chunk;
-            IsFirst = this.call.first != 0; IsLast = this.call.last != 0;
+            MicroBatch = this.call.micro_batch; Chunk = this.call.chunk; ModelChunk = this.call.model_chunk; IsFirst = this.call.first != 0; IsLast = this.call.last != 0;
         }
-
         public int MicroBatch { get; }
-        /// <summary>This rank's chunk, 0 .. virtual stages - 1; ModelChunk: its place in the model.</summary>
         public int Chunk { get; }
         public int ModelChunk { get; }
-        /// <summary>The model's first chunk (no input) and last chunk (sets Loss, no output).</summary>
         public bool IsFirst { get; }
         public bool IsLast { get; }
         public double Loss { get => loss; set { Check(); loss = value; LossSet = true; } }
         internal bool LossSet { get; private set; }
-
-        /// <summary>The gradient of tensor `tensor` of this stage's layout, summed over the batch's micro-batches so far:
-        /// add this micro-batch's into it.</summary>
-        public unsafe Span<T> Gradient(int tensor)
-        {
-            Check();
-            shardopt_stage_call_grad(call, tensor, out IntPtr p, out ulong n);
-            return new Span<T>((void*)p, (int)n);
-        }
-
-        /// <summary>Tensor `tensor`'s parameters (the optimizer updates them after the batch).</summary>
+        public unsafe Span<T> Gradient(int tensor) { Check(); shardopt_stage_call_grad(call, tensor, out IntPtr p, out ulong n); return new Span<T>((void*)p, (int)n); }
         public unsafe ReadOnlySpan<T> Parameters(int tensor)
-        {
-            Check();
-            shardopt_optimizer_tensor_parameters(optimizer.H, tensor, out IntPtr p);
-            return new ReadOnlySpan<T>((void*)p, (int)optimizer.TensorSize(tensor));
-        }
-
+        { Check(); shardopt_optimizer_tensor_parameters(optimizer.H, tensor, out IntPtr p); return new ReadOnlySpan<T>((void*)p, (int)optimizer.TensorSize(tensor)); }
         void Check() { if (ended) throw new ObjectDisposedException(nameof(PipelineCall<T>), "the stage call returned: its memory is no longer reachable"); }
         internal void End() => ended = true;
     }
 
-    /// <summary>Runs a PipelineStage&lt;T&gt; on this pipeline rank of a HybridShardedOptimizer (PipelineParallelSize p),
-    /// one batch per RunBatch(): NumMicroBatches micro-batches in the schedule's order, activations and their
-    /// gradients sent between neighbouring stages, then one optimizer step on the micro-batches' mean gradient.
-    /// Creation is collective over the pipeline group. An exception thrown by a stage fails RunBatch on every stage:
-    /// this rank rethrows it, the others throw InvalidOperationException naming it. Dispose it before its optimizer.</summary>
+    /// <summary>Runs a PipelineStage&lt;T&gt; on this pipeline rank of a HybridShardedOptimizer (PipelineParallelSize p), one
+    /// batch per RunBatch(): NumMicroBatches micro-batches in the schedule's order, then one optimizer step on their mean
+    /// gradient. Creation is collective over the pipeline group. A stage's exception fails RunBatch on every stage: this
+    /// rank rethrows it, the others throw InvalidOperationException naming it. Dispose it before its optimizer.</summary>
     public sealed class PipelineRunner<T> : IDisposable where T : struct
     {
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         delegate int ForwardFn(IntPtr user, IntPtr call, IntPtr input, UIntPtr inputCount, IntPtr output, out double loss);
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         delegate int BackwardFn(IntPtr user, IntPtr call, IntPtr input, UIntPtr inputCount, IntPtr outputGrad, UIntPtr outputGradCount, IntPtr inputGrad);
-
         readonly ShardedOptimizer optimizer;
         readonly SWIGTYPE_p_shardopt_optimizer_s optimizerHandle;
         readonly PipelineStage<T> stage;
@@ -123,7 +89,6 @@ namespace Shardopt.DistributedTraining
         readonly BackwardFn backward;
         SWIGTYPE_p_shardopt_pipeline_s pipe;
         bool running;
-
         public PipelineRunner(ShardedOptimizer optimizer, PipelineStage<T> stage, PipelineOptions options = null)
         {
             this.optimizer = optimizer ?? throw new ArgumentNullException(nameof(optimizer));
@@ -131,49 +96,27 @@ namespace Shardopt.DistributedTraining
             options = options ?? new PipelineOptions();
             optimizer.CheckType<T>("PipelineRunner");
             optimizerHandle = optimizer.H;
-            forward = Forward;
-            backward = Backward;
-            using (var s = new shardopt_pipeline_stage { struct_size = SHARDOPT_SIZEOF_PIPELINE_STAGE })
-            using (var o = new shardopt_pipeline_options { struct_size = SHARDOPT_SIZEOF_PIPELINE_OPTIONS })
-            {
-                s.forward = Marshal.GetFunctionPointerForDelegate(forward);
-                s.backward = Marshal.GetFunctionPointerForDelegate(backward);
-                o.num_micro_batches = options.NumMicroBatches; o.schedule = (int)options.Schedule; o.virtual_stages = options.VirtualStages;
+            forward = Forward; backward = Backward;
+            using (var s = new shardopt_pipeline_stage { struct_size = SHARDOPT_SIZEOF_PIPELINE_STAGE, forward = Marshal.GetFunctionPointerForDelegate(forward), backward = Marshal.GetFunctionPointerForDelegate(backward) })
+            using (var o = new shardopt_pipeline_options { struct_size = SHARDOPT_SIZEOF_PIPELINE_OPTIONS, num_micro_batches = options.NumMicroBatches, schedule = (int)options.Schedule, virtual_stages = options.VirtualStages })
                 shardopt_pipeline_create(optimizerHandle, s, o, out pipe);
-            }
         }
-
         public ShardedOptimizer Optimizer => optimizer;
-
         /// <summary>Collective over the optimizer's world: one batch, one optimizer step.</summary>
         public PipelineBatchResult RunBatch()
         {
             if (pipe == null) throw new ObjectDisposedException(nameof(PipelineRunner<T>), "the PipelineRunner was disposed");
-            if (!ReferenceEquals(optimizer.H, optimizerHandle))
-                throw new ObjectDisposedException(nameof(PipelineRunner<T>), "the PipelineRunner's optimizer was reset since the runner was made");
+            if (!ReferenceEquals(optimizer.H, optimizerHandle)) throw new ObjectDisposedException(nameof(PipelineRunner<T>), "the PipelineRunner's optimizer was reset since the runner was made");
             optimizer.BeginPipelineBatch();
             running = true;
-            try
-            {
-                using (var r = new shardopt_pipeline_result { struct_size = SHARDOPT_SIZEOF_PIPELINE_RESULT })
-                {
-                    Callbacks.Call(() => shardopt_pipeline_run_batch(pipe, r));
-                    return new PipelineBatchResult(r);
-                }
-            }
-            finally
-            {
-                running = false;
-                optimizer.EndPipelineBatch();
-            }
+            try { using (var r = new shardopt_pipeline_result { struct_size = SHARDOPT_SIZEOF_PIPELINE_RESULT }) { Callbacks.Call(() => shardopt_pipeline_run_batch(pipe, r)); return new PipelineBatchResult(r); } }
+            finally { running = false; optimizer.EndPipelineBatch(); }
         }
-
         public void Dispose()
         {
             if (running) throw new InvalidOperationException("not while RunBatch is running (called from a stage callback?)");
             if (pipe != null) { var p = pipe; pipe = null; shardopt_pipeline_destroy(p); }
         }
-
         unsafe int Forward(IntPtr user, IntPtr callPtr, IntPtr input, UIntPtr inputCount, IntPtr output, out double loss)
         {
             var call = new PipelineCall<T>(callPtr, optimizer);
@@ -181,15 +124,15 @@ namespace Shardopt.DistributedTraining
             int rc = Callbacks.Guard(() =>
             {
                 T[] result = stage.Forward(call, new ReadOnlySpan<T>((void*)input, (int)inputCount));
+                string chunk = $"Forward of model chunk {call.ModelChunk}";
                 if (call.IsLast)
                 {
-                    if (result != null && result.Length != 0)
-                        throw new ArgumentException($"Forward of model chunk {call.ModelChunk} (the last) returned an output; the last chunk sets call.Loss and returns null");
-                    if (!call.LossSet) throw new ArgumentException($"Forward of model chunk {call.ModelChunk} (the last) did not set call.Loss");
+                    if (result != null && result.Length != 0) throw new ArgumentException($"{chunk} (the last) returned an output; the last chunk sets call.Loss and returns null");
+                    if (!call.LossSet) throw new ArgumentException($"{chunk} (the last) did not set call.Loss");
                     l = call.Loss;
                     return;
                 }
-                if (result == null) throw new ArgumentException($"Forward of model chunk {call.ModelChunk} returned null; it must return its output activation");
+                if (result == null) throw new ArgumentException($"{chunk} returned null; it must return its output activation");
                 shardopt_activation_resize(output, (ulong)result.Length, out IntPtr data);
                 result.AsSpan().CopyTo(new Span<T>((void*)data, result.Length));
             });
@@ -197,7 +140,6 @@ namespace Shardopt.DistributedTraining
             loss = l;
             return rc;
         }
-
         unsafe int Backward(IntPtr user, IntPtr callPtr, IntPtr input, UIntPtr inputCount, IntPtr outputGrad, UIntPtr outputGradCount, IntPtr inputGrad)
         {
             var call = new PipelineCall<T>(callPtr, optimizer);
@@ -205,14 +147,13 @@ namespace Shardopt.DistributedTraining
             {
                 int n = (int)inputCount;
                 T[] g = stage.Backward(call, new ReadOnlySpan<T>((void*)input, n), new ReadOnlySpan<T>((void*)outputGrad, (int)outputGradCount));
+                string chunk = $"Backward of model chunk {call.ModelChunk}";
                 if (call.IsFirst)
                 {
-                    if (g != null && g.Length != 0)
-                        throw new ArgumentException($"Backward of model chunk {call.ModelChunk} (the first) returned an input gradient; the first chunk has no input: return null");
+                    if (g != null && g.Length != 0) throw new ArgumentException($"{chunk} (the first) returned an input gradient; the first chunk has no input: return null");
                     return;
                 }
-                if (g == null) throw new ArgumentException($"Backward of model chunk {call.ModelChunk} returned null; it must return the gradient of its input ({n} elements)");
-                if (g.Length != n) throw new ArgumentException($"Backward of model chunk {call.ModelChunk} returned {g.Length} elements for an input of {n}");
+                if (g == null || g.Length != n) throw new ArgumentException($"{chunk} returned {(g == null ? "null" : g.Length + " elements")} for an input of {n}");
                 g.AsSpan().CopyTo(new Span<T>((void*)inputGrad, n));
             });
             call.End();
