@@ -189,14 +189,13 @@ constexpr std::size_t kMinShardingOptions = offsetof(shardopt_sharding_options, 
 constexpr std::size_t kMinOptimizeOptions = offsetof(shardopt_optimize_options, num_samples) + sizeof(std::int64_t);
 constexpr std::size_t kMinTrainingOptions = offsetof(shardopt_training_options, num_samples) + sizeof(std::int64_t);
 
-// The sharding options' fields on their own (what create checks, less what depends on the strategy
-// the optimizer class adds): ranges and enum values.
+// The sharding options' fields (what create checks, less what depends on the world and the memory):
+// ranges, enum values, and auto_sync_gradients with the struct's strategy.
 void validate_sharding_fields(ShardingOptions o) {
     require(std::isfinite(o.learning_rate) && o.learning_rate >= 0.0, ErrorCode::invalid_argument,
             "sharding options: learning_rate must be finite and >= 0 (0 = the optimizer options' rate)");
-    // Every strategy's fields are allowed here: the hybrid grid's, and async_staleness, which only
-    // async SGD accepts (so a non-zero one is checked as async SGD's).
-    o.strategy = o.async_staleness != 0 ? Strategy::async_sgd : Strategy::hybrid;
+    validate_auto_sync(o);
+    if (o.strategy != Strategy::async_sgd) o.strategy = Strategy::hybrid; // every strategy's fields allowed here
     validate_sharding_options(o);
 }
 

@@ -14,7 +14,7 @@ namespace Shardopt.DistributedTraining
     /// the library: the constructor and CreateDefault are its DEFAULT preset, the other factories its presets of the same
     /// names. A bad value is an ArgumentException naming the field, at once, and the old value stays. LearningRate, when set,
     /// replaces the wrapped optimizer's. AutoSyncGradients = false turns DDP and ZeRO-1 into Local SGD (averaging every
-    /// LocalSteps steps; the sharded strategies refuse it at creation). MinimumParameterGroupSize: gradient buckets (FSDP
+    /// LocalSteps steps; the sharded optimizer classes refuse it). MinimumParameterGroupSize: gradient buckets (FSDP
     /// units) of about this many elements (0: the layout's own EndBucket buckets). EnableGradientCompression compresses every
     /// gradient reduction with GradientCompression (TopK sends the CompressionRatio of each chunk; ErrorFeedback keeps what
     /// compression missed for the next step). BroadcastInitialParameters: rank 0's initial parameters go to every rank of its

@@ -250,8 +250,8 @@ static partial class ShardoptTests
             c.EnableGradientCompression = true;                    // compression is real now: no refusal
             Assert(c.GradientCompression == GradientCompression.Int8, "int8 by default");
             c.EnableGradientCompression = false;
-            c.AutoSyncGradients = false; // refused by the library when the optimizer is created (what it refuses depends on the strategy)
-            var refused = Throws<ArgumentException>(() => new FSDPOptimizer(new AdamOptimizer(), c).Initialize(new ParameterLayout().Add("w", 4)));
+            c.AutoSyncGradients = false;
+            var refused = Throws<ArgumentException>(() => new FSDPOptimizer(new AdamOptimizer(), c)); // the library's check, at once
             Assert(refused.Message.Contains("auto_sync_gradients") && refused.Message.Contains("fsdp"), refused.Message);
             Throws<ArgumentException>(() => new ShardingConfiguration(b, -1));
         }
