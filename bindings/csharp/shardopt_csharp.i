@@ -10,7 +10,8 @@
  *  - Output pointers become `out` arguments: numbers, handles (the SWIG handle objects, null for NULL)
  *    and addresses of library memory (IntPtr).
  *  - Caller memory (void *), function pointers and the history buffers are IntPtr: the layer pins typed
- *    spans and arrays after checking their element type and length, and passes delegates' function
+ *    spans and arrays after checking their element type (and the lengths the library cannot see: the
+ *    library checks every count it is given), and passes delegates' function
  *    pointers (Marshal.GetFunctionPointerForDelegate) as the callbacks: the batch callback, lr_fn and
  *    the pipeline stages are C# delegates called by the library directly, so no C trampoline is needed.
  *  - The structs are proxies over C memory; SHARDOPT_SIZEOF_<struct> is the library's sizeof, for the
