@@ -8,6 +8,7 @@ Each driver is a shell command; the runs file is appended as its last argument (
 after it when --only is given). Exits 1 naming every run whose outputs differ, or that a driver
 did not print; 2 when a driver fails to run."""
 import argparse
+import re
 import shlex
 import struct
 import subprocess
@@ -15,9 +16,11 @@ import sys
 
 
 def blocks(text):
-    """{run name: [lines]} from a driver's output."""
+    """{run name: [lines]} from a driver's output (a launcher's "[rank] " prefix is dropped, so a
+    driver may run as separate processes under shardopt-run with rank 0 printing)."""
     out, name = {}, None
     for line in text.splitlines():
+        line = re.sub(r"^\[\d+\] ", "", line)
         if line.startswith("run "):
             name = line[4:].strip()
             out[name] = []
