@@ -1,6 +1,8 @@
 package org.shardopt;
 
-/** Options of AdamWOptimizer (library defaults). */
-public final class AdamWOptimizerOptions extends OptimizerOptions {
-    public AdamWOptimizerOptions() { super(ADAMW); }
+import org.shardopt.internal.shardopt_optimizer_preset;
+
+/** AdamWOptimizer's options: the library's defaults for it (SHARDOPT_PRESET_ADAMW). */
+public class AdamWOptimizerOptions<T, TInput, TOutput> extends OptimizerOptions<T, TInput, TOutput> {
+    public AdamWOptimizerOptions() { super(shardopt_optimizer_preset.SHARDOPT_PRESET_ADAMW); }
 }

@@ -2,22 +2,22 @@ package org.shardopt;
 
 import org.shardopt.internal.shardopt_native;
 
-/** Rank {@code rank} of an in-process group of {@code worldSize} ranks (threads of this process). Ranks
- * sharing {@code environmentId} form one group; build each rank's object on the thread that drives it. */
+/** Rank {@code rank} of an in-process group of {@code worldSize} ranks (threads of this process). Ranks sharing
+ *  {@code environmentId} form one group; build each rank's object on the thread that drives it. */
 public final class InMemoryCommunicationBackend<T> extends CommunicationBackend<T> {
     private final String environmentId;
 
     public InMemoryCommunicationBackend(int rank, int worldSize) { this(rank, worldSize, "default"); }
 
     public InMemoryCommunicationBackend(int rank, int worldSize, String environmentId) {
-        super(create(rank, worldSize, environmentId));
+        super(shardopt_native.shardopt_comm_create_inprocess_member(loaded(environmentId), rank, worldSize));
         this.environmentId = environmentId;
     }
 
-    private static org.shardopt.internal.SWIGTYPE_p_shardopt_comm_s create(int rank, int worldSize, String id) {
+    private static String loaded(String id) {
         NativeLoader.load();
         if (id == null) throw new NullPointerException("environmentId");
-        return shardopt_native.so_comm_inmemory(id, rank, worldSize);
+        return id;
     }
 
     public String getEnvironmentId() { return environmentId; }

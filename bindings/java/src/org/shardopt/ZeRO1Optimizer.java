@@ -1,8 +1,12 @@
 package org.shardopt;
 
-/** Optimizer state sharded; gradients all-reduced; parameters all-gathered after the step. */
+import org.shardopt.internal.shardopt_strategy;
+
+/** ZeRO-1: gradients averaged, the optimizer state sharded (each rank updates its shard, then the parameters are gathered). */
 public class ZeRO1Optimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TInput, TOutput> {
-    public ZeRO1Optimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { super(wrappedOptimizer, config, ZERO1); }
+    public ZeRO1Optimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) {
+        super(wrappedOptimizer, config, strategy(shardopt_strategy.SHARDOPT_ZERO1));
+    }
 
     /** Constructs and initializes (collective). */
     public ZeRO1Optimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, ParameterLayout layout, Object initial) {
