@@ -2,10 +2,10 @@
  * it is, made Java by typemaps. A shardopt_status return throws (INVALID_ARGUMENT: IllegalArgumentException; IO,
  * CORRUPT: java.io.IOException; UNSUPPORTED: UnsupportedOperationException; OUT_OF_MEMORY: OutOfMemoryError; the
  * rest: IllegalStateException; each an org.shardopt.ShardoptException with the status and rank, its message
- * "SHARDOPT_ERR_X: <the library's message>"). Outputs are return values (two as long[2]); memory is float[]/double[]
- * or a direct buffer; an options struct's setter is checked by the library's validate function (a refused value
- * leaves the field as it was). Hand-written: the trampolines of train's model and lr_fn and of pipeline stages (they
- * call the layer's bridges, which tell the library why they failed and rethrow), and so_view (memory as a ByteBuffer). */
+ * "SHARDOPT_ERR_X: <the library's message>"). Outputs are return values (two as long[2]); memory is a direct buffer;
+ * an options struct's setter is checked by the library's validate function (a refused value leaves the field as it
+ * was). Hand-written: the trampolines of train's model and lr_fn and of pipeline stages (they call the layer's bridges,
+ * which tell the library why they failed and rethrow), and so_view (library memory as a ByteBuffer). */
 %{
 #define SHARDOPT_EXPERIMENTAL /* in-process members, pipelines */
 #include "shardopt.h"
@@ -59,37 +59,17 @@ static int so_lr(void *u, int64_t t, double base, double *lr) {
  * (org.shardopt.PipelineRunner.Bridge). */
 typedef struct so_stage { JNIEnv *env; jobject bridge; jmethodID call; } so_stage;
 static __thread so_stage *so_stage_now;
-static int so_stage_call(const shardopt_stage_call *c, shardopt_activation out, const void *in, size_t n, const void *og,
-                         size_t ogn, void *ig, double *loss) {
-    JNIEnv *env = so_stage_now->env;
-    *loss = (*env)->CallDoubleMethod(env, so_stage_now->bridge, so_stage_now->call, SO_P(c), SO_P(out), SO_P(in), (jlong)n, SO_P(og),
-                                     (jlong)ogn, SO_P(ig));
-    return so_failed(env);
-}
+#define SO_STAGE(...) (*so_stage_now->env)->CallDoubleMethod(so_stage_now->env, so_stage_now->bridge, so_stage_now->call, __VA_ARGS__)
 static int so_forward(void *u, const shardopt_stage_call *c, const void *in, size_t n, shardopt_activation out, double *loss) {
-    return so_stage_call(c, out, in, n, NULL, 0, NULL, loss);
+    *loss = SO_STAGE(SO_P(c), SO_P(out), SO_P(in), (jlong)n, (jlong)0, (jlong)0, (jlong)0);
+    return so_failed(so_stage_now->env);
 }
 static int so_backward(void *u, const shardopt_stage_call *c, const void *in, size_t n, const void *og, size_t ogn, void *ig) {
-    double unused;
-    return so_stage_call(c, NULL, in, n, og, ogn, ig, &unused);
+    SO_STAGE(SO_P(c), (jlong)0, SO_P(in), (jlong)n, SO_P(og), (jlong)ogn, SO_P(ig));
+    return so_failed(so_stage_now->env);
 }
 static const shardopt_pipeline_stage so_stage_fns = {sizeof(shardopt_pipeline_stage), so_forward, so_backward, NULL};
 
-/* Memory from Java: a direct Buffer (no copy), or a float[]/double[] the JVM pins or copies (and copies back). */
-typedef struct so_buf { jarray a; void *p; int f; } so_buf;
-static int so_buf_in(JNIEnv *env, jobject o, void **out, so_buf *b) {
-    b->p = NULL;
-    b->a = (jarray)o;
-    if (!o || (*out = (*env)->GetDirectBufferAddress(env, o)) != NULL) return o ? 0 : (*out = NULL, 0);
-    if ((b->f = (*env)->IsInstanceOf(env, o, (*env)->FindClass(env, "[F")))) b->p = (*env)->GetFloatArrayElements(env, (jfloatArray)o, NULL);
-    else if ((*env)->IsInstanceOf(env, o, (*env)->FindClass(env, "[D"))) b->p = (*env)->GetDoubleArrayElements(env, (jdoubleArray)o, NULL);
-    else (*env)->ThrowNew(env, (*env)->FindClass(env, "java/lang/IllegalArgumentException"), "expected a direct buffer, float[] or double[]");
-    return (*out = b->p) ? 0 : -1;
-}
-static void so_buf_out(JNIEnv *env, so_buf *b, jint mode) { /* mode 0 copies back, JNI_ABORT does not */
-    if (b->p && b->f) (*env)->ReleaseFloatArrayElements(env, (jfloatArray)b->a, (jfloat *)b->p, mode);
-    else if (b->p) (*env)->ReleaseDoubleArrayElements(env, (jdoubleArray)b->a, (jdouble *)b->p, mode);
-}
 #define SO_SETTER(wrapper) (sizeof(wrapper) > 5 && !memcmp((wrapper) + sizeof(wrapper) - 5, "_set", 4)) /* folded */
 
 /* UCX's error handling (loaded with libshardopt) replaces the handlers the JVM turns into NullPointerException and
@@ -168,23 +148,19 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
 %typemap(in, numinputs=0) size_t struct_size "$1 = sizeof *arg1;"
 %immutable struct_size;
 
-/* ---- memory in; the training result's buffers (direct: they outlive the setter; write-only from Java) ---- */
-%typemap(jni) void *WBUF, const void *RBUF, SWIGTYPE *SO_DIRECT, shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "jobject"
-%typemap(jtype) void *WBUF, const void *RBUF, shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "Object"
-%typemap(jstype) void *WBUF, const void *RBUF, shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "Object"
-%typemap(javain) void *WBUF, const void *RBUF, SWIGTYPE *SO_DIRECT, shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "$javainput"
-%typemap(in) void *WBUF (so_buf buf) "if (so_buf_in(jenv, $input, (void **)&$1, &buf) != 0) return $null;"
-%typemap(in) const void *RBUF (so_buf buf) "if (so_buf_in(jenv, $input, (void **)&$1, &buf) != 0) return $null;"
-%typemap(freearg) void *WBUF "so_buf_out(jenv, &buf$argnum, 0);"
-%typemap(freearg) const void *RBUF "so_buf_out(jenv, &buf$argnum, JNI_ABORT);"
-%apply void *WBUF { void *recv, void *buffer, void *packed, void *param_buffer }
-%apply const void *RBUF { const void *send, const void *packed, const void *initial, const void *data }
-%typemap(jtype) SWIGTYPE *SO_DIRECT "java.nio.Buffer"
-%typemap(jstype) SWIGTYPE *SO_DIRECT "java.nio.Buffer"
-%typemap(javaout) SWIGTYPE *SO_DIRECT { return null; }
-%typemap(in) SWIGTYPE *SO_DIRECT "$1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);"
-%typemap(out) SWIGTYPE *SO_DIRECT "(void)$1; $result = NULL;"
-%apply SWIGTYPE *SO_DIRECT { void *best_parameters, double *training_loss_history, double *validation_loss_history, double *learning_rate_history }
+/* ---- memory from Java: direct buffers (no copy; the training result's outlive the setter, write-only from Java) ---- */
+%typemap(jni) void *DIRECT, shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "jobject"
+%typemap(jtype) void *DIRECT "java.nio.Buffer"
+%typemap(jstype) void *DIRECT "java.nio.Buffer"
+%typemap(jtype) shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "Object"
+%typemap(jstype) shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "Object"
+%typemap(javain) void *DIRECT, shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "$javainput"
+%typemap(in) void *DIRECT "$1 = ($1_ltype)($input ? (*jenv)->GetDirectBufferAddress(jenv, $input) : NULL);"
+%typemap(out) void *DIRECT "(void)$1; $result = NULL;"
+%typemap(javaout) void *DIRECT { return null; }
+%apply void *DIRECT { void *recv, void *buffer, void *packed, void *param_buffer, const void *send, const void *packed,
+    const void *initial, const void *data, void *best_parameters, double *training_loss_history, double *validation_loss_history,
+    double *learning_rate_history }
 
 /* ---- train(): the Java bridge as the model, and as the lr_fn of a CUSTOM schedule (train's options are arg 4) ---- */
 %typemap(in) (shardopt_batch_fn model, void *user_data) (so_cb cb = {0}) %{ {

@@ -2,17 +2,15 @@ package org.shardopt;
 
 import java.nio.*;
 import java.util.Arrays;
+import org.shardopt.ParameterLayout.Precision;
 import org.shardopt.internal.SWIGTYPE_p_shardopt_comm_s;
 import org.shardopt.internal.shardopt_native;
 
-/**
- * One rank's communicator (AiDotNet's ICommunicationBackend&lt;T&gt;). Collectives take a float[], a double[] or a direct
- * FloatBuffer/DoubleBuffer in native order (no copy), counted from the array or the buffer's remaining elements; every
- * rank passes the same count and type. After close() every method throws IllegalStateException.
- */
+/** One rank's communicator (AiDotNet's ICommunicationBackend&lt;T&gt;). Collectives take float[]/double[] or direct
+ *  Float/DoubleBuffers in native order (no copy), counted from the array or the buffer's remaining elements; every rank
+ *  passes the same count and type. After close() every method throws IllegalStateException. */
 public class CommunicationBackend<T> implements AutoCloseable {
     static { NativeLoader.load(); }
-
     private SWIGTYPE_p_shardopt_comm_s handle;
 
     CommunicationBackend(SWIGTYPE_p_shardopt_comm_s handle) { this.handle = handle; }
@@ -32,19 +30,27 @@ public class CommunicationBackend<T> implements AutoCloseable {
     /** Pending and later collectives fail on every rank (in-process: the whole group). */
     public void abort(String reason) { shardopt_native.shardopt_comm_abort(handle(), reason); }
 
-    /** An argument's element type and count: a float[], double[] or direct Float/DoubleBuffer in native order. */
+    /** An argument for native code: its element type and count, and a direct buffer over it (an array's copy, which
+     *  back() copies into the array). */
     static final class Data {
-        final Object ref; // what goes to native code
+        final Object data;
+        final Buffer ref;
         final long count;
-        final ParameterLayout.Precision type;
+        final Precision type;
 
         Data(Object data, String what) {
             if (data == null) throw new NullPointerException(what);
-            type = ParameterLayout.Precision.of(data, null);
+            this.data = data;
+            type = Precision.of(data, null);
             if (type == null)
                 throw new IllegalArgumentException(what + " must be a float[], double[], or a direct FloatBuffer or DoubleBuffer, not " + data.getClass().getName());
-            count = data instanceof float[] ? ((float[]) data).length : data instanceof double[] ? ((double[]) data).length : ((Buffer) data).remaining();
-            if (!(data instanceof Buffer)) { ref = data; return; }
+            if (data instanceof float[] || data instanceof double[]) {
+                count = data instanceof float[] ? ((float[]) data).length : ((double[]) data).length;
+                ByteBuffer b = ByteBuffer.allocateDirect((int) count * type.size()).order(ByteOrder.nativeOrder());
+                ref = data instanceof float[] ? b.asFloatBuffer().put((float[]) data).flip() : b.asDoubleBuffer().put((double[]) data).flip();
+                return;
+            }
+            count = ((Buffer) data).remaining();
             if (!((Buffer) data).isDirect()) throw new IllegalArgumentException(what + " must be a direct buffer (ByteBuffer.allocateDirect)");
             ByteOrder o = data instanceof FloatBuffer ? ((FloatBuffer) data).order() : ((DoubleBuffer) data).order();
             if (o != ByteOrder.nativeOrder())
@@ -53,7 +59,12 @@ public class CommunicationBackend<T> implements AutoCloseable {
             ref = data instanceof FloatBuffer ? ((FloatBuffer) data).slice() : ((DoubleBuffer) data).slice();
         }
 
-        Object newArray(long n) { return type == ParameterLayout.Precision.FLOAT32 ? new float[(int) n] : new double[(int) n]; }
+        Object back() {
+            if (data instanceof float[]) ((FloatBuffer) ref).duplicate().get((float[]) data);
+            if (data instanceof double[]) ((DoubleBuffer) ref).duplicate().get((double[]) data);
+            return data;
+        }
+        static Data of(Precision type, long n) { return new Data(type == Precision.FLOAT32 ? new float[(int) n] : new double[(int) n], "out"); }
     }
 
     private static int op(ReductionOperation op) {
@@ -65,12 +76,14 @@ public class CommunicationBackend<T> implements AutoCloseable {
     public void allReduce(Object data, ReductionOperation op) {
         Data d = new Data(data, "data");
         shardopt_native.shardopt_allreduce(handle(), d.ref, d.ref, d.count, d.type.ordinal(), op(op));
+        d.back();
     }
 
     /** In place: every rank's data becomes root's. */
     public void broadcast(Object data, int root) {
         Data d = new Data(data, "data");
         shardopt_native.shardopt_broadcast(handle(), d.ref, d.count, d.type.ordinal(), root);
+        d.back();
     }
     public void broadcast(Object data) { broadcast(data, 0); }
 
@@ -78,10 +91,9 @@ public class CommunicationBackend<T> implements AutoCloseable {
     public float[] allGather(float[] data) { return (float[]) allGatherAny(data); }
     public double[] allGather(double[] data) { return (double[]) allGatherAny(data); }
     private Object allGatherAny(Object data) {
-        Data d = new Data(data, "data");
-        Object out = d.newArray(d.count * getWorldSize());
-        shardopt_native.shardopt_allgather(handle(), d.ref, out, d.count, d.type.ordinal());
-        return out;
+        Data d = new Data(data, "data"), out = Data.of(d.type, d.count * getWorldSize());
+        shardopt_native.shardopt_allgather(handle(), d.ref, out.ref, d.count, d.type.ordinal());
+        return out.back();
     }
 
     /** data (worldSize * k elements on every rank) reduced with op over ranks; this rank gets its slice of k. */
@@ -92,28 +104,27 @@ public class CommunicationBackend<T> implements AutoCloseable {
         int size = getWorldSize();
         if (d.count % size != 0)
             throw new IllegalArgumentException("reduceScatter: data has " + d.count + " elements, not a multiple of the world size " + size);
-        Object out = d.newArray(d.count / size);
-        shardopt_native.shardopt_reduce_scatter(handle(), d.ref, out, d.count / size, d.type.ordinal(), op(op));
-        return out;
+        Data out = Data.of(d.type, d.count / size);
+        shardopt_native.shardopt_reduce_scatter(handle(), d.ref, out.ref, out.count, d.type.ordinal(), op(op));
+        return out.back();
     }
 
     /** root's data (worldSize * k elements) split in rank order: each rank gets its slice of k (the others pass null).
      *  The C ABI has no scatter: root broadcasts k (-1 when it rejects its data, so every rank fails at once), then the data. */
-    public float[] scatter(float[] data, int root) { return (float[]) scatterAny(data, root, false); }
-    public double[] scatter(double[] data, int root) { return (double[]) scatterAny(data, root, true); }
+    public float[] scatter(float[] data, int root) { return (float[]) scatterAny(data, root, Precision.FLOAT32); }
+    public double[] scatter(double[] data, int root) { return (double[]) scatterAny(data, root, Precision.FLOAT64); }
     public float[] scatter(float[] data) { return scatter(data, 0); }
     public double[] scatter(double[] data) { return scatter(data, 0); }
-    private Object scatterAny(Object data, int root, boolean f64) {
+    private Object scatterAny(Object data, int root, Precision type) {
         int size = getWorldSize(), rank = getRank();
         if (root < 0 || root >= size) throw new IllegalArgumentException("root " + root + " outside [0, " + size + ")");
         double[] k = {-1};
         RuntimeException rootError = null;
         if (rank == root) {
             try {
-                Data d = new Data(data, "data");
-                if (d.count % size != 0)
-                    throw new IllegalArgumentException("scatter: data has " + d.count + " elements, not a multiple of the world size " + size);
-                k[0] = d.count / size;
+                long n = new Data(data, "data").count;
+                if (n % size != 0) throw new IllegalArgumentException("scatter: data has " + n + " elements, not a multiple of the world size " + size);
+                k[0] = n / size;
             } catch (RuntimeException e) {
                 rootError = e;
             }
@@ -122,9 +133,9 @@ public class CommunicationBackend<T> implements AutoCloseable {
         if (rootError != null) throw rootError;
         if (k[0] < 0) throw new IllegalArgumentException("scatter: root rank " + root + " rejected its data");
         int n = (int) k[0];
-        Object all = rank == root ? data : f64 ? new double[n * size] : new float[n * size];
+        Object all = rank == root ? data : Data.of(type, (long) n * size).data;
         broadcast(all, root);
-        return f64 ? Arrays.copyOfRange((double[]) all, rank * n, rank * n + n) : Arrays.copyOfRange((float[]) all, rank * n, rank * n + n);
+        return all instanceof float[] ? Arrays.copyOfRange((float[]) all, rank * n, rank * n + n) : Arrays.copyOfRange((double[]) all, rank * n, rank * n + n);
     }
 
     /** Point to point (buffered): data to rank dest with tag (>= 0). */
@@ -138,6 +149,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
     public void receive(Object data, int source, int tag) {
         Data d = new Data(data, "data");
         shardopt_native.shardopt_recv(handle(), d.ref, d.count, d.type.ordinal(), source, tag);
+        d.back();
     }
     /** AiDotNet's Receive(source, count, tag): count doubles (receiveFloat: floats). */
     public double[] receive(int source, int count, int tag) { double[] a = new double[checkCount(count)]; receive(a, source, tag); return a; }

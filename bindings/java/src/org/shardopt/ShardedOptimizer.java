@@ -79,16 +79,16 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         if (given != null && given != p)
             throw new IllegalArgumentException("the model's T is " + (p == Precision.FLOAT64 ? "Double" : "Float") + " but its ParameterLayout is " + given
                     + ": use new ParameterLayout(), whose element type follows T, or new ParameterLayout(Precision." + p + ")");
-        Object init = initial == null ? null : checkData(initial, layout.getElementCount(), p, "initial", false).ref;
+        Buffer init = initial == null ? null : checkData(initial, layout.getElementCount(), p, "initial", false).ref;
         if (parameters instanceof ByteBuffer) throw new IllegalArgumentException("parameters must be a direct FloatBuffer or DoubleBuffer");
         shardopt_sharding_options s = options();
         SWIGTYPE_p_shardopt_params_s ps = layout.toNative(p);
         try {
             SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle();
             if (parameters != null) {
-                Object mine = checkData(parameters, shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()), p, "parameters", true).ref;
-                handle = shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, init, mine, parameters.remaining());
-                external = (Buffer) mine;
+                Buffer mine = checkData(parameters, shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()), p, "parameters", true).ref;
+                handle = shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, init, mine, mine.remaining());
+                external = mine;
             } else {
                 handle = shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, init);
             }
@@ -368,7 +368,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     /** Packed copy into out: a float[]/double[] (the layout's type) or a direct buffer of getElementCount() elements. */
     public void getParameters(Object out) {
         long n = getElementCount();
-        shardopt_native.shardopt_optimizer_get_parameters(m(), checkData(out, n, precision, "out", false).ref, n);
+        CommunicationBackend.Data d = checkData(out, n, precision, "out", false);
+        shardopt_native.shardopt_optimizer_get_parameters(m(), d.ref, n);
+        d.back();
     }
     /** As {@link #getParameters(Object)}; count must be getElementCount(). */
     public void getParameters(Object out, long count) {
