@@ -12,14 +12,11 @@ import org.shardopt.internal.shardopt_native;
 public class CommunicationBackend<T> implements AutoCloseable {
     static { NativeLoader.load(); }
     private SWIGTYPE_p_shardopt_comm_s handle;
-
     CommunicationBackend(SWIGTYPE_p_shardopt_comm_s handle) { this.handle = handle; }
-
     SWIGTYPE_p_shardopt_comm_s handle() {
         if (handle == null) throw new IllegalStateException("the communication backend was closed");
         return handle;
     }
-
     public int getRank() { return shardopt_native.shardopt_comm_rank(handle()); }
     public int getWorldSize() { return shardopt_native.shardopt_comm_size(handle()); }
     public boolean isInitialized() { return handle != null; }
@@ -29,22 +26,19 @@ public class CommunicationBackend<T> implements AutoCloseable {
     public void barrier() { shardopt_native.shardopt_barrier(handle()); }
     /** Pending and later collectives fail on every rank (in-process: the whole group). */
     public void abort(String reason) { shardopt_native.shardopt_comm_abort(handle(), reason); }
-
-    /** An argument for native code: its element type and count, and a direct buffer over it (an array's copy, which
-     *  back() copies into the array). */
+    /** An argument for native code: its element type and count, and a direct buffer over it (an array's copy, which back()
+     *  copies into the array). */
     static final class Data {
         final Object data;
         final Buffer ref;
         final long count;
         final Precision type;
-
         Data(Object data, String what) {
-            if (data == null) throw new NullPointerException(what);
-            this.data = data;
+            this.data = java.util.Objects.requireNonNull(data, what);
             type = Precision.of(data, null);
             if (type == null)
                 throw new IllegalArgumentException(what + " must be a float[], double[], or a direct FloatBuffer or DoubleBuffer, not " + data.getClass().getName());
-            if (data instanceof float[] || data instanceof double[]) {
+            if (!(data instanceof Buffer)) {
                 count = data instanceof float[] ? ((float[]) data).length : ((double[]) data).length;
                 ByteBuffer b = ByteBuffer.allocateDirect((int) count * type.size()).order(ByteOrder.nativeOrder());
                 ref = data instanceof float[] ? b.asFloatBuffer().put((float[]) data).flip() : b.asDoubleBuffer().put((double[]) data).flip();
@@ -58,7 +52,6 @@ public class CommunicationBackend<T> implements AutoCloseable {
                         + " (make it with ByteBuffer.allocateDirect(n).order(ByteOrder.nativeOrder()))");
             ref = data instanceof FloatBuffer ? ((FloatBuffer) data).slice() : ((DoubleBuffer) data).slice();
         }
-
         Object back() {
             if (data instanceof float[]) ((FloatBuffer) ref).duplicate().get((float[]) data);
             if (data instanceof double[]) ((DoubleBuffer) ref).duplicate().get((double[]) data);
@@ -66,19 +59,13 @@ public class CommunicationBackend<T> implements AutoCloseable {
         }
         static Data of(Precision type, long n) { return new Data(type == Precision.FLOAT32 ? new float[(int) n] : new double[(int) n], "out"); }
     }
-
-    private static int op(ReductionOperation op) {
-        if (op == null) throw new NullPointerException("op");
-        return op.code;
-    }
-
+    private static int op(ReductionOperation op) { return java.util.Objects.requireNonNull(op, "op").code; }
     /** In place: data[i] = op over ranks of data[i]. */
     public void allReduce(Object data, ReductionOperation op) {
         Data d = new Data(data, "data");
         shardopt_native.shardopt_allreduce(handle(), d.ref, d.ref, d.count, d.type.ordinal(), op(op));
         d.back();
     }
-
     /** In place: every rank's data becomes root's. */
     public void broadcast(Object data, int root) {
         Data d = new Data(data, "data");
@@ -86,7 +73,6 @@ public class CommunicationBackend<T> implements AutoCloseable {
         d.back();
     }
     public void broadcast(Object data) { broadcast(data, 0); }
-
     /** Every rank's data, concatenated in rank order. */
     public float[] allGather(float[] data) { return (float[]) allGatherAny(data); }
     public double[] allGather(double[] data) { return (double[]) allGatherAny(data); }
@@ -95,20 +81,19 @@ public class CommunicationBackend<T> implements AutoCloseable {
         shardopt_native.shardopt_allgather(handle(), d.ref, out.ref, d.count, d.type.ordinal());
         return out.back();
     }
-
     /** data (worldSize * k elements on every rank) reduced with op over ranks; this rank gets its slice of k. */
     public float[] reduceScatter(float[] data, ReductionOperation op) { return (float[]) reduceScatterAny(data, op); }
     public double[] reduceScatter(double[] data, ReductionOperation op) { return (double[]) reduceScatterAny(data, op); }
     private Object reduceScatterAny(Object data, ReductionOperation op) {
-        Data d = new Data(data, "data");
-        int size = getWorldSize();
-        if (d.count % size != 0)
-            throw new IllegalArgumentException("reduceScatter: data has " + d.count + " elements, not a multiple of the world size " + size);
-        Data out = Data.of(d.type, d.count / size);
+        Data d = new Data(data, "data"), out = Data.of(d.type, d.count / slices(d.count, "reduceScatter"));
         shardopt_native.shardopt_reduce_scatter(handle(), d.ref, out.ref, out.count, d.type.ordinal(), op(op));
         return out.back();
     }
-
+    private int slices(long count, String what) {
+        int size = getWorldSize();
+        if (count % size != 0) throw new IllegalArgumentException(what + ": data has " + count + " elements, not a multiple of the world size " + size);
+        return size;
+    }
     /** root's data (worldSize * k elements) split in rank order: each rank gets its slice of k (the others pass null).
      *  The C ABI has no scatter: root broadcasts k (-1 when it rejects its data, so every rank fails at once), then the data. */
     public float[] scatter(float[] data, int root) { return (float[]) scatterAny(data, root, Precision.FLOAT32); }
@@ -120,14 +105,10 @@ public class CommunicationBackend<T> implements AutoCloseable {
         if (root < 0 || root >= size) throw new IllegalArgumentException("root " + root + " outside [0, " + size + ")");
         double[] k = {-1};
         RuntimeException rootError = null;
-        if (rank == root) {
-            try {
-                long n = new Data(data, "data").count;
-                if (n % size != 0) throw new IllegalArgumentException("scatter: data has " + n + " elements, not a multiple of the world size " + size);
-                k[0] = n / size;
-            } catch (RuntimeException e) {
-                rootError = e;
-            }
+        try {
+            if (rank == root) k[0] = new Data(data, "data").count / slices(new Data(data, "data").count, "scatter");
+        } catch (RuntimeException e) {
+            rootError = e;
         }
         broadcast(k, root);
         if (rootError != null) throw rootError;
@@ -137,14 +118,12 @@ public class CommunicationBackend<T> implements AutoCloseable {
         broadcast(all, root);
         return all instanceof float[] ? Arrays.copyOfRange((float[]) all, rank * n, rank * n + n) : Arrays.copyOfRange((double[]) all, rank * n, rank * n + n);
     }
-
     /** Point to point (buffered): data to rank dest with tag (>= 0). */
     public void send(Object data, int dest, int tag) {
         Data d = new Data(data, "data");
         shardopt_native.shardopt_send(handle(), d.ref, d.count, d.type.ordinal(), dest, tag);
     }
     public void send(Object data, int dest) { send(data, dest, 0); }
-
     /** Receives into data (its whole length) from rank source with tag. */
     public void receive(Object data, int source, int tag) {
         Data d = new Data(data, "data");
@@ -152,23 +131,21 @@ public class CommunicationBackend<T> implements AutoCloseable {
         d.back();
     }
     /** AiDotNet's Receive(source, count, tag): count doubles (receiveFloat: floats). */
-    public double[] receive(int source, int count, int tag) { double[] a = new double[checkCount(count)]; receive(a, source, tag); return a; }
+    public double[] receive(int source, int count, int tag) { double[] a = new double[count(count)]; receive(a, source, tag); return a; }
     public double[] receive(int source, int count) { return receive(source, count, 0); }
-    public float[] receiveFloat(int source, int count, int tag) { float[] a = new float[checkCount(count)]; receive(a, source, tag); return a; }
-    private static int checkCount(int count) {
+    public float[] receiveFloat(int source, int count, int tag) { float[] a = new float[count(count)]; receive(a, source, tag); return a; }
+    private static int count(int count) {
         if (count < 0) throw new IllegalArgumentException("count must be >= 0 (got " + count + ")");
         return count;
     }
-
-    /** Releases this rank's handle (optimizers built over it keep the communicator alive). An in-process rank that closes
-     *  while its peers still communicate fails them at once (SHARDOPT_ERR_PEER_LOST naming it). */
+    /** Releases this rank's handle (optimizers over it keep the communicator). An in-process rank that closes while its
+     *  peers communicate fails them at once (SHARDOPT_ERR_PEER_LOST naming it). */
     @Override
     public void close() {
         SWIGTYPE_p_shardopt_comm_s h = handle;
         handle = null;
         if (h != null) shardopt_native.shardopt_comm_destroy(h);
     }
-
     /** AiDotNet's Shutdown(): close(). */
     public void shutdown() { close(); }
 }

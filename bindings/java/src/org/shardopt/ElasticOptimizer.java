@@ -4,21 +4,15 @@ import java.io.IOException;
 import java.util.function.ToLongFunction;
 import org.shardopt.internal.*;
 
-/**
- * AiDotNet's ElasticOptimizer(wrapped, config, minWorkers = 1, maxWorkers = 1024), for real (docs/elastic.md): data
- * parallel training that checkpoints every {@link #getCheckpointEvery} steps without stopping into
- * {@link #getCheckpointDirectory} (shared by every rank) and, when initialized, resumes from the latest complete
- * checkpoint there at whatever world size the job now has, from minWorkers to maxWorkers (else IllegalStateException;
- * java.io.IOException when the checkpoint does not load). {@code shardopt-run --elastic} restarts the ranks.
- */
+/** AiDotNet's ElasticOptimizer(wrapped, config, minWorkers = 1, maxWorkers = 1024), for real (docs/elastic.md): data
+ *  parallel training that checkpoints every getCheckpointEvery() steps without stopping into getCheckpointDirectory()
+ *  (shared by every rank) and, when initialized, resumes from the latest complete checkpoint there at whatever world size
+ *  the job has, from minWorkers to maxWorkers (else IllegalStateException). shardopt-run --elastic restarts the ranks. */
 public class ElasticOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TInput, TOutput> {
     private final int minWorkers, maxWorkers;
     private String checkpointDirectory; // null: $SHARDOPT_CHECKPOINT_DIR
     private int checkpointEvery;        // 0: the library's default
-
     public ElasticOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { this(wrappedOptimizer, config, 1, 1024); }
-
-    /** @throws IllegalArgumentException when minWorkers &lt; 1 or maxWorkers &lt; minWorkers */
     public ElasticOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, int minWorkers, int maxWorkers) {
         super(wrappedOptimizer, config, s -> {
             if (minWorkers < 1) throw new IllegalArgumentException("minWorkers must be at least 1 (got " + minWorkers + ")");
@@ -28,59 +22,39 @@ public class ElasticOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TI
         this.minWorkers = minWorkers;
         this.maxWorkers = maxWorkers;
     }
-
-    @Override
-    void created(SWIGTYPE_p_shardopt_optimizer_s x) {
+    @Override void created(SWIGTYPE_p_shardopt_optimizer_s x) {
         shardopt_elastic_options e = new shardopt_elastic_options();
-        try {
-            shardopt_native.shardopt_elastic_options_init(e);
-            e.setMin_workers(minWorkers);
-            e.setMax_workers(maxWorkers);
-            e.setCheckpoint_every(checkpointEvery);
-            e.setCheckpoint_dir(checkpointDirectory);
-            shardopt_native.shardopt_optimizer_make_elastic(x, e);
-        } finally {
-            e.delete();
-        }
+        shardopt_native.shardopt_elastic_options_init(e);
+        e.setMin_workers(minWorkers);
+        e.setMax_workers(maxWorkers);
+        e.setCheckpoint_every(checkpointEvery);
+        e.setCheckpoint_dir(checkpointDirectory);
+        shardopt_native.shardopt_optimizer_make_elastic(x, e);
     }
-
     public int getMinWorkers() { return minWorkers; }
     public int getMaxWorkers() { return maxWorkers; }
-
     /** The directory in force once initialized; before, the one set (null: $SHARDOPT_CHECKPOINT_DIR). */
-    public String getCheckpointDirectory() {
-        if (!isInitialized()) return checkpointDirectory;
-        shardopt_elastic_status st = status();
-        try { return st.getCheckpoint_dir(); } finally { st.delete(); }
-    }
-
-    /** Before initialize: where checkpoints go (a directory every rank shares); null for $SHARDOPT_CHECKPOINT_DIR. */
+    public String getCheckpointDirectory() { return isInitialized() ? status().getCheckpoint_dir() : checkpointDirectory; }
+    /** Before initialize: where checkpoints go, a directory every rank shares (null: $SHARDOPT_CHECKPOINT_DIR). */
     public ElasticOptimizer<T, TInput, TOutput> setCheckpointDirectory(String dir) {
         if (isInitialized()) throw new IllegalStateException("setCheckpointDirectory comes before initialize");
         checkpointDirectory = dir;
         return this;
     }
-
     public int getCheckpointEvery() { return isInitialized() ? (int) status(shardopt_elastic_status::getCheckpoint_every) : checkpointEvery; }
-
-    /** Before initialize: steps between checkpoints; 0 for the library's default ($SHARDOPT_CHECKPOINT_EVERY, else 100). */
+    /** Before initialize: steps between checkpoints (0: the library's default, $SHARDOPT_CHECKPOINT_EVERY or 100). */
     public ElasticOptimizer<T, TInput, TOutput> setCheckpointEvery(int steps) {
         if (isInitialized()) throw new IllegalStateException("setCheckpointEvery comes before initialize");
         if (steps < 0) throw new IllegalArgumentException("checkpointEvery must be >= 0 (got " + steps + ")");
         checkpointEvery = steps;
         return this;
     }
-
     private shardopt_elastic_status status() {
         shardopt_elastic_status st = new shardopt_elastic_status();
         shardopt_native.shardopt_optimizer_elastic_status(h(), st);
         return st;
     }
-    private long status(ToLongFunction<shardopt_elastic_status> field) {
-        shardopt_elastic_status st = status();
-        try { return field.applyAsLong(st); } finally { st.delete(); }
-    }
-
+    private long status(ToLongFunction<shardopt_elastic_status> field) { return field.applyAsLong(status()); }
     /** The step count loaded at initialization; -1 when no checkpoint was there. */
     public long getResumedStep() { return status(shardopt_elastic_status::getResumed_step); }
     /** The latest complete checkpoint's step count (published, or loaded); -1 for none. */
@@ -89,7 +63,6 @@ public class ElasticOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TI
     /** Restarts of the job before this run ($SHARDOPT_ELASTIC_GENERATION; 0 without a launcher). */
     public int getGeneration() { return (int) status(shardopt_elastic_status::getGeneration); }
     public long getCheckpointsPublished() { return status(shardopt_elastic_status::getCheckpoints_published); }
-
     /** Collective: a checkpoint now, at a step boundary; IOException when its files could not be written. */
     public void checkpoint() throws IOException { shardopt_native.shardopt_optimizer_checkpoint_now(m()); }
     /** Collective: waits for the checkpoint being written and publishes it (at the end of training). */

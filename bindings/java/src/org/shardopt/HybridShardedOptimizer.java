@@ -1,27 +1,20 @@
 package org.shardopt;
 
-import org.shardopt.internal.shardopt_strategy;
-
-/** A data x tensor x pipeline process grid (dataParallelSize -1: the rest of the world), dataStrategy (the library's
- *  default: DDP) inside each data-parallel group; FSDP with hsdp replicas is HSDP. */
+/** A data x tensor x pipeline process grid (dataParallelSize -1: the rest of the world) with dataStrategy inside each
+ *  data-parallel group (null: the library's default, DDP). */
 public class HybridShardedOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TInput, TOutput> {
     /** The strategy inside each data-parallel group (shardopt_strategy's first four, in order). */
     public enum DataStrategy { DDP, ZERO1, ZERO2, FSDP }
-
     private final int pipelineParallelSize, tensorParallelSize, dataParallelSize;
-
     public HybridShardedOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { this(wrappedOptimizer, config, 1, 1, -1); }
-
     public HybridShardedOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, int pipelineParallelSize,
                                   int tensorParallelSize, int dataParallelSize) {
         this(wrappedOptimizer, config, pipelineParallelSize, tensorParallelSize, dataParallelSize, null);
     }
-
-    /** dataStrategy null: the library's default. */
     public HybridShardedOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, int pipelineParallelSize,
                                   int tensorParallelSize, int dataParallelSize, DataStrategy dataStrategy) {
         super(wrappedOptimizer, config, s -> {
-            s.setStrategy(shardopt_strategy.SHARDOPT_HYBRID);
+            s.setStrategy(org.shardopt.internal.shardopt_strategy.SHARDOPT_HYBRID);
             s.setPipeline_parallel_size(pipelineParallelSize);
             s.setTensor_parallel_size(tensorParallelSize);
             s.setData_parallel_size(dataParallelSize);
@@ -31,7 +24,6 @@ public class HybridShardedOptimizer<T, TInput, TOutput> extends ShardedOptimizer
         this.tensorParallelSize = tensorParallelSize;
         this.dataParallelSize = dataParallelSize;
     }
-
     public int getPipelineParallelSize() { return pipelineParallelSize; }
     public int getTensorParallelSize() { return tensorParallelSize; }
     public int getDataParallelSize() { return dataParallelSize; }

@@ -20,6 +20,5 @@ public interface IShardedOptimizer<T, TInput, TOutput> extends AutoCloseable {
     void deserialize(byte[] data) throws IOException;
     void saveModel(String path) throws IOException;
     void loadModel(String path) throws IOException;
-    @Override
-    void close();
+    @Override void close();
 }

@@ -1,16 +1,11 @@
 package org.shardopt;
 
-import org.shardopt.internal.shardopt_memory_stats;
-
-/** Bytes one rank holds now, in its memory space ({@link ShardedOptimizer#getMemoryStats()}). */
+/** Bytes one rank holds now, in its memory space; compressionBytes: gradient compression's buffers; host*: ZeRO-Offload's
+ *  host memory (0 in host memory). */
 public final class MemoryStats {
-    public final long paramsBytes, gradsBytes, optimizerStateBytes, bufferBytes, peakBufferBytes, totalBytes;
-    /** Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers. */
-    public final long compressionBytes;
-    /** ZeRO-Offload's host memory beside the fields above (0 in host memory, where those are host memory). */
+    public final long paramsBytes, gradsBytes, optimizerStateBytes, bufferBytes, peakBufferBytes, totalBytes, compressionBytes;
     public final long hostParamsBytes, hostGradsBytes, hostOptimizerStateBytes, hostTotalBytes;
-
-    MemoryStats(shardopt_memory_stats m) {
+    MemoryStats(org.shardopt.internal.shardopt_memory_stats m) {
         paramsBytes = m.getParams_bytes();
         gradsBytes = m.getGrads_bytes();
         optimizerStateBytes = m.getOptimizer_state_bytes();

@@ -1,8 +1,6 @@
 package org.shardopt;
 
-import org.shardopt.internal.shardopt_optimizer_preset;
-
 /** MomentumOptimizer's options: the library's defaults for it (SHARDOPT_PRESET_MOMENTUM). */
 public class MomentumOptimizerOptions<T, TInput, TOutput> extends OptimizerOptions<T, TInput, TOutput> {
-    public MomentumOptimizerOptions() { super(shardopt_optimizer_preset.SHARDOPT_PRESET_MOMENTUM); }
+    public MomentumOptimizerOptions() { super(org.shardopt.internal.shardopt_optimizer_preset.SHARDOPT_PRESET_MOMENTUM); }
 }

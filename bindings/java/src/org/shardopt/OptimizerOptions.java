@@ -13,77 +13,51 @@ import org.shardopt.internal.shardopt_training_options;
  */
 public class OptimizerOptions<T, TInput, TOutput> {
     static { NativeLoader.load(); }
-
     final shardopt_optimizer_options rule = new shardopt_optimizer_options();
     final shardopt_training_options training = new shardopt_training_options();
     private LearningRateSchedule schedule;
-
     OptimizerOptions(int preset) {
         shardopt_native.shardopt_optimizer_options_init_preset(rule, preset);
         shardopt_native.shardopt_training_options_init(training);
     }
-
     // ---- the update rule ----
-    public double getInitialLearningRate() { return rule.getLr(); }
-    public void setInitialLearningRate(double v) { rule.setLr(v); }
+    public double getInitialLearningRate() { return rule.getLr(); } public void setInitialLearningRate(double v) { rule.setLr(v); }
     /** {@link #getInitialLearningRate()}. */
-    public double getLearningRate() { return rule.getLr(); }
-    public void setLearningRate(double v) { rule.setLr(v); }
-    public double getWeightDecay() { return rule.getWeight_decay(); }
-    public void setWeightDecay(double v) { rule.setWeight_decay(v); }
-    public boolean getMaximize() { return rule.getMaximize() != 0; }
-    public void setMaximize(boolean v) { rule.setMaximize(v ? 1 : 0); }
-    public double getMomentum() { return rule.getMomentum(); }
-    public void setMomentum(double v) { rule.setMomentum(v); }
-    public double getDampening() { return rule.getDampening(); }
-    public void setDampening(double v) { rule.setDampening(v); }
-    public boolean getNesterov() { return rule.getNesterov() != 0; }
-    public void setNesterov(boolean v) { rule.setNesterov(v ? 1 : 0); }
-    public double getBeta1() { return rule.getBeta1(); }
-    public void setBeta1(double v) { rule.setBeta1(v); }
-    public double getBeta2() { return rule.getBeta2(); }
-    public void setBeta2(double v) { rule.setBeta2(v); }
-    public double getEpsilon() { return rule.getEps(); }
-    public void setEpsilon(double v) { rule.setEps(v); }
-    public boolean getAMSGrad() { return rule.getAmsgrad() != 0; }
-    public void setAMSGrad(boolean v) { rule.setAmsgrad(v ? 1 : 0); }
+    public double getLearningRate() { return rule.getLr(); } public void setLearningRate(double v) { rule.setLr(v); }
+    public double getWeightDecay() { return rule.getWeight_decay(); } public void setWeightDecay(double v) { rule.setWeight_decay(v); }
+    public boolean getMaximize() { return rule.getMaximize() != 0; } public void setMaximize(boolean v) { rule.setMaximize(v ? 1 : 0); }
+    public double getMomentum() { return rule.getMomentum(); } public void setMomentum(double v) { rule.setMomentum(v); }
+    public double getDampening() { return rule.getDampening(); } public void setDampening(double v) { rule.setDampening(v); }
+    public boolean getNesterov() { return rule.getNesterov() != 0; } public void setNesterov(boolean v) { rule.setNesterov(v ? 1 : 0); }
+    public double getBeta1() { return rule.getBeta1(); } public void setBeta1(double v) { rule.setBeta1(v); }
+    public double getBeta2() { return rule.getBeta2(); } public void setBeta2(double v) { rule.setBeta2(v); }
+    public double getEpsilon() { return rule.getEps(); } public void setEpsilon(double v) { rule.setEps(v); }
+    public boolean getAMSGrad() { return rule.getAmsgrad() != 0; } public void setAMSGrad(boolean v) { rule.setAmsgrad(v ? 1 : 0); }
     /** RMSprop's decay (torch's alpha). */
-    public double getDecay() { return rule.getAlpha(); }
-    public void setDecay(double v) { rule.setAlpha(v); }
-    public boolean getCentered() { return rule.getCentered() != 0; }
-    public void setCentered(boolean v) { rule.setCentered(v ? 1 : 0); }
-    public double getLearningRateDecay() { return rule.getLr_decay(); }
-    public void setLearningRateDecay(double v) { rule.setLr_decay(v); }
+    public double getDecay() { return rule.getAlpha(); } public void setDecay(double v) { rule.setAlpha(v); }
+    public boolean getCentered() { return rule.getCentered() != 0; } public void setCentered(boolean v) { rule.setCentered(v ? 1 : 0); }
+    public double getLearningRateDecay() { return rule.getLr_decay(); } public void setLearningRateDecay(double v) { rule.setLr_decay(v); }
     public double getInitialAccumulatorValue() { return rule.getInitial_accumulator_value(); }
     public void setInitialAccumulatorValue(double v) { rule.setInitial_accumulator_value(v); }
-
     // ---- the training loop: an epoch is a pass over the training set, a step one optimizer step ----
     /** Epochs (AiDotNet's MaxIterations). */
-    public int getMaxIterations() { return training.getMax_epochs(); }
-    public void setMaxIterations(int v) { training.setMax_epochs(v); }
+    public int getMaxIterations() { return training.getMax_epochs(); } public void setMaxIterations(int v) { training.setMax_epochs(v); }
     /** Samples per step over all ranks; 0: the whole training set. */
-    public long getBatchSize() { return training.getBatch_size(); }
-    public void setBatchSize(long v) { training.setBatch_size(v); }
+    public long getBatchSize() { return training.getBatch_size(); } public void setBatchSize(long v) { training.setBatch_size(v); }
     /** Steps over all epochs; 0: no limit. */
-    public long getMaxSteps() { return training.getMax_steps(); }
-    public void setMaxSteps(long v) { training.setMax_steps(v); }
+    public long getMaxSteps() { return training.getMax_steps(); } public void setMaxSteps(long v) { training.setMax_steps(v); }
     /** A fresh order of the training samples each epoch, from RandomSeed and the epoch, the same on every rank. */
-    public boolean getShuffleData() { return training.getShuffle() != 0; }
-    public void setShuffleData(boolean v) { training.setShuffle(v ? 1 : 0); }
-    public long getRandomSeed() { return training.getSeed(); }
-    public void setRandomSeed(long v) { training.setSeed(v); }
+    public boolean getShuffleData() { return training.getShuffle() != 0; } public void setShuffleData(boolean v) { training.setShuffle(v ? 1 : 0); }
+    public long getRandomSeed() { return training.getSeed(); } public void setRandomSeed(long v) { training.setSeed(v); }
     /** Stop once EarlyStoppingPatience epochs in a row have not lowered the score (validation loss, else training loss)
      *  by more than Tolerance; the vote is across ranks. */
     public boolean getUseEarlyStopping() { return training.getEarly_stopping() != 0; }
     public void setUseEarlyStopping(boolean v) { training.setEarly_stopping(v ? 1 : 0); }
-    public int getEarlyStoppingPatience() { return training.getPatience(); }
-    public void setEarlyStoppingPatience(int v) { training.setPatience(v); }
-    public double getTolerance() { return training.getTolerance(); }
-    public void setTolerance(double v) { training.setTolerance(v); }
+    public int getEarlyStoppingPatience() { return training.getPatience(); } public void setEarlyStoppingPatience(int v) { training.setPatience(v); }
+    public double getTolerance() { return training.getTolerance(); } public void setTolerance(double v) { training.setTolerance(v); }
     /** The learning-rate schedule (null: constant); checked against these options at once. */
     public LearningRateSchedule getLearningRateSchedule() { return schedule; }
     public void setLearningRateSchedule(LearningRateSchedule v) { run(v).delete(); schedule = v; }
-
     /** The training options of one run: these, with schedule s. */
     shardopt_training_options run(LearningRateSchedule s) {
         shardopt_training_options t = new shardopt_training_options(training);

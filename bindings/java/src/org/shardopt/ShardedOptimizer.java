@@ -6,18 +6,19 @@ import java.lang.reflect.Type;
 import java.nio.*;
 import java.util.*;
 import java.util.function.Consumer;
+import org.shardopt.CommunicationBackend.Data;
+import org.shardopt.NativeView.Lifetime;
 import org.shardopt.ParameterLayout.Precision;
 import org.shardopt.internal.*;
 
 /**
- * A sharded optimizer (AiDotNet's ShardedOptimizerBase) running the wrapped optimizer's rule over the configuration's
- * backend. Both optimize forms run the library's training loop (shardopt_optimizer_train) once, with the options'
- * settings. Creation is collective and checked (ranks whose layouts or options differ fail on every rank). Parameters and
- * gradients are {@link NativeView}s of the library's memory, which throw IllegalStateException once it is closed.
+ * A sharded optimizer (AiDotNet's ShardedOptimizerBase): the wrapped optimizer's rule over the configuration's backend.
+ * Both optimize forms run the library's training loop (shardopt_optimizer_train) once, with the options' settings.
+ * Creation is collective and checked (ranks whose layouts or options differ fail on every rank). Parameters and gradients
+ * are {@link NativeView}s of the library's memory, which throw IllegalStateException once it is closed.
  */
 public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOptimizer<T, TInput, TOutput> {
     static { NativeLoader.load(); }
-
     private final Optimizer<T, TInput, TOutput> wrapped;
     private final ShardingConfiguration<T> config;
     private final Consumer<shardopt_sharding_options> strategy;
@@ -26,12 +27,11 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     private Precision precision;
     private Buffer external; // the caller's parameter buffer, kept alive with the optimizer
     private Object initialCopy; // for reset()
-    private NativeView.Lifetime life = new NativeView.Lifetime("an uninitialized optimizer");
-    private final Map<Integer, NativeView.Lifetime> gathered = new HashMap<>(); // FSDP units handed out by gather()
+    private Lifetime life = new Lifetime("an uninitialized optimizer");
+    private final Map<Integer, Lifetime> gathered = new HashMap<>(); // FSDP units handed out by gather()
     private String closedBy;
     private boolean stoppedEarly;
     private volatile Thread batchThread; // a PipelineRunner batch running on this optimizer
-
     /** strategy: what the class sets in its copy of the configuration's options, checked now with them. */
     ShardedOptimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config, Consumer<shardopt_sharding_options> strategy) {
         this.wrapped = Objects.requireNonNull(wrapped, "wrappedOptimizer");
@@ -39,21 +39,17 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         this.strategy = strategy;
         options().delete();
     }
-
     static Consumer<shardopt_sharding_options> strategy(int s) { return o -> o.setStrategy(s); }
-
     private shardopt_sharding_options options() {
         shardopt_sharding_options s = new shardopt_sharding_options(config.options);
         strategy.accept(s);
         return s;
     }
-
     /** Subclasses' collective set-up of the native optimizer just created (ElasticOptimizer). */
     void created(SWIGTYPE_p_shardopt_optimizer_s x) {}
-
-    /** data's element count, checked to be exactly count (atLeast: at least count) elements of p. */
-    static CommunicationBackend.Data checkData(Object data, long count, Precision p, String what, boolean atLeast) {
-        CommunicationBackend.Data d = new CommunicationBackend.Data(data, what);
+    /** data, checked to hold exactly count (atLeast: at least count) elements of p. */
+    static Data checkData(Object data, long count, Precision p, String what, boolean atLeast) {
+        Data d = new Data(data, what);
         if (d.type != p)
             throw new IllegalArgumentException(what + " holds " + d.type.name().toLowerCase() + " elements but the layout is " + p.name().toLowerCase()
                     + (p == Precision.FLOAT32 ? " (use float[] / FloatBuffer)" : " (use double[] / DoubleBuffer)"));
@@ -61,17 +57,13 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             throw new IllegalArgumentException(what + " has " + d.count + " elements; the layout needs " + (atLeast ? "at least " : "") + count);
         return d;
     }
-
-    /** Collective: creates this rank's native optimizer. initial: float[]/double[]/direct buffer of the layout's element
-     *  count, or null (zeros); its type decides an element type new ParameterLayout() left open (none: FLOAT32). */
-    public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial) { return initialize(layout, initial, null); }
-
-    /** As {@link #initialize(ParameterLayout, Object)}, the parameters kept in the caller's direct buffer of
-     *  {@link #paddedCountFor} elements (zero copy; DDP, ZeRO-1, ZeRO-2, Local SGD). */
+    /** Collective: creates this rank's native optimizer; initial (float[], double[], a direct buffer, or null for zeros)
+     *  decides an element type the layout leaves open (none: FLOAT32). */
+    public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial) { return initialize(layout, initial, null, null); }
+    /** The parameters kept in the caller's direct buffer of {@link #paddedCountFor} elements (zero copy; DDP, ZeRO-1/2, Local SGD). */
     public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters) {
         return initialize(layout, initial, parameters, null);
     }
-
     private ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters, Precision modelT) {
         notInBatch();
         if (handle != null) throw new IllegalStateException("the optimizer is already initialized");
@@ -85,13 +77,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         SWIGTYPE_p_shardopt_params_s ps = layout.toNative(p);
         try {
             SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle();
-            if (parameters != null) {
-                Buffer mine = checkData(parameters, shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()), p, "parameters", true).ref;
-                handle = shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, init, mine, mine.remaining());
-                external = mine;
-            } else {
-                handle = shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, init);
-            }
+            Buffer mine = parameters == null ? null : checkData(parameters, shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()), p, "parameters", true).ref;
+            handle = mine == null ? shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, init)
+                   : shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, init, mine, mine.remaining());
+            external = mine;
             try {
                 created(handle);
             } catch (RuntimeException | Error e) {
@@ -104,28 +93,21 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         }
         this.layout = layout;
         this.precision = p;
-        this.initialCopy = initial == null ? null : copy(init, p);
-        life = new NativeView.Lifetime(getClass().getSimpleName() + "'s memory");
+        initialCopy = init == null ? null : Data.of(p, init.remaining()).data;
+        if (init instanceof FloatBuffer) ((FloatBuffer) init).get((float[]) initialCopy);
+        if (init instanceof DoubleBuffer) ((DoubleBuffer) init).get((double[]) initialCopy);
+        life = new Lifetime(getClass().getSimpleName() + "'s memory");
         closedBy = null;
         return this;
     }
-
-    private static Object copy(Object data, Precision p) {
-        if (!(data instanceof Buffer)) return data instanceof float[] ? ((float[]) data).clone() : ((double[]) data).clone();
-        Object a = p == Precision.FLOAT32 ? new float[((Buffer) data).remaining()] : new double[((Buffer) data).remaining()];
-        if (a instanceof float[]) ((FloatBuffer) data).duplicate().get((float[]) a); else ((DoubleBuffer) data).duplicate().get((double[]) a);
-        return a;
-    }
-
     /** AiDotNet's Reset(), collective: a fresh native optimizer (step 0, no state) from the layout and initial parameters
      *  given to initialize. Views of the old one become invalid. */
     public void reset() {
-        if (layout == null || handle == null) throw new IllegalStateException("the optimizer is not initialized (or was closed)");
         if (external != null) throw new UnsupportedOperationException("reset() of an optimizer over the caller's parameter buffer");
+        h();
         release();
         initialize(layout, initialCopy, null, precision);
     }
-
     /** Elements a caller-owned parameter buffer needs for layout with this configuration. */
     public long paddedCountFor(ParameterLayout layout) {
         SWIGTYPE_p_shardopt_params_s ps = layout.toNative(layout.getPrecision() != null ? layout.getPrecision() : Precision.FLOAT32);
@@ -137,32 +119,23 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             s.delete();
         }
     }
-
     SWIGTYPE_p_shardopt_optimizer_s h() {
         if (handle == null) throw new IllegalStateException("the optimizer is not initialized (or was closed)");
         return handle;
     }
-
-    /** h() for what changes the optimizer: refused while a pipeline batch runs on it (while it trains, the library refuses
-     *  such calls itself, naming the model callback or the other thread). */
-    SWIGTYPE_p_shardopt_optimizer_s m() {
-        notInBatch();
-        return h();
-    }
-
-    /** PipelineRunner: a batch runs natively on this optimizer on thread t (null: it ended). */
+    /** h() for what changes the optimizer: refused during a pipeline batch (during training the library refuses it). */
+    SWIGTYPE_p_shardopt_optimizer_s m() { notInBatch(); return h(); }
+    /** PipelineRunner: a batch runs on this optimizer on thread t (null: it ended). */
     void batch(Thread t) {
         if (t != null) notInBatch();
         batchThread = t;
     }
-
     private void notInBatch() {
         Thread t = batchThread;
         if (t != null)
             throw new IllegalStateException("not while a pipeline batch is running on this optimizer ("
                     + (t == Thread.currentThread() ? "called from a stage callback" : "called from another thread") + ")");
     }
-
     public boolean isInitialized() { return handle != null; }
     public ParameterLayout getParameterLayout() { return layout; }
     /** The element type of the parameters, once initialized. */
@@ -177,13 +150,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override public boolean shouldEarlyStop() { return shouldEarlyStop(stoppedEarly); }
     /** Collective: true on every rank when any rank votes true. */
     public boolean shouldEarlyStop(boolean vote) { return shardopt_native.shardopt_optimizer_should_early_stop(m(), vote ? 1 : 0) != 0; }
-
-    /**
-     * AiDotNet's Optimize(inputData), collective: trains the wrapped optimizer's model on XTrain/YTrain, scoring
-     * XValidation/YValidation after each epoch when given, and the best solution on every set given; the model receives
-     * the best solution. The first call creates the native optimizer from the model's layout and parameters, of the
-     * element type of the model's T.
-     */
+    /** AiDotNet's Optimize(inputData), collective: trains the wrapped optimizer's model on XTrain/YTrain, scores
+     *  XValidation/YValidation after each epoch when given, and the best solution on every set given; the model receives
+     *  the best solution. The first call creates the native optimizer from the model (element type: the model's T). */
     @Override
     public OptimizationResult optimize(OptimizationInputData<T, TInput, TOutput> in) {
         Objects.requireNonNull(in, "inputData");
@@ -202,94 +171,86 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         model.setParameters(r.getBestSolution());
         return r;
     }
-
-    /** The lower-level form, collective: trains model over sample indices into sets of in's numSamples,
-     *  numValidationSamples and numTestSamples (the optimizer is initialized). */
+    /** The lower-level form, collective: model over sample indices into sets of in's numSamples, numValidationSamples and
+     *  numTestSamples (the optimizer is initialized). */
     @Override
     public OptimizationResult optimize(GradientModel model, OptimizationInputData<T, TInput, TOutput> in) {
-        Objects.requireNonNull(model, "model");
-        return train(model, new long[] {in.numSamples, in.numValidationSamples, in.numTestSamples});
+        return train(Objects.requireNonNull(model, "model"), new long[] {in.numSamples, in.numValidationSamples, in.numTestSamples});
     }
-
-    /** The T of IGradientModel&lt;T, ...&gt; as the model's class (or a superclass) declares it, or null. */
-    private static Precision precisionOf(Class<?> c) {
-        Map<Type, Type> bound = new HashMap<>(); // type variables of the superclasses walked, as the subclasses bind them
+    /** The first type argument of generic interface iface as class c (or a superclass) binds it, or null. */
+    static Type typeArgument(Class<?> c, Class<?> iface) {
+        Map<Type, Type> bound = new HashMap<>(); // the superclasses' type variables, as their subclasses bind them
         for (Type k = c; k != null; ) {
             Class<?> raw = (Class<?>) (k instanceof ParameterizedType ? ((ParameterizedType) k).getRawType() : k);
             for (int i = 0; k instanceof ParameterizedType && i < raw.getTypeParameters().length; ++i)
                 bound.put(raw.getTypeParameters()[i], ((ParameterizedType) k).getActualTypeArguments()[i]);
             for (Type t : raw.getGenericInterfaces())
-                if (t instanceof ParameterizedType && ((ParameterizedType) t).getRawType() == IGradientModel.class) {
+                if (t instanceof ParameterizedType && ((ParameterizedType) t).getRawType() == iface) {
                     Type a = ((ParameterizedType) t).getActualTypeArguments()[0];
                     while (bound.containsKey(a)) a = bound.get(a);
-                    return a == Double.class ? Precision.FLOAT64 : a == Float.class ? Precision.FLOAT32 : null;
+                    return a;
                 }
             k = raw.getGenericSuperclass();
         }
         return null;
     }
-
-    /** m(), the native optimizer created first from the wrapped optimizer's model when there is one (AiDotNet's form:
-     *  optimize, deserialize and loadModel work on a new optimizer). */
+    /** m(), created first from the wrapped optimizer's model when there is one (optimize, deserialize and loadModel work
+     *  on a new optimizer in AiDotNet's form). */
     private SWIGTYPE_p_shardopt_optimizer_s ensure() {
         IGradientModel<T, TInput, TOutput> model = wrapped.getModel();
         if (handle == null && closedBy == null && model != null)
-            initialize(model.getParameterLayout(), model.getParameters(), null, precisionOf(model.getClass()));
+        {
+            Type t = typeArgument(model.getClass(), IGradientModel.class); // T: Double or Float
+            initialize(model.getParameterLayout(), model.getParameters(), null, t == Double.class ? Precision.FLOAT64 : t == Float.class ? Precision.FLOAT32 : null);
+        }
         return m();
     }
 
-    /** What the trampoline of shardopt_java.i calls: the model (its views valid during the call) and a custom
-     *  schedule's rule. A Java exception is told to the library, so every rank's error names it, and kept to rethrow. */
+    /** What the trampoline of shardopt_java.i calls: the model (its views valid during the call) and a custom schedule's
+     *  rule. A Java exception is told to the library, so every rank's error names it, and kept to rethrow. */
     static final class Bridge {
         private final GradientModel model;
         private final Precision precision;
         private final LearningRateSchedule.Rule rule;
         private final long params;
         Throwable failure;
-
         Bridge(GradientModel model, Precision precision, LearningRateSchedule schedule, long params) {
             this.model = model;
             this.precision = precision;
             this.rule = schedule == null ? null : schedule.rule;
             this.params = params;
         }
-
         double batch(int dataset, long p, long g, long samples, long count, int epoch, long step) {
-            NativeView.Lifetime l = new NativeView.Lifetime("the model callback's arguments");
+            Lifetime l = new Lifetime("the model callback's arguments");
             try {
                 long[] s = new long[(int) count];
                 shardopt_native.so_view(samples, count * 8).order(ByteOrder.nativeOrder()).asLongBuffer().get(s);
                 return model.evaluate(new NativeView(p, params, precision, l, true), g == 0 ? null : new NativeView(g, params, precision, l, false),
                                       s, Dataset.values()[dataset]);
             } catch (RuntimeException | Error e) {
-                failed(e);
-                throw e;
+                throw failed(e);
             } finally {
                 l.invalidate("the model callback returned");
             }
         }
-
         double learningRate(long t, double base) {
             try {
                 return rule.rate(t, base);
             } catch (RuntimeException | Error e) {
-                failed(e);
-                throw e;
+                throw failed(e);
             }
         }
-
-        private void failed(Throwable e) {
+        private RuntimeException failed(Throwable e) {
             shardopt_native.shardopt_model_error(e.toString());
             if (failure == null) failure = e;
+            return rethrow(null);
         }
-
         /** The callback's own exception, in place of the library's error naming it. */
         RuntimeException rethrow(RuntimeException libraryError) {
             if (failure instanceof Error) throw (Error) failure;
             return failure != null ? (RuntimeException) failure : libraryError;
         }
     }
-
     private OptimizationResult train(GradientModel model, long[] sizes) {
         SWIGTYPE_p_shardopt_optimizer_s x = m();
         OptimizerOptions<T, TInput, TOutput> oo = wrapped.getOptions();
@@ -300,14 +261,12 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             t.setNum_validation_samples(sizes[1]);
             t.setNum_test_samples(sizes[2]);
             int cap = t.getMax_epochs(), n = (int) getElementCount();
-            ByteBuffer best = ByteBuffer.allocateDirect(n * precision.size()).order(ByteOrder.nativeOrder());
-            DoubleBuffer[] h = new DoubleBuffer[3];
-            for (int k = 0; k < 3; ++k) h[k] = ByteBuffer.allocateDirect(cap * 8).order(ByteOrder.nativeOrder()).asDoubleBuffer();
-            r.setBest_parameters(best);
+            Data best = Data.of(precision, n), h[] = {Data.of(Precision.FLOAT64, cap), Data.of(Precision.FLOAT64, cap), Data.of(Precision.FLOAT64, cap)};
+            r.setBest_parameters(best.ref);
             r.setBest_parameters_count(n);
-            r.setTraining_loss_history(h[0]);
-            r.setValidation_loss_history(h[1]);
-            r.setLearning_rate_history(h[2]);
+            r.setTraining_loss_history(h[0].ref);
+            r.setValidation_loss_history(h[1].ref);
+            r.setLearning_rate_history(h[2].ref);
             r.setHistory_capacity(cap);
             Bridge b = new Bridge(model, precision, oo.getLearningRateSchedule(), n);
             try {
@@ -315,12 +274,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             } catch (RuntimeException e) {
                 throw b.rethrow(e);
             }
-            double[][] hist = new double[3][Math.min(r.getEpochs(), cap)];
-            for (int k = 0; k < 3; ++k) h[k].get(hist[k]);
-            Object solution = precision == Precision.FLOAT32 ? new float[n] : new double[n];
-            if (solution instanceof float[]) best.asFloatBuffer().get((float[]) solution); else best.asDoubleBuffer().get((double[]) solution);
+            double[][] hist = new double[3][];
+            for (int k = 0; k < 3; ++k) hist[k] = Arrays.copyOf((double[]) h[k].back(), Math.min(r.getEpochs(), cap));
             stoppedEarly = r.getStopped_early() != 0;
-            return new OptimizationResult(solution, hist, r.getEpochs(), r.getSteps(), r.getBest_epoch(), r.getBest_score(), stoppedEarly, sizes,
+            return new OptimizationResult(best.back(), hist, r.getEpochs(), r.getSteps(), r.getBest_epoch(), r.getBest_score(), stoppedEarly, sizes,
                                           new double[] {r.getTraining_loss(), r.getValidation_loss(), r.getTest_loss()});
         } finally {
             t.delete();
@@ -328,30 +285,23 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         }
     }
 
-    // ---- checkpoints (collective: every rank calls with the same arguments) ----
+    // ---- checkpoints (collective: every rank calls with the same arguments); a failed load changes nothing ----
     /** The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank. */
     @Override public byte[] serialize() throws IOException { return shardopt_native.shardopt_optimizer_serialize(m()); }
-
-    /** Loads bytes from {@link #serialize} (every rank the same); IOException when they are corrupt,
-     *  IllegalArgumentException for another layout. A failed load changes nothing. */
-    @Override
-    public void deserialize(byte[] data) throws IOException {
+    /** Loads bytes from {@link #serialize}; IOException when they are corrupt, IllegalArgumentException for another layout. */
+    @Override public void deserialize(byte[] data) throws IOException {
         shardopt_native.shardopt_optimizer_deserialize(ensure(), ByteBuffer.allocateDirect(data.length).put(data), data.length);
     }
-
     /** Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing. */
     @Override public void saveModel(String path) throws IOException { saveModel(path, false); }
-
-    /** Saves into directory path: sharded, or consolidated (rank 0 writes one file) when consolidated is true. */
+    /** consolidated: rank 0 writes one file (and model.safetensors). */
     public void saveModel(String path, boolean consolidated) throws IOException {
         shardopt_native.shardopt_optimizer_save(m(), Objects.requireNonNull(path, "path"), consolidated ? 1 : 0);
     }
-
-    /** Loads a checkpoint of either form, saved by any strategy and world size; IOException when it is missing,
-     *  unreadable or corrupt. */
+    /** Loads a checkpoint of either form, of any strategy and world size; IOException when missing, unreadable or corrupt. */
     @Override public void loadModel(String path) throws IOException { shardopt_native.shardopt_optimizer_load(ensure(), Objects.requireNonNull(path, "path")); }
 
-    // ---- layout ----
+    // ---- layout and parameters ----
     public int getTensorCount() { return shardopt_native.shardopt_optimizer_tensor_count(h()); }
     public int getBucketCount() { return shardopt_native.shardopt_optimizer_bucket_count(h()); }
     public long getTensorSize(int tensor) { return shardopt_native.shardopt_optimizer_tensor_info(h(), tensor)[0]; }
@@ -359,17 +309,14 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public long getBucketSize(int bucket) { return shardopt_native.shardopt_optimizer_bucket_info(h(), bucket); }
     public long getElementCount() { return shardopt_native.shardopt_optimizer_element_count(h())[0]; }
     public long getPaddedCount() { return shardopt_native.shardopt_optimizer_element_count(h())[1]; }
-
-    // ---- parameters ----
-    private NativeView view(long address, long count, NativeView.Lifetime l) { return new NativeView(address, count, precision, l, false); }
+    private NativeView view(long address, long count, Lifetime l) { return new NativeView(address, count, precision, l, false); }
     /** The full flat (padded) parameter buffer; not for FSDP (sharded at rest). */
     public NativeView getParameters() { return view(shardopt_native.shardopt_optimizer_parameters(h()), getPaddedCount(), life); }
-    public NativeView getTensorParameters(int tensor) { return view(shardopt_native.shardopt_optimizer_tensor_parameters(h(), tensor), getTensorSize(tensor), life); }
+    public NativeView getTensorParameters(int t) { return view(shardopt_native.shardopt_optimizer_tensor_parameters(h(), t), getTensorSize(t), life); }
     /** Packed copy into out: a float[]/double[] (the layout's type) or a direct buffer of getElementCount() elements. */
     public void getParameters(Object out) {
-        long n = getElementCount();
-        CommunicationBackend.Data d = checkData(out, n, precision, "out", false);
-        shardopt_native.shardopt_optimizer_get_parameters(m(), d.ref, n);
+        Data d = checkData(out, getElementCount(), precision, "out", false);
+        shardopt_native.shardopt_optimizer_get_parameters(m(), d.ref, d.count);
         d.back();
     }
     /** As {@link #getParameters(Object)}; count must be getElementCount(). */
@@ -383,7 +330,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public Object packedParameters() { return packed(precision, "packedParameters"); }
     private Object packed(Precision p, String what) {
         if (h() != null && precision != p) throw new IllegalArgumentException(what + ": the parameters are " + precision);
-        Object a = p == Precision.FLOAT32 ? new float[(int) getElementCount()] : new double[(int) getElementCount()];
+        Object a = Data.of(p, getElementCount()).data;
         getParameters(a);
         return a;
     }
@@ -392,19 +339,19 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public void setParameters(double[] values) { setParameters((Object) values); }
     public void setParameters(Buffer values) { setParameters((Object) values); }
     private void setParameters(Object values) {
-        long n = getElementCount();
-        shardopt_native.shardopt_optimizer_set_parameters(m(), checkData(values, n, precision, "values", false).ref, n);
+        Data d = checkData(values, getElementCount(), precision, "values", false);
+        shardopt_native.shardopt_optimizer_set_parameters(m(), d.ref, d.count);
     }
     /** FSDP: the unit's full parameters (collective), valid until release(bucket) or close. */
     public NativeView gather(int bucket) {
         long address = shardopt_native.shardopt_optimizer_gather(m(), bucket);
-        NativeView.Lifetime l = new NativeView.Lifetime("FSDP unit " + bucket), old = gathered.put(bucket, l);
+        Lifetime l = new Lifetime("FSDP unit " + bucket), old = gathered.put(bucket, l);
         if (old != null) old.invalidate("the unit was gathered again");
         return view(address, getBucketSize(bucket), l);
     }
     public void release(int bucket) {
         shardopt_native.shardopt_optimizer_release(m(), bucket);
-        NativeView.Lifetime l = gathered.remove(bucket);
+        Lifetime l = gathered.remove(bucket);
         if (l != null) l.invalidate("release(" + bucket + ") was called");
     }
 
@@ -417,31 +364,23 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public NativeView getBucketGradient(int bucket) { long[] g = shardopt_native.shardopt_optimizer_bucket_grad(h(), bucket); return view(g[0], g[1], life); }
     public NativeView getTensorGradient(int tensor) { long[] g = shardopt_native.shardopt_optimizer_tensor_grad(h(), tensor); return view(g[0], g[1], life); }
     public void gradReady(int bucket) { shardopt_native.shardopt_optimizer_grad_ready(m(), bucket); }
-
     public StepResult step() {
         shardopt_step_result r = new shardopt_step_result();
         try {
             shardopt_native.shardopt_optimizer_step(m(), r);
             return new StepResult(r);
         } finally {
-            r.delete();
+            r.delete(); // at once: a step is frequent
         }
     }
-
     /** Bytes this rank has moved over the optimizer's communicators since it was created (not collective). */
     public long getBytesSent() { return shardopt_native.shardopt_optimizer_bytes_sent(h()); }
-
     /** Bytes this rank holds now (not collective). */
     public MemoryStats getMemoryStats() {
         shardopt_memory_stats m = new shardopt_memory_stats();
-        try {
-            shardopt_native.shardopt_optimizer_memory_stats(h(), m);
-            return new MemoryStats(m);
-        } finally {
-            m.delete();
-        }
+        shardopt_native.shardopt_optimizer_memory_stats(h(), m);
+        return new MemoryStats(m);
     }
-
     /** Frees the native optimizer (refused, changing nothing, from its training loop or a pipeline batch). */
     private void release() {
         notInBatch();
@@ -453,10 +392,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         gathered.values().forEach(l -> l.invalidate(why));
         gathered.clear();
     }
-
     /** Frees the native optimizer; its views, and a later optimize(inputData), throw IllegalStateException. */
-    @Override
-    public void close() {
+    @Override public void close() {
         release();
         closedBy = getClass().getSimpleName() + " was closed";
     }

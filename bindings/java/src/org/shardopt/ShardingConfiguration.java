@@ -2,69 +2,49 @@ package org.shardopt;
 
 import org.shardopt.internal.shardopt_native;
 import org.shardopt.internal.shardopt_sharding_options;
-import org.shardopt.internal.shardopt_sharding_preset;
+import static org.shardopt.internal.shardopt_sharding_preset.*;
 
 /**
- * How a sharded optimizer shards and communicates (AiDotNet's ShardingConfiguration): the library's sharding options,
- * its defaults those of CreateDefault (the factories are the library's presets). A setter refuses a bad value at once
- * with the library's message and keeps the old one. AutoSyncGradients false turns DDP/ZeRO-1 into Local SGD (averaging
- * every LocalSteps steps); EnableGradientCompression compresses every gradient reduction with GradientCompression
- * (docs/compression.md); the CpuOffload flags are ZeRO-Offload's (docs/offload.md: they act on an optimizer in CUDA
- * memory; in host memory they change nothing). LearningRate 0 means the wrapped optimizer's.
+ * How a sharded optimizer shards and communicates (AiDotNet's ShardingConfiguration): the library's sharding options, its
+ * defaults CreateDefault's (the factories are the library's presets). A setter refuses a bad value at once with the
+ * library's message, keeping the old one. AutoSyncGradients false turns DDP/ZeRO-1 into Local SGD (averaging every
+ * LocalSteps steps); EnableGradientCompression compresses every gradient reduction with GradientCompression
+ * (docs/compression.md); the CpuOffload flags are ZeRO-Offload's (docs/offload.md; in host memory they change nothing).
+ * LearningRate 0 is the wrapped optimizer's; MaxGradNorm 0 no clipping.
  */
 public final class ShardingConfiguration<T> {
     static { NativeLoader.load(); }
     private static final int ENABLE = 1, DISABLE = 2; // shardopt_switch
-
     private final CommunicationBackend<T> backend;
     final shardopt_sharding_options options = new shardopt_sharding_options();
-
     private ShardingConfiguration(CommunicationBackend<T> backend, int preset) {
-        if (backend == null) throw new NullPointerException("backend");
-        this.backend = backend;
+        this.backend = java.util.Objects.requireNonNull(backend, "backend");
         shardopt_native.shardopt_sharding_options_init_preset(options, preset);
     }
-
-    public ShardingConfiguration(CommunicationBackend<T> backend) { this(backend, shardopt_sharding_preset.SHARDOPT_SHARDING_DEFAULT); }
-
-    public ShardingConfiguration(CommunicationBackend<T> backend, double learningRate) {
-        this(backend);
-        setLearningRate(learningRate);
-    }
-
-    public static <T> ShardingConfiguration<T> createDefault(CommunicationBackend<T> backend) { return new ShardingConfiguration<>(backend); }
-    public static <T> ShardingConfiguration<T> createForHighBandwidth(CommunicationBackend<T> backend) {
-        return new ShardingConfiguration<>(backend, shardopt_sharding_preset.SHARDOPT_SHARDING_HIGH_BANDWIDTH);
-    }
-    public static <T> ShardingConfiguration<T> createForLowBandwidth(CommunicationBackend<T> backend) {
-        return new ShardingConfiguration<>(backend, shardopt_sharding_preset.SHARDOPT_SHARDING_LOW_BANDWIDTH);
-    }
-    public static <T> ShardingConfiguration<T> createForZeROOffload(CommunicationBackend<T> backend) {
-        return new ShardingConfiguration<>(backend, shardopt_sharding_preset.SHARDOPT_SHARDING_ZERO_OFFLOAD);
-    }
-    public static <T> ShardingConfiguration<T> createForZeROOffloadFull(CommunicationBackend<T> backend) {
-        return new ShardingConfiguration<>(backend, shardopt_sharding_preset.SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL);
-    }
-
-    /** A value of a field where the C ABI reads 0 as "the default": 0 is no value here. */
-    private static <N extends Number> N value(N v, String name) {
-        if (v.doubleValue() == 0) throw new IllegalArgumentException(name + " must not be 0");
+    public ShardingConfiguration(CommunicationBackend<T> backend) { this(backend, SHARDOPT_SHARDING_DEFAULT); }
+    public ShardingConfiguration(CommunicationBackend<T> backend, double learningRate) { this(backend); setLearningRate(learningRate); }
+    public static <T> ShardingConfiguration<T> createDefault(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b); }
+    public static <T> ShardingConfiguration<T> createForHighBandwidth(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_HIGH_BANDWIDTH); }
+    public static <T> ShardingConfiguration<T> createForLowBandwidth(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_LOW_BANDWIDTH); }
+    public static <T> ShardingConfiguration<T> createForZeROOffload(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_ZERO_OFFLOAD); }
+    public static <T> ShardingConfiguration<T> createForZeROOffloadFull(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL); }
+    /** A value for a field where the C ABI reads 0 as "the default": 0 is not a value here. */
+    private static int value(int v, String name) { return (int) value((double) v, name); }
+    private static double value(double v, String name) {
+        if (v == 0) throw new IllegalArgumentException(name + " must not be 0");
         return v;
     }
     private static int flag(boolean v) { return v ? ENABLE : DISABLE; }
-
     public CommunicationBackend<T> getCommunicationBackend() { return backend; }
-    public double getLearningRate() { return options.getLearning_rate(); }
-    public void setLearningRate(double v) { options.setLearning_rate(v); }
+    public double getLearningRate() { return options.getLearning_rate(); } public void setLearningRate(double v) { options.setLearning_rate(v); }
     public boolean getAutoSyncGradients() { return options.getAuto_sync_gradients() != DISABLE; }
     public void setAutoSyncGradients(boolean v) { options.setAuto_sync_gradients(flag(v)); }
     public int getMinimumParameterGroupSize() { return (int) options.getParameter_group_size(); }
     public void setMinimumParameterGroupSize(int v) { options.setParameter_group_size(v); }
     public boolean getEnableGradientCompression() { return options.getCompression() != GradientCompression.NONE.ordinal(); }
-    /** true: what createForLowBandwidth compresses with, unless a method is already chosen; false: NONE. */
+    /** true: createForLowBandwidth's method unless one is chosen; false: NONE. */
     public void setEnableGradientCompression(boolean v) {
-        if (!v) options.setCompression(0);
-        else if (!getEnableGradientCompression()) options.setCompression(createForLowBandwidth(backend).options.getCompression());
+        if (!v || !getEnableGradientCompression()) options.setCompression(v ? createForLowBandwidth(backend).options.getCompression() : 0);
     }
     public GradientCompression getGradientCompression() { return GradientCompression.values()[options.getCompression()]; }
     public void setGradientCompression(GradientCompression v) { options.setCompression(v.ordinal()); }
@@ -80,9 +60,7 @@ public final class ShardingConfiguration<T> {
     public void setLocalSteps(int v) { options.setLocal_sgd_period(value(v, "LocalSteps")); }
     public int getGradientAccumulationSteps() { return options.getGradient_accumulation_steps(); }
     public void setGradientAccumulationSteps(int v) { options.setGradient_accumulation_steps(value(v, "GradientAccumulationSteps")); }
-    /** Global-norm gradient clipping across shards; 0: off. */
-    public double getMaxGradNorm() { return options.getMax_grad_norm(); }
-    public void setMaxGradNorm(double v) { options.setMax_grad_norm(v); }
+    public double getMaxGradNorm() { return options.getMax_grad_norm(); } public void setMaxGradNorm(double v) { options.setMax_grad_norm(v); }
     /** true: the initial parameters are rank 0's, broadcast at creation (as PyTorch DDP); false: each rank's own. */
     public boolean getBroadcastInitialParameters() { return options.getBroadcast_initial() != DISABLE; }
     public void setBroadcastInitialParameters(boolean v) { options.setBroadcast_initial(flag(v)); }

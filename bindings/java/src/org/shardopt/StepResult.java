@@ -1,17 +1,12 @@
 package org.shardopt;
 
-import org.shardopt.internal.shardopt_step_result;
-
-/** The outcome of one step(). */
+/** The outcome of one step(): seconds waiting for gradient reductions, in the update and in the collectives after it;
+ *  bytes this rank moved since the previous step. */
 public final class StepResult {
     public final boolean applied, skippedNonFinite, accumulating;
-    public final double gradNorm;
-    /** Where step() spent its time, in seconds: waiting for gradient reductions, the update, the collectives after it. */
-    public final double reduceWaitSeconds, updateSeconds, postUpdateSeconds;
-    /** Bytes this rank moved over the optimizer's communicators since the previous step returned. */
+    public final double gradNorm, reduceWaitSeconds, updateSeconds, postUpdateSeconds;
     public final long bytesSent;
-
-    StepResult(shardopt_step_result r) {
+    StepResult(org.shardopt.internal.shardopt_step_result r) {
         applied = r.getApplied() != 0;
         skippedNonFinite = r.getSkipped_nonfinite() != 0;
         accumulating = r.getAccumulating() != 0;

@@ -1,9 +1,8 @@
 package org.shardopt;
 
-/** AiDotNet's StochasticGradientDescentOptimizer: the plain SGD update rule, which a sharded optimizer runs on its full buffer or its shard. */
+/** AiDotNet's StochasticGradientDescentOptimizer: the SGD rule, run by a sharded optimizer on its full buffer or its shard. */
 public class StochasticGradientDescentOptimizer<T, TInput, TOutput> extends Optimizer<T, TInput, TOutput> {
     public StochasticGradientDescentOptimizer() { this(null, new StochasticGradientDescentOptimizerOptions<>()); }
     public StochasticGradientDescentOptimizer(StochasticGradientDescentOptimizerOptions<T, TInput, TOutput> options) { this(null, options); }
-    /** AiDotNet's form: the model optimize(inputData) trains, and the options. */
     public StochasticGradientDescentOptimizer(IGradientModel<T, TInput, TOutput> model, StochasticGradientDescentOptimizerOptions<T, TInput, TOutput> options) { super(model, options); }
 }
