@@ -489,11 +489,9 @@ typedef enum shardopt_sharding_preset {
  * struct_size too small, unknown preset). */
 SHARDOPT_API shardopt_status shardopt_sharding_options_init_preset(shardopt_sharding_options *opts,
                                                                    size_t struct_size, shardopt_sharding_preset preset);
-/* Checks every field of *opts on its own (ranges, enum values), as create would, without a
- * communicator: INVALID_ARGUMENT naming the first bad field; and, for the strategy given,
- * auto_sync_gradients off (refused by a strategy that reduces gradients every step) and
- * async_staleness (async SGD's only). (Combinations that depend on the memory or the world are
- * checked by create.) */
+/* Checks every field of *opts (ranges, enum values, and auto_sync_gradients with opts->strategy), as
+ * create would, without a communicator: INVALID_ARGUMENT naming the first bad field. (Combinations
+ * that depend on the memory or the world are checked by create.) */
 SHARDOPT_API shardopt_status shardopt_sharding_options_validate(const shardopt_sharding_options *opts);
 
 typedef struct shardopt_optimizer_s *shardopt_optimizer;

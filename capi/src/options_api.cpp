@@ -189,18 +189,13 @@ constexpr std::size_t kMinShardingOptions = offsetof(shardopt_sharding_options, 
 constexpr std::size_t kMinOptimizeOptions = offsetof(shardopt_optimize_options, num_samples) + sizeof(std::int64_t);
 constexpr std::size_t kMinTrainingOptions = offsetof(shardopt_training_options, num_samples) + sizeof(std::int64_t);
 
-// The sharding options' fields on their own (what create checks, less what depends on the strategy
-// the optimizer class adds): ranges and enum values.
+// The sharding options' fields (what create checks, less what depends on the world and the memory):
+// ranges, enum values, and auto_sync_gradients with the struct's strategy.
 void validate_sharding_fields(ShardingOptions o) {
     require(std::isfinite(o.learning_rate) && o.learning_rate >= 0.0, ErrorCode::invalid_argument,
             "sharding options: learning_rate must be finite and >= 0 (0 = the optimizer options' rate)");
-    // The strategy given with auto_sync_gradients and async_staleness, as create checks them (resolve_configuration).
-    require(o.auto_sync_gradients || o.strategy == Strategy::ddp || o.strategy == Strategy::zero1 ||
-                o.strategy == Strategy::local_sgd,
-            ErrorCode::invalid_argument,
-            std::string("sharding options: auto_sync_gradients off (Local SGD) needs replicated parameters, but ") +
-                strategy_name(o.strategy) + " reduces gradients every step");
-    if (o.strategy != Strategy::async_sgd) o.strategy = Strategy::hybrid; // every other strategy's fields allowed here
+    validate_auto_sync(o);
+    if (o.strategy != Strategy::async_sgd) o.strategy = Strategy::hybrid; // every strategy's fields allowed here
     validate_sharding_options(o);
 }
 

@@ -86,8 +86,28 @@ static void test_params(void) {
     CHECK_OK(shardopt_params_destroy(p));
 }
 
+/* shardopt_sharding_options_validate: auto_sync_gradients with the struct's strategy (as create
+ * checks it), and async SGD's staleness with its own strategy. */
+static void test_sharding_validate(void) {
+    shardopt_sharding_options s;
+    CHECK_OK(shardopt_sharding_options_init(&s));
+    s.auto_sync_gradients = SHARDOPT_DISABLE;
+    CHECK_OK(shardopt_sharding_options_validate(&s)); /* DDP: Local SGD */
+    s.strategy = SHARDOPT_FSDP;
+    CHECK_ERR(shardopt_sharding_options_validate(&s), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "auto_sync_gradients off (Local SGD) needs replicated parameters, but fsdp");
+    s.auto_sync_gradients = SHARDOPT_ENABLE;
+    s.async_staleness = 2;
+    CHECK_ERR(shardopt_sharding_options_validate(&s), SHARDOPT_ERR_INVALID_ARGUMENT, "async_staleness applies");
+    s.strategy = SHARDOPT_ASYNC_SGD;
+    CHECK_OK(shardopt_sharding_options_validate(&s));
+    s.async_staleness = -1;
+    CHECK_ERR(shardopt_sharding_options_validate(&s), SHARDOPT_ERR_INVALID_ARGUMENT, "async_staleness must be in");
+}
+
 void test_options(void) {
     test_optimizer_options();
     test_sharding_and_optimize_options();
     test_params();
+    test_sharding_validate();
 }

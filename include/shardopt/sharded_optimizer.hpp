@@ -139,6 +139,9 @@ struct ShardingOptions {
 // Throws Error(invalid_argument) naming the first option out of range or in a combination the
 // strategy does not allow (what create() checks before anything else).
 void validate_sharding_options(const ShardingOptions &options);
+// auto_sync_gradients false (Local SGD) needs replicated parameters: the strategy must be ddp, zero1
+// or local_sgd (create checks it before it turns ddp/zero1 into local_sgd; the C ABI's validate too).
+void validate_auto_sync(const ShardingOptions &options);
 
 // The layout as an optimizer with these options cuts it: parameter_group_size, when set,
 // replaces its bucket_bytes (its end_bucket boundaries kept). Unplanned.
