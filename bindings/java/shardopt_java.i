@@ -1,11 +1,9 @@
-/* shardopt_java.i — the Java half of the SWIG interface (bindings/shardopt.i includes it): shardopt.h wrapped as
- * it is, made Java by typemaps. A shardopt_status return throws (INVALID_ARGUMENT: IllegalArgumentException; IO,
- * CORRUPT: java.io.IOException; UNSUPPORTED: UnsupportedOperationException; OUT_OF_MEMORY: OutOfMemoryError; the
- * rest: IllegalStateException; each an org.shardopt.ShardoptException with the status and rank, its message
- * "SHARDOPT_ERR_X: <the library's message>"). Outputs are return values (two as long[2]); memory is a direct buffer;
- * an options struct's setter is checked by the library's validate function (a refused value leaves the field as it
- * was). Hand-written: the trampolines of train's model and lr_fn and of pipeline stages (they call the layer's bridges,
- * which tell the library why they failed and rethrow), and so_view (library memory as a ByteBuffer). */
+/* shardopt_java.i — the Java half of the SWIG interface: shardopt.h as it is, made Java by typemaps. A shardopt_status
+ * return throws an org.shardopt.ShardoptException (INVALID_ARGUMENT: IllegalArgumentException; IO, CORRUPT: IOException;
+ * UNSUPPORTED: UnsupportedOperationException; OUT_OF_MEMORY: OutOfMemoryError; else IllegalStateException) with the
+ * status, rank and "SHARDOPT_ERR_X: <the library's message>"; outputs are return values (two as long[2]); memory is a
+ * direct buffer; an options struct's setter is checked by the library's validate (a refused value is not kept).
+ * Hand-written: trampolines calling the layer's bridges (train's model and lr_fn, pipeline stages) and so_view. */
 %{
 #define SHARDOPT_EXPERIMENTAL /* in-process members, pipelines */
 #include "shardopt.h"
@@ -25,33 +23,35 @@ static void so_throw(JNIEnv *env, shardopt_status st) {
         (*env)->Throw(env, (jthrowable)(*env)->NewObject(env, c, init, (*env)->NewStringUTF(env, msg), (jint)st,
                                                          (jint)shardopt_last_error_rank()));
 }
-static int so_failed(JNIEnv *env) { /* after a callback: did it throw? (the bridge keeps the exception) */
-    if (!(*env)->ExceptionCheck(env)) return 0;
-    (*env)->ExceptionClear(env);
-    return 1;
-}
-static JNIEnv *so_env(JavaVM *vm) { /* async SGD's per-step rates come from a library thread */
+/* After a Java callback: did it throw? (The bridge told the library why and keeps the exception to rethrow.) */
+static int so_failed(JNIEnv *env) { int threw = (*env)->ExceptionCheck(env); (*env)->ExceptionClear(env); return threw; }
+/* The JNIEnv of this thread; a library thread (async SGD's per-step rates) is attached for the call (*attached). */
+static JNIEnv *so_env(JavaVM *vm, int *attached) {
     JNIEnv *e = NULL;
-    if ((*vm)->GetEnv(vm, (void **)&e, JNI_VERSION_1_6) != JNI_OK) (*vm)->AttachCurrentThreadAsDaemon(vm, (void **)&e, NULL);
+    *attached = (*vm)->GetEnv(vm, (void **)&e, JNI_VERSION_1_6) != JNI_OK && (*vm)->AttachCurrentThread(vm, (void **)&e, NULL) == JNI_OK;
     return e;
 }
-
 #define SO_P(p) (jlong)(uintptr_t)(p)
 /* train(): the bridge's double batch(int dataset, long params, long grad (0: loss only), long samples, long count, int
  * epoch, long step) and double learningRate(long t, double base) (org.shardopt.ShardedOptimizer.Bridge) */
 typedef struct so_cb { JavaVM *vm; jobject bridge; jmethodID batch, lr; } so_cb;
 static int so_batch(void *u, const shardopt_batch *b, double *loss) {
     so_cb *c = (so_cb *)u;
-    JNIEnv *env = so_env(c->vm);
+    int attached, rc = 1;
+    JNIEnv *env = so_env(c->vm, &attached);
     if (env) *loss = (*env)->CallDoubleMethod(env, c->bridge, c->batch, (jint)b->dataset, SO_P(b->params), SO_P(b->grad),
-                                              SO_P(b->samples), (jlong)b->sample_count, (jint)b->epoch, (jlong)b->step);
-    return env ? so_failed(env) : 1;
+                                              SO_P(b->samples), (jlong)b->sample_count, (jint)b->epoch, (jlong)b->step), rc = so_failed(env);
+    if (attached) (*c->vm)->DetachCurrentThread(c->vm);
+    return rc;
 }
 static int so_lr(void *u, int64_t t, double base, double *lr) {
     so_cb *c = (so_cb *)u;
-    JNIEnv *env = c ? so_env(c->vm) : NULL;
-    if (env) *lr = (*env)->CallDoubleMethod(env, c->bridge, c->lr, (jlong)t, base);
-    return env ? so_failed(env) : 1;
+    int attached, rc = 1;
+    JNIEnv *env = c ? so_env(c->vm, &attached) : NULL;
+    if (!env) return 1;
+    *lr = (*env)->CallDoubleMethod(env, c->bridge, c->lr, (jlong)t, base), rc = so_failed(env);
+    if (attached) (*c->vm)->DetachCurrentThread(c->vm);
+    return rc;
 }
 
 /* Pipeline stages, called on the thread of run_batch: the bridge's double stage(long call, long output, long input, long
