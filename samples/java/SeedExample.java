@@ -31,11 +31,14 @@ public final class SeedExample {
             + hex("training", result.getTrainingLossHistory()) + hex("validation", result.getValidationLossHistory())
             + hex("lr", result.getLearningRateHistory())
             + String.format("counts %d %d %d %d%n", result.getIterations(), result.getSteps(), result.getBestEpoch(), result.getStoppedEarly() ? 1 : 0)
-            + hex("losses", result.getBestFitnessScore(), result.getTrainingResult().getLoss(), Double.NaN, Double.NaN);
+            + hex("losses", result.getBestFitnessScore(), result.getTrainingResult().getLoss(), loss(result.getValidationResult()),
+                  loss(result.getTestResult()));
         fsdpOptimizer.close();
         backend.close();
         return out;
     }
+
+    static double loss(OptimizationResult.DatasetResult set) { return set == null ? Double.NaN : set.getLoss(); } // NaN: not given
 
     static String hex(String word, double... values) {
         StringBuilder s = new StringBuilder(word);

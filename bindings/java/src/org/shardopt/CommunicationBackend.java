@@ -17,6 +17,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
         if (handle == null) throw new IllegalStateException("the communication backend was closed");
         return handle;
     }
+
     public int getRank() { return shardopt_native.shardopt_comm_rank(handle()); }
     public int getWorldSize() { return shardopt_native.shardopt_comm_size(handle()); }
     public boolean isInitialized() { return handle != null; }
@@ -44,6 +45,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
                 ref = data instanceof float[] ? b.asFloatBuffer().put((float[]) data).flip() : b.asDoubleBuffer().put((double[]) data).flip();
                 return;
             }
+
             count = ((Buffer) data).remaining();
             if (!((Buffer) data).isDirect()) throw new IllegalArgumentException(what + " must be a direct buffer (ByteBuffer.allocateDirect)");
             ByteOrder o = data instanceof FloatBuffer ? ((FloatBuffer) data).order() : ((DoubleBuffer) data).order();
@@ -52,13 +54,16 @@ public class CommunicationBackend<T> implements AutoCloseable {
                         + " (make it with ByteBuffer.allocateDirect(n).order(ByteOrder.nativeOrder()))");
             ref = data instanceof FloatBuffer ? ((FloatBuffer) data).slice() : ((DoubleBuffer) data).slice();
         }
+
         Object back() {
             if (data instanceof float[]) ((FloatBuffer) ref).duplicate().get((float[]) data);
             if (data instanceof double[]) ((DoubleBuffer) ref).duplicate().get((double[]) data);
             return data;
         }
+
         static Data of(Precision type, long n) { return new Data(type == Precision.FLOAT32 ? new float[(int) n] : new double[(int) n], "out"); }
     }
+
     private static int op(ReductionOperation op) { return java.util.Objects.requireNonNull(op, "op").code; }
     /** In place: data[i] = op over ranks of data[i]. */
     public void allReduce(Object data, ReductionOperation op) {
@@ -66,12 +71,14 @@ public class CommunicationBackend<T> implements AutoCloseable {
         shardopt_native.shardopt_allreduce(handle(), d.ref, d.ref, d.count, d.type.ordinal(), op(op));
         d.back();
     }
+
     /** In place: every rank's data becomes root's. */
     public void broadcast(Object data, int root) {
         Data d = new Data(data, "data");
         shardopt_native.shardopt_broadcast(handle(), d.ref, d.count, d.type.ordinal(), root);
         d.back();
     }
+
     public void broadcast(Object data) { broadcast(data, 0); }
     /** Every rank's data, concatenated in rank order. */
     public float[] allGather(float[] data) { return (float[]) allGatherAny(data); }
@@ -81,6 +88,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
         shardopt_native.shardopt_allgather(handle(), d.ref, out.ref, d.count, d.type.ordinal());
         return out.back();
     }
+
     /** data (worldSize * k elements on every rank) reduced with op over ranks; this rank gets its slice of k. */
     public float[] reduceScatter(float[] data, ReductionOperation op) { return (float[]) reduceScatterAny(data, op); }
     public double[] reduceScatter(double[] data, ReductionOperation op) { return (double[]) reduceScatterAny(data, op); }
@@ -89,11 +97,13 @@ public class CommunicationBackend<T> implements AutoCloseable {
         shardopt_native.shardopt_reduce_scatter(handle(), d.ref, out.ref, out.count, d.type.ordinal(), op(op));
         return out.back();
     }
+
     private int slices(long count, String what) {
         int size = getWorldSize();
         if (count % size != 0) throw new IllegalArgumentException(what + ": data has " + count + " elements, not a multiple of the world size " + size);
         return size;
     }
+
     /** root's data (worldSize * k elements) split in rank order: each rank gets its slice of k (the others pass null).
      *  The C ABI has no scatter: root broadcasts k (-1 when it rejects its data, so every rank fails at once), then the data. */
     public float[] scatter(float[] data, int root) { return (float[]) scatterAny(data, root, Precision.FLOAT32); }
@@ -110,6 +120,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
         } catch (RuntimeException e) {
             rootError = e;
         }
+
         broadcast(k, root);
         if (rootError != null) throw rootError;
         if (k[0] < 0) throw new IllegalArgumentException("scatter: root rank " + root + " rejected its data");
@@ -118,11 +129,13 @@ public class CommunicationBackend<T> implements AutoCloseable {
         broadcast(all, root);
         return all instanceof float[] ? Arrays.copyOfRange((float[]) all, rank * n, rank * n + n) : Arrays.copyOfRange((double[]) all, rank * n, rank * n + n);
     }
+
     /** Point to point (buffered): data to rank dest with tag (>= 0). */
     public void send(Object data, int dest, int tag) {
         Data d = new Data(data, "data");
         shardopt_native.shardopt_send(handle(), d.ref, d.count, d.type.ordinal(), dest, tag);
     }
+
     public void send(Object data, int dest) { send(data, dest, 0); }
     /** Receives into data (its whole length) from rank source with tag. */
     public void receive(Object data, int source, int tag) {
@@ -130,6 +143,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
         shardopt_native.shardopt_recv(handle(), d.ref, d.count, d.type.ordinal(), source, tag);
         d.back();
     }
+
     /** AiDotNet's Receive(source, count, tag): count doubles (receiveFloat: floats). */
     public double[] receive(int source, int count, int tag) { double[] a = new double[count(count)]; receive(a, source, tag); return a; }
     public double[] receive(int source, int count) { return receive(source, count, 0); }
@@ -138,6 +152,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
         if (count < 0) throw new IllegalArgumentException("count must be >= 0 (got " + count + ")");
         return count;
     }
+
     /** Releases this rank's handle (optimizers over it keep the communicator). An in-process rank that closes while its
      *  peers communicate fails them at once (SHARDOPT_ERR_PEER_LOST naming it). */
     @Override
@@ -146,6 +161,7 @@ public class CommunicationBackend<T> implements AutoCloseable {
         handle = null;
         if (h != null) shardopt_native.shardopt_comm_destroy(h);
     }
+
     /** AiDotNet's Shutdown(): close(). */
     public void shutdown() { close(); }
 }

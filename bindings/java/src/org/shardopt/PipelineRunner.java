@@ -23,6 +23,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
     public PipelineRunner(ShardedOptimizer<?, ?, ?> optimizer, PipelineStage<A> stage, int numMicroBatches, PipelineSchedule schedule) {
         this(optimizer, stage, numMicroBatches, schedule, 0);
     }
+
     /** virtualStages: model chunks per rank, INTERLEAVED_1F1B only (0: the library's default). */
     public PipelineRunner(ShardedOptimizer<?, ?, ?> optimizer, PipelineStage<A> stage, int numMicroBatches, PipelineSchedule schedule, int virtualStages) {
         this.optimizer = optimizer;
@@ -39,6 +40,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
         bridge = new Bridge(stage, optimizer, precision);
         bridge.pipe = shardopt_native.shardopt_pipeline_create(optimizerHandle, o);
     }
+
     public ShardedOptimizer<?, ?, ?> getOptimizer() { return optimizer; }
     /** Collective over the optimizer's world: one batch, one optimizer step. */
     public PipelineBatchResult runBatch() {
@@ -57,6 +59,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
             optimizer.batch(running = null);
         }
     }
+
     /** Releases the native pipeline; later runBatch calls throw IllegalStateException. */
     @Override public void close() {
         if (running != null) throw new IllegalStateException("not while runBatch is running (called from a stage callback?)");
@@ -78,6 +81,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
             this.optimizer = optimizer;
             this.precision = precision;
         }
+
         /** A forward (output: the activation to fill) or a backward (output 0) of the call at address call. */
         double stage(long call, long output, long input, long n, long outputGrad, long outputGradCount, long inputGrad) {
             PipelineCall c = new PipelineCall(call, optimizer, precision);
@@ -99,6 +103,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
                 c.end();
             }
         }
+
         private double backward(PipelineCall c, Object gi, long inputGrad, long n) {
             String chunk = "backward of model chunk " + c.getModelChunk();
             if (c.isFirst() && gi != null && length(gi, chunk) != 0)
@@ -110,16 +115,19 @@ public final class PipelineRunner<A> implements AutoCloseable {
             write(inputGrad, gi);
             return 0;
         }
+
         private Object read(long address, long n) {
             CommunicationBackend.Data d = CommunicationBackend.Data.of(precision, n);
             java.nio.ByteBuffer b = shardopt_native.so_view(address, n * precision.size()).order(ByteOrder.nativeOrder());
             if (d.data instanceof float[]) b.asFloatBuffer().get((float[]) d.data); else b.asDoubleBuffer().get((double[]) d.data);
             return d.data;
         }
+
         private void write(long address, Object a) {
             java.nio.ByteBuffer b = shardopt_native.so_view(address, (long) length(a, "an activation") * precision.size()).order(ByteOrder.nativeOrder());
             if (a instanceof float[]) b.asFloatBuffer().put((float[]) a); else b.asDoubleBuffer().put((double[]) a);
         }
+
         /** o's length, checked to be an array of the parameters' element type. */
         private int length(Object o, String what) {
             CommunicationBackend.Data d = new CommunicationBackend.Data(o, what);

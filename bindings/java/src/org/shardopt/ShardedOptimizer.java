@@ -39,12 +39,14 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         this.strategy = strategy;
         options().delete();
     }
+
     static Consumer<shardopt_sharding_options> strategy(int s) { return o -> o.setStrategy(s); }
     private shardopt_sharding_options options() {
         shardopt_sharding_options s = new shardopt_sharding_options(config.options);
         strategy.accept(s);
         return s;
     }
+
     /** Subclasses' collective set-up of the native optimizer just created (ElasticOptimizer). */
     void created(SWIGTYPE_p_shardopt_optimizer_s x) {}
     /** data, checked to hold exactly count (atLeast: at least count) elements of p. */
@@ -57,6 +59,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             throw new IllegalArgumentException(what + " has " + d.count + " elements; the layout needs " + (atLeast ? "at least " : "") + count);
         return d;
     }
+
     /** Collective: creates this rank's native optimizer; initial (float[], double[], a direct buffer, or null for zeros)
      *  decides an element type the layout leaves open (none: FLOAT32). */
     public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial) { return initialize(layout, initial, null, null); }
@@ -64,6 +67,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters) {
         return initialize(layout, initial, parameters, null);
     }
+
     private ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters, Precision modelT) {
         notInBatch();
         if (handle != null) throw new IllegalStateException("the optimizer is already initialized");
@@ -91,6 +95,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             shardopt_native.shardopt_params_destroy(ps);
             s.delete();
         }
+
         this.layout = layout;
         this.precision = p;
         initialCopy = init == null ? null : Data.of(p, init.remaining()).data;
@@ -100,6 +105,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         closedBy = null;
         return this;
     }
+
     /** AiDotNet's Reset(), collective: a fresh native optimizer (step 0, no state) from the layout and initial parameters
      *  given to initialize. Views of the old one become invalid. */
     public void reset() {
@@ -108,6 +114,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         release();
         initialize(layout, initialCopy, null, precision);
     }
+
     /** Elements a caller-owned parameter buffer needs for layout with this configuration. */
     public long paddedCountFor(ParameterLayout layout) {
         SWIGTYPE_p_shardopt_params_s ps = layout.toNative(layout.getPrecision() != null ? layout.getPrecision() : Precision.FLOAT32);
@@ -119,10 +126,12 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             s.delete();
         }
     }
+
     SWIGTYPE_p_shardopt_optimizer_s h() {
         if (handle == null) throw new IllegalStateException("the optimizer is not initialized (or was closed)");
         return handle;
     }
+
     /** h() for what changes the optimizer: refused during a pipeline batch (during training the library refuses it). */
     SWIGTYPE_p_shardopt_optimizer_s m() { notInBatch(); return h(); }
     /** PipelineRunner: a batch runs on this optimizer on thread t (null: it ended). */
@@ -130,12 +139,14 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         if (t != null) notInBatch();
         batchThread = t;
     }
+
     private void notInBatch() {
         Thread t = batchThread;
         if (t != null)
             throw new IllegalStateException("not while a pipeline batch is running on this optimizer ("
                     + (t == Thread.currentThread() ? "called from a stage callback" : "called from another thread") + ")");
     }
+
     public boolean isInitialized() { return handle != null; }
     public ParameterLayout getParameterLayout() { return layout; }
     /** The element type of the parameters, once initialized. */
@@ -171,12 +182,14 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         model.setParameters(r.getBestSolution());
         return r;
     }
+
     /** The lower-level form, collective: model over sample indices into sets of in's numSamples, numValidationSamples and
      *  numTestSamples (the optimizer is initialized). */
     @Override
     public OptimizationResult optimize(GradientModel model, OptimizationInputData<T, TInput, TOutput> in) {
         return train(Objects.requireNonNull(model, "model"), new long[] {in.numSamples, in.numValidationSamples, in.numTestSamples});
     }
+
     /** The first type argument of generic interface iface as class c (or a superclass) binds it, or null. */
     static Type typeArgument(Class<?> c, Class<?> iface) {
         Map<Type, Type> bound = new HashMap<>(); // the superclasses' type variables, as their subclasses bind them
@@ -192,8 +205,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
                 }
             k = raw.getGenericSuperclass();
         }
+
         return null;
     }
+
     /** m(), created first from the wrapped optimizer's model when there is one (optimize, deserialize and loadModel work
      *  on a new optimizer in AiDotNet's form). */
     private SWIGTYPE_p_shardopt_optimizer_s ensure() {
@@ -203,6 +218,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             Type t = typeArgument(model.getClass(), IGradientModel.class); // T: Double or Float
             initialize(model.getParameterLayout(), model.getParameters(), null, t == Double.class ? Precision.FLOAT64 : t == Float.class ? Precision.FLOAT32 : null);
         }
+
         return m();
     }
 
@@ -220,6 +236,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             this.rule = schedule == null ? null : schedule.rule;
             this.params = params;
         }
+
         double batch(int dataset, long p, long g, long samples, long count, int epoch, long step) {
             Lifetime l = new Lifetime("the model callback's arguments");
             try {
@@ -233,6 +250,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
                 l.invalidate("the model callback returned");
             }
         }
+
         double learningRate(long t, double base) {
             try {
                 return rule.rate(t, base);
@@ -240,17 +258,20 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
                 throw failed(e);
             }
         }
+
         private RuntimeException failed(Throwable e) {
             shardopt_native.shardopt_model_error(e.toString());
             if (failure == null) failure = e;
             return rethrow(null);
         }
+
         /** The callback's own exception, in place of the library's error naming it. */
         RuntimeException rethrow(RuntimeException libraryError) {
             if (failure instanceof Error) throw (Error) failure;
             return failure != null ? (RuntimeException) failure : libraryError;
         }
     }
+
     private OptimizationResult train(GradientModel model, long[] sizes) {
         SWIGTYPE_p_shardopt_optimizer_s x = m();
         OptimizerOptions<T, TInput, TOutput> oo = wrapped.getOptions();
@@ -274,6 +295,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             } catch (RuntimeException e) {
                 throw b.rethrow(e);
             }
+
             double[][] hist = new double[3][];
             for (int k = 0; k < 3; ++k) hist[k] = Arrays.copyOf((double[]) h[k].back(), Math.min(r.getEpochs(), cap));
             stoppedEarly = r.getStopped_early() != 0;
@@ -292,12 +314,14 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override public void deserialize(byte[] data) throws IOException {
         shardopt_native.shardopt_optimizer_deserialize(ensure(), ByteBuffer.allocateDirect(data.length).put(data), data.length);
     }
+
     /** Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing. */
     @Override public void saveModel(String path) throws IOException { saveModel(path, false); }
     /** consolidated: rank 0 writes one file (and model.safetensors). */
     public void saveModel(String path, boolean consolidated) throws IOException {
         shardopt_native.shardopt_optimizer_save(m(), Objects.requireNonNull(path, "path"), consolidated ? 1 : 0);
     }
+
     /** Loads a checkpoint of either form, of any strategy and world size; IOException when missing, unreadable or corrupt. */
     @Override public void loadModel(String path) throws IOException { shardopt_native.shardopt_optimizer_load(ensure(), Objects.requireNonNull(path, "path")); }
 
@@ -319,11 +343,13 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         shardopt_native.shardopt_optimizer_get_parameters(m(), d.ref, d.count);
         d.back();
     }
+
     /** As {@link #getParameters(Object)}; count must be getElementCount(). */
     public void getParameters(Object out, long count) {
         if (count != getElementCount()) throw new IllegalArgumentException("count is " + count + "; the layout has " + getElementCount() + " elements");
         getParameters(out);
     }
+
     public float[] getParametersFloat() { return (float[]) packed(Precision.FLOAT32, "getParametersFloat"); }
     public double[] getParametersDouble() { return (double[]) packed(Precision.FLOAT64, "getParametersDouble"); }
     /** The packed parameters as float[] or double[] (collective under FSDP). */
@@ -334,6 +360,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         getParameters(a);
         return a;
     }
+
     /** Collective under FSDP: sets the packed parameters (the layout's type, getElementCount() elements). */
     public void setParameters(float[] values) { setParameters((Object) values); }
     public void setParameters(double[] values) { setParameters((Object) values); }
@@ -342,6 +369,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         Data d = checkData(values, getElementCount(), precision, "values", false);
         shardopt_native.shardopt_optimizer_set_parameters(m(), d.ref, d.count);
     }
+
     /** FSDP: the unit's full parameters (collective), valid until release(bucket) or close. */
     public NativeView gather(int bucket) {
         long address = shardopt_native.shardopt_optimizer_gather(m(), bucket);
@@ -349,6 +377,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         if (old != null) old.invalidate("the unit was gathered again");
         return view(address, getBucketSize(bucket), l);
     }
+
     public void release(int bucket) {
         shardopt_native.shardopt_optimizer_release(m(), bucket);
         Lifetime l = gathered.remove(bucket);
@@ -373,6 +402,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             r.delete(); // at once: a step is frequent
         }
     }
+
     /** Bytes this rank has moved over the optimizer's communicators since it was created (not collective). */
     public long getBytesSent() { return shardopt_native.shardopt_optimizer_bytes_sent(h()); }
     /** Bytes this rank holds now (not collective). */
@@ -381,6 +411,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         shardopt_native.shardopt_optimizer_memory_stats(h(), m);
         return new MemoryStats(m);
     }
+
     /** Frees the native optimizer (refused, changing nothing, from its training loop or a pipeline batch). */
     private void release() {
         notInBatch();
@@ -392,6 +423,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         gathered.values().forEach(l -> l.invalidate(why));
         gathered.clear();
     }
+
     /** Frees the native optimizer; its views, and a later optimize(inputData), throw IllegalStateException. */
     @Override public void close() {
         release();
