@@ -36,16 +36,25 @@ if(SHARDOPT_BUILD_TESTS)
              COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
     add_test(NAME samples.python_fsdp_adam
              COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/fsdp_adam.py)
-    # the AiDotNet FSDPOptimizer example ported (double): 4 in-memory ranks and 4 UCX processes,
-    # each equal to single-process training
-    add_test(NAME samples.python_port_fsdp_double
-             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/port_fsdp_double.py)
-    add_test(NAME samples.python_port_fsdp_double_ucx
+    # The cross-language conformance suite (tests/bindings/conformance): every run of its table through the
+    # Python API, equal to the C driver's bit for bit.
+    set(PY_CONFORMANCE --runs ${SHARDOPT_CONFORMANCE_RUNS} --c $<TARGET_FILE:conformance_c>)
+    add_test(NAME bindings.conformance.python
+             COMMAND ${Python3_EXECUTABLE} ${SHARDOPT_CONFORMANCE_COMPARE} ${PY_CONFORMANCE} --driver python
+                     "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/bindings/conformance/conformance_python.py")
+    # AiDotNet's FSDPOptimizer example with only the import and the model changed: the C driver's seed_example
+    # bit for bit (4 in-memory ranks), and 4 UCX processes each equal to it
+    add_test(NAME samples.python_seed_example
+             COMMAND ${Python3_EXECUTABLE} ${SHARDOPT_CONFORMANCE_COMPARE} ${PY_CONFORMANCE} --only seed_example
+                     --driver python "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/port_fsdp_double.py")
+    add_test(NAME samples.python_seed_example_ucx
              COMMAND ${Python3_EXECUTABLE} ${SO_RUN} -n 4 --timeout 120 -- ${Python3_EXECUTABLE}
                      ${PROJECT_SOURCE_DIR}/samples/python/port_fsdp_double.py --ucx)
-    set_tests_properties(bindings.python samples.python_fsdp_adam samples.python_port_fsdp_double
+    set_tests_properties(bindings.python samples.python_fsdp_adam samples.python_seed_example
                          PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${PY_ENV}")
-    set_tests_properties(samples.python_port_fsdp_double_ucx PROPERTIES LABELS "python;ucx" TIMEOUT 150
+    set_tests_properties(bindings.conformance.python PROPERTIES LABELS "bindings;python" TIMEOUT 600
+                         ENVIRONMENT "${PY_ENV}")
+    set_tests_properties(samples.python_seed_example_ucx PROPERTIES LABELS "python;ucx" TIMEOUT 150
                          ENVIRONMENT "${PY_ENV}")
   endif()
 endif()

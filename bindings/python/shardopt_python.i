@@ -1,956 +1,224 @@
-/* shardopt_python.i — the python half of the SWIG interface (bindings/shardopt.i includes it). */
-/* shardopt.i — the one SWIG interface over the C ABI (capi/include/shardopt.h). It generates the
- * C#, Java and Python modules at build time (never committed); the thin hand-written layers in
- * bindings/<language>/ give the idiomatic AiDotNet-style surface on top of them.
- *
- * What this file adds over shardopt.h, identically for every language:
- *  - so_* helpers that return their result instead of writing it through a pointer, so no
- *    language needs pointer-to-handle typemaps. Each helper records a failure (status and the
- *    library's message) in thread-local storage; one %exception block per language turns it
- *    into that language's exception right after the call (see "Errors" below).
- *  - so_comm_inmemory(environment_id, rank, world_size): rank `rank` of the in-process group
- *    named environment_id, so each rank's backend object can be built on its own thread, as in
- *    AiDotNet (the C ABI's experimental shardopt_comm_create_inprocess_member).
- *  - so_bytes: a region of library memory (parameters, gradients), returned without a copy as a
- *    Python memoryview, a Java direct ByteBuffer or a C# IntPtr.
- *  - void *WBUF / const void *RBUF: caller memory passed without a copy (Python buffer protocol,
- *    Java direct Buffer or primitive array, C# pinned IntPtr).
- *  - checkpoints: so_serialize keeps the library's serialized buffer per thread and returns its
- *    size, so_serialized_take copies it into a byte array the language allocated (WBUF) and frees
- *    it; so_deserialize, so_save (sharded or consolidated), so_load.
- *  - optimize() trampolines: a C shardopt_model_fn that calls a Python callable or a Java object;
- *    C# passes a delegate's function pointer straight to the C ABI.
- *
- * Errors: INVALID_ARGUMENT -> ValueError / IllegalArgumentException / ArgumentException;
- * INVALID_STATE, TIMEOUT, MISMATCH, PEER_LOST, INTERNAL -> RuntimeError / IllegalStateException /
- * InvalidOperationException (TimeoutException for TIMEOUT in C#); IO, CORRUPT -> OSError /
- * java.io.IOException / IOException; UNSUPPORTED -> NotImplementedError /
- * UnsupportedOperationException / NotSupportedException; OUT_OF_MEMORY -> MemoryError /
- * OutOfMemoryError / OutOfMemoryException. Messages read "SHARDOPT_ERR_X: <library message>".
- */
-
+/* shardopt_python.i — the Python half of the SWIG interface (bindings/shardopt.i includes it): the C ABI of
+ * capi/include/shardopt.h as it is, its pointers turned into Python by typemaps. A failing shardopt_status raises the
+ * ShardoptError subclass of its status (also ValueError, RuntimeError, OSError... as Python expects), "SHARDOPT_ERR_X:
+ * <library message>" with .status, .status_name, .rank; or, when a Python callback failed the call, its exception.
+ * Outputs through pointers are returned (handles, numbers, a `void **` as its address, checkpoints as bytes). Arrays
+ * are buffers whose element type and count are read from them, never passed beside them. Callbacks are Python
+ * callables, called through the trampolines below, the only hand-written C. No policy, default or check is here. */
 %{
-#define SHARDOPT_EXPERIMENTAL /* shardopt_comm_create_inprocess_member */
+#define SHARDOPT_EXPERIMENTAL /* shardopt_comm_create_inprocess_member, pipelines */
 #include "shardopt.h"
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#define SO_ERR_FOREIGN 1000 /* a callback raised a language exception, kept to re-raise */
-
-static __thread int so_err_status;
-static __thread char so_err_msg[2048];
-
-static void so_fail(int status, const char *fmt, ...) {
-    va_list ap;
-    int n;
-    so_err_status = status;
-    n = snprintf(so_err_msg, sizeof so_err_msg, "%s: ", shardopt_status_name((shardopt_status)status));
-    if (n < 0 || n >= (int)sizeof so_err_msg) n = 0;
-    va_start(ap, fmt);
-    vsnprintf(so_err_msg + n, sizeof so_err_msg - (size_t)n, fmt, ap);
-    va_end(ap);
-}
-
-/* Records a failed C ABI call with the library's own message. */
-#define SO_TRY(call, ret)                                                            \
-    do {                                                                             \
-        shardopt_status so_s_ = (call);                                              \
-        if (so_s_ != SHARDOPT_OK) {                                                  \
-            so_fail(so_s_, "%s", shardopt_last_error_message());                     \
-            return ret;                                                              \
-        }                                                                            \
-    } while (0)
-#define SO_VOID
-
-typedef struct so_bytes {
-    void *ptr;
-    size_t bytes;
-} so_bytes;
-
-%}
-
-/* ------------------------------------------------------------------------------------------------
- * Per-language plumbing
- * ---------------------------------------------------------------------------------------------- */
-%{
-static __thread PyObject *so_py_et, *so_py_ev, *so_py_tb;
-
-static void so_py_raise(void) {
-    PyObject *type;
-    if (so_err_status == SO_ERR_FOREIGN && so_py_et) {
-        PyErr_Restore(so_py_et, so_py_ev, so_py_tb);
-        so_py_et = so_py_ev = so_py_tb = NULL;
+static PyObject *so_error[SHARDOPT_ERR_INTERNAL + 1]; /* by status; [0] ShardoptError, their base */
+static __thread PyObject *so_pending[3]; /* a Python callback's exception on this thread (type, value, tb) */
+/* The error of the call that failed on this thread: the exception of the callback that failed it, or the library's. */
+static void so_raise(shardopt_status st) {
+    PyObject *cls = so_error[st > 0 && st <= SHARDOPT_ERR_INTERNAL ? st : SHARDOPT_ERR_INTERNAL];
+    PyObject *msg, *attrs, *e = NULL, *dict = NULL;
+    if (so_pending[0]) { /* the callback's exception, raised here on its own thread */
+        PyErr_Restore(so_pending[0], so_pending[1], so_pending[2]);
+        so_pending[0] = so_pending[1] = so_pending[2] = NULL;
         return;
     }
-    switch (so_err_status) {
-    case SHARDOPT_ERR_INVALID_ARGUMENT: type = PyExc_ValueError; break;
-    case SHARDOPT_ERR_IO: case SHARDOPT_ERR_CORRUPT: type = PyExc_OSError; break;
-    case SHARDOPT_ERR_UNSUPPORTED: type = PyExc_NotImplementedError; break;
-    case SHARDOPT_ERR_OUT_OF_MEMORY: type = PyExc_MemoryError; break;
-    default: type = PyExc_RuntimeError; break;
-    }
-    PyErr_SetString(type, so_err_msg);
+    msg = PyUnicode_FromFormat("%s: %s", shardopt_status_name(st), shardopt_last_error_message());
+    attrs = Py_BuildValue("{s:i,s:s,s:i}", "status", st, "status_name", shardopt_status_name(st), "rank",
+                          shardopt_last_error_rank());
+    if (msg && attrs) e = PyObject_CallFunctionObjArgs(cls, msg, NULL);
+    if (e && (dict = PyObject_GenericGetDict(e, NULL)) && PyDict_Update(dict, attrs) == 0) PyErr_SetObject(cls, e);
+    Py_XDECREF(dict); Py_XDECREF(e); Py_XDECREF(attrs); Py_XDECREF(msg);
 }
 
-typedef struct so_py_model {
-    PyObject *fn;
-    size_t param_bytes;
-} so_py_model;
-
-/* Tells the library why the callback failed (shardopt_model_error), so optimize's error on every
- * rank names this rank and "<ExceptionType>: <message>"; the exception itself is kept (not
- * cleared) so this rank re-raises it. */
-static void so_py_report_model_error(PyObject *et, PyObject *ev) {
-    char buf[1024];
-    const char *tname = "exception";
-    const char *msg = NULL;
-    PyObject *str = NULL, *bytes = NULL;
-    if (et && PyType_Check(et)) tname = ((PyTypeObject *)et)->tp_name;
-    if (ev) str = PyObject_Str(ev);
-    if (str) bytes = PyUnicode_AsEncodedString(str, "utf-8", "replace");
-    if (bytes) msg = PyBytes_AsString(bytes);
-    if (msg && *msg) snprintf(buf, sizeof buf, "%s: %s", tname, msg);
-    else snprintf(buf, sizeof buf, "%s", tname);
-    PyErr_Clear(); /* from str()/encode failing, if they did */
-    shardopt_model_error(buf);
-    Py_XDECREF(bytes);
-    Py_XDECREF(str);
+/* Ends a trampoline's Python call r (NULL: it raised): 0 with its number in *out (when out is given), else 1 with the
+ * exception kept for so_raise and its text told to the library (shardopt_model_error): every rank's error names it. */
+static int so_done(PyObject *r, double *out) {
+    PyObject *t, *v, *tb, *text;
+    if (r && out) *out = PyFloat_AsDouble(r);
+    Py_XDECREF(r);
+    if (r && !PyErr_Occurred()) return 0;
+    PyErr_Fetch(&t, &v, &tb), PyErr_NormalizeException(&t, &v, &tb);
+    text = PyUnicode_FromFormat("%s: %S", ((PyTypeObject *)t)->tp_name, v);
+    shardopt_model_error(text ? PyUnicode_AsUTF8(text) : ((PyTypeObject *)t)->tp_name);
+    PyErr_Clear(), Py_XDECREF(text);
+    if (so_pending[0]) { Py_XDECREF(t); Py_XDECREF(v); Py_XDECREF(tb); }
+    else { so_pending[0] = t; so_pending[1] = v; so_pending[2] = tb; }
+    return 1;
 }
 
-/* shardopt_model_fn calling fn(params_address: int, grad_address: int, samples: bytes) -> float.
- * The layer builds guarded numpy views over the two addresses (invalid once the call returns);
- * the sample indices are copied, since their buffer lives only as long as optimize(). */
-static int so_py_model_call(void *user_data, const void *params, void *grad, const int64_t *samples,
-                            size_t n, double *loss) {
-    so_py_model *m = (so_py_model *)user_data;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    int rc = 1;
-    PyObject *p = PyLong_FromVoidPtr((void *)params);
-    PyObject *g = PyLong_FromVoidPtr(grad);
-    PyObject *s = PyBytes_FromStringAndSize((const char *)samples, (Py_ssize_t)(n * sizeof(int64_t)));
-    PyObject *r = (p && g && s) ? PyObject_CallFunctionObjArgs(m->fn, p, g, s, NULL) : NULL;
-    if (r) {
-        double v = PyFloat_AsDouble(r);
-        if (!(v == -1.0 && PyErr_Occurred())) {
-            *loss = v;
-            rc = 0;
-        }
-        Py_DECREF(r);
+#define SO_ADDR(p) PyLong_FromVoidPtr((void *)(p))
+#define SO_CALL(expr, out) do { PyGILState_STATE g_ = PyGILState_Ensure(); int rc_ = so_done(expr, out); \
+                                PyGILState_Release(g_); return rc_; } while (0)
+
+/* shardopt_batch_fn: fn(dataset, params address, grad address or None, samples address, sample count, epoch, step) */
+static int so_batch(void *fn, const shardopt_batch *b, double *loss) {
+    SO_CALL(PyObject_CallFunction((PyObject *)fn, "iNNNniL", (int)b->dataset, SO_ADDR(b->params),
+                                  b->grad ? SO_ADDR(b->grad) : (Py_INCREF(Py_None), Py_None), SO_ADDR(b->samples),
+                                  (Py_ssize_t)b->sample_count, (int)b->epoch, (long long)b->step), loss);
+}
+/* shardopt_lr_fn: fn(t, base) -> rate */
+static int so_lr(void *fn, int64_t t, double base, double *lr) {
+    SO_CALL(PyObject_CallFunction((PyObject *)fn, "Ld", (long long)t, base), lr);
+}
+/* A stage: stage._forward(call, input address, count, output) -> loss; stage._backward(call, input address, count,
+ * output_grad address, count, input_grad address) */
+static int so_forward(void *stage, const shardopt_stage_call *call, const void *input, size_t n,
+                      shardopt_activation output, double *loss) {
+    SO_CALL(PyObject_CallMethod((PyObject *)stage, "_forward", "NNnN",
+                                SWIG_NewPointerObj((void *)call, SWIGTYPE_p_shardopt_stage_call, 0), SO_ADDR(input),
+                                (Py_ssize_t)n, SWIG_NewPointerObj(output, SWIGTYPE_p_shardopt_activation_s, 0)), loss);
+}
+static int so_backward(void *stage, const shardopt_stage_call *call, const void *input, size_t n,
+                       const void *output_grad, size_t m, void *input_grad) {
+    SO_CALL(PyObject_CallMethod((PyObject *)stage, "_backward", "NNnNnN",
+                                SWIG_NewPointerObj((void *)call, SWIGTYPE_p_shardopt_stage_call, 0), SO_ADDR(input),
+                                (Py_ssize_t)n, SO_ADDR(output_grad), (Py_ssize_t)m, SO_ADDR(input_grad)), NULL);
+}
+
+/* o's buffer into v (C-contiguous, writable when asked) with its element type and count. */
+static int so_buffer(PyObject *o, Py_buffer *v, int writable, shardopt_dtype *dtype, size_t *count) {
+    static const struct { char format; int size; shardopt_dtype dtype; } k[] = {
+        {'f', 4, SHARDOPT_F32}, {'d', 8, SHARDOPT_F64}, {'e', 2, SHARDOPT_F16}, {'i', 4, SHARDOPT_I32},
+        {'l', 4, SHARDOPT_I32}, {'l', 8, SHARDOPT_I64}, {'q', 8, SHARDOPT_I64}, {'B', 1, SHARDOPT_U8}};
+    const char *f;
+    if (!PyObject_CheckBuffer(o))
+        return PyErr_Format(PyExc_TypeError, "an array must be a numpy array or other buffer, not %s", Py_TYPE(o)->tp_name), 0;
+    if (PyObject_GetBuffer(o, v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) != 0) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_ValueError, "the array must be a %sC-contiguous buffer", writable ? "writable " : ""), 0;
     }
-    if (rc != 0 && PyErr_Occurred()) {
-        if (!so_py_et) {
-            PyErr_Fetch(&so_py_et, &so_py_ev, &so_py_tb);
-            PyErr_NormalizeException(&so_py_et, &so_py_ev, &so_py_tb);
-            so_py_report_model_error(so_py_et, so_py_ev);
-        } else {
-            PyErr_Clear();
+    f = v->format + (strchr("<=@", v->format[0]) && v->format[0] ? 1 : 0);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i)
+        if (f[0] == k[i].format && !f[1] && v->itemsize == k[i].size) {
+            *dtype = k[i].dtype;
+            *count = (size_t)(v->len / v->itemsize);
+            return 1;
         }
-    } else if (rc != 0) {
-        shardopt_model_error("the model returned no loss");
-    }
-    Py_XDECREF(p);
-    Py_XDECREF(g);
-    Py_XDECREF(s);
-    PyGILState_Release(gil);
-    return rc;
+    PyErr_Format(PyExc_ValueError, "unsupported dtype (format '%s'): float32, float64, float16, int32, int64, uint8", v->format);
+    PyBuffer_Release(v);
+    return 0;
+}
+
+/* allgather (gather 1) and reduce_scatter (0): the send buffer in v, a new bytearray for the result. */
+static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v, int gather, void **recv,
+                                   size_t *count, shardopt_dtype *dtype) {
+    int ws = 1;
+    PyObject *out = NULL;
+    if (!so_buffer(o, v, 0, dtype, count)) return NULL;
+    shardopt_comm_size(comm, &ws); /* a bad handle fails the call itself */
+    if (!gather && *count % (size_t)ws)
+        return PyErr_Format(PyExc_ValueError, "reduce_scatter needs a multiple of the world size (%d) elements, "
+                            "got %zu", ws, *count);
+    if (!gather) *count /= (size_t)ws;
+    if ((out = PyByteArray_FromStringAndSize(NULL, gather ? v->len * ws : v->len / ws))) *recv = PyByteArray_AS_STRING(out);
+    return out;
 }
 %}
 
-%exception {
-    so_err_status = 0;
-    $action
-    if (so_err_status) {
-        so_py_raise();
-        SWIG_fail;
+%init %{
+{
+    static const char *names[] = {"ShardoptError", "InvalidArgumentError", "InvalidStateError",
+                                  "CollectiveTimeoutError", "MismatchError", "PeerLostError", "FileIOError",
+                                  "CorruptDataError", "OutOfMemoryError", "UnsupportedError", "InternalError"};
+    PyObject *also[][2] = {{NULL, NULL}, {PyExc_ValueError, NULL}, {PyExc_RuntimeError, NULL},
+                           {PyExc_RuntimeError, PyExc_TimeoutError}, {PyExc_RuntimeError, NULL},
+                           {PyExc_RuntimeError, PyExc_ConnectionError}, {PyExc_OSError, NULL}, {PyExc_OSError, NULL},
+                           {PyExc_MemoryError, NULL}, {PyExc_NotImplementedError, NULL}, {PyExc_RuntimeError, NULL}};
+    char name[64];
+    for (int i = 0; i <= SHARDOPT_ERR_INTERNAL; ++i) { /* each status's class: ShardoptError and what Python expects */
+        PyObject *bases = !i ? NULL : PyTuple_Pack(also[i][1] ? 3 : 2, so_error[0], also[i][0], also[i][1]);
+        snprintf(name, sizeof name, "shardopt.%s", names[i]);
+        so_error[i] = PyErr_NewException(name, i ? bases : PyExc_Exception, NULL);
+        Py_XDECREF(bases);
+        PyDict_SetItemString(d, names[i], so_error[i]);
     }
+}
+%}
+
+%include <stdint.i>
+%include <typemaps.i>
+%typemap(out) shardopt_status {
+    if ($1 != SHARDOPT_OK) { so_raise($1); SWIG_fail; }
+    $result = SWIG_Py_Void();
 }
 
-/* Caller memory through the buffer protocol (numpy arrays, array.array, bytearray); None = NULL. */
-%typemap(in) void *WBUF (Py_buffer view = {0}) {
-    if ($input == Py_None) {
-        $1 = NULL;
-    } else {
-        if (PyObject_GetBuffer($input, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
-        $1 = view.buf;
-    }
-}
-%typemap(freearg) void *WBUF { PyBuffer_Release(&view$argnum); }
-%typemap(in) const void *RBUF (Py_buffer view = {0}) {
-    if ($input == Py_None) {
-        $1 = NULL;
-    } else {
-        if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
-        $1 = view.buf;
-    }
-}
-%typemap(freearg) const void *RBUF { PyBuffer_Release(&view$argnum); }
-%typemap(in) PyObject *CALLABLE {
-    if (!PyCallable_Check($input)) {
-        PyErr_SetString(PyExc_TypeError, "model must be callable");
-        SWIG_fail;
-    }
-    $1 = $input;
-}
-/* (address, bytes): the layer wraps it in a guarded numpy view that keeps the optimizer alive
- * and raises once the optimizer is closed (a bare memoryview would dangle). */
-%typemap(out) so_bytes {
-    if ($1.ptr) {
-        $result = Py_BuildValue("(NN)", PyLong_FromVoidPtr($1.ptr), PyLong_FromSize_t($1.bytes));
-    } else {
-        Py_INCREF(Py_None);
-        $result = Py_None;
-    }
+/* outputs */
+%define SO_HANDLE(T)
+%typemap(in, numinputs=0) T * (T h = NULL) "$1 = &h;"
+%typemap(argout) T * { %append_output(SWIG_NewPointerObj(h$argnum, $descriptor(T), 0)); }
+%enddef
+SO_HANDLE(shardopt_comm) SO_HANDLE(shardopt_params) SO_HANDLE(shardopt_optimizer) SO_HANDLE(shardopt_pipeline)
+%apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop };
+%apply size_t *OUTPUT { size_t *count, size_t *padded_count };
+%apply double *OUTPUT { double *lr }; %apply int64_t *OUTPUT { int64_t *steps };
+%apply uint64_t *OUTPUT { uint64_t *bytes };
+%typemap(in, numinputs=0) void ** (void *p = NULL) "$1 = &p;"
+%typemap(argout) void ** { %append_output(SO_ADDR(p$argnum)); }
+%typemap(in, numinputs=0) (void **data, size_t *size) (void *p = NULL, size_t n = 0) "$1 = &p; $2 = &n;"
+%typemap(argout) (void **data, size_t *size) {
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)p$argnum, (Py_ssize_t)n$argnum);
+    shardopt_buffer_free(p$argnum);
+    if (!bytes) SWIG_fail;
+    %append_output(bytes);
 }
 
+/* arrays */
+%define SO_ARRAY(ARGS, WRITABLE, NONE, SET)
+%typemap(in) ARGS (Py_buffer v = {0}, shardopt_dtype dt = SHARDOPT_F32, size_t n = 0) {
+    if (!(NONE && $input == Py_None) && !so_buffer($input, &v, WRITABLE, &dt, &n)) SWIG_fail;
+    SET
+}
+%typemap(freearg) ARGS "if (v$argnum.obj) PyBuffer_Release(&v$argnum);"
+%enddef
+SO_ARRAY((void *buffer, size_t count, shardopt_dtype dtype), 1, 0, $1 = v.buf; $2 = n; $3 = dt;)
+SO_ARRAY((const void *buffer, size_t count, shardopt_dtype dtype), 0, 0, $1 = v.buf; $2 = n; $3 = dt;)
+SO_ARRAY((const void *send, void *recv, size_t count, shardopt_dtype dtype), 1, 0, $1 = $2 = v.buf; $3 = n; $4 = dt;)
+SO_ARRAY((void *packed, size_t count), 1, 0, $1 = v.buf; $2 = n;)
+SO_ARRAY((const void *packed, size_t count), 0, 0, $1 = v.buf; $2 = n;)
+SO_ARRAY((void *param_buffer, size_t param_count), 1, 0, $1 = v.buf; $2 = n;)
+SO_ARRAY((const void *data, size_t size), 0, 0, $1 = v.buf; $2 = (size_t)v.len;)
+SO_ARRAY(const void *initial, 0, 1, $1 = v.buf;) /* None: NULL (zeros) */
+%define SO_GATHER_SCATTER(COUNT, GATHER) /* the send buffer; the result, a new bytearray, returned */
+%typemap(in) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype) (Py_buffer v = {0}, PyObject *o = 0)
+    "if (!(o = so_gather_scatter(arg1, $input, &v, GATHER, &$2, &$3, &$4))) SWIG_fail; $1 = v.buf;"
+%typemap(argout) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype) { %append_output(o$argnum); o$argnum = 0; }
+%typemap(freearg) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype)
+    "if (v$argnum.obj) PyBuffer_Release(&v$argnum); Py_XDECREF(o$argnum);"
+%enddef
+SO_GATHER_SCATTER(send_count, 1)
+SO_GATHER_SCATTER(recv_count, 0)
+/* the caller-owned buffers of a training result: arrays the caller keeps alive through the call */
+%typemap(in) void *best_parameters, double *training_loss_history, double *validation_loss_history,
+    double *learning_rate_history { Py_buffer v = {0}; shardopt_dtype dt; size_t n;
+    if (!so_buffer($input, &v, 1, &dt, &n)) SWIG_fail; $1 = ($1_ltype)v.buf; PyBuffer_Release(&v); }
 
-/* ------------------------------------------------------------------------------------------------
- * The option and result structs of shardopt.h (fields as in C), and its enums; no raw functions.
- * ---------------------------------------------------------------------------------------------- */
-/* C enums as plain int constants everywhere (the layers define their own enums) */
-%apply long long { int64_t };
-%apply int { int32_t };
-%apply unsigned long { size_t };   /* Java long, Python int */
-%apply long long { uint64_t };     /* Java long rather than BigInteger */
-%ignore shardopt_optimize_result::best_parameters;
-%ignore shardopt_optimize_result::best_parameters_count;
-%ignore shardopt_optimize_result::loss_history;
-%ignore shardopt_optimize_result::loss_history_capacity;
-%ignore shardopt_elastic_options; /* so_make_elastic takes the fields */
-%ignore shardopt_elastic_status::checkpoint_dir; /* so_elastic_dir */
-%immutable shardopt_step_result::struct_size;
-%rename("$ignore", %$isfunction, regextarget=1) "^shardopt_";
-%rename("%s") shardopt_version;
-%rename("%s") shardopt_abi_version;
+/* callbacks: Python callables (kept alive by the caller while the library may call them) */
+%typemap(in) (shardopt_batch_fn model, void *user_data) {
+    if (!PyCallable_Check($input)) SWIG_exception_fail(SWIG_TypeError, "the model must be callable");
+    $1 = so_batch, $2 = $input;
+}
+%typemap(in) void *lr_user_data "$1 = $input;"
+%constant shardopt_lr_fn SO_PY_LR_FN = so_lr; /* set lr_fn to it, lr_user_data to the callable */
+%typemap(in) const shardopt_pipeline_stage *stage (shardopt_pipeline_stage s) {
+    s.struct_size = sizeof s, s.forward = so_forward, s.backward = so_backward, s.user_data = $input, $1 = &s;
+}
+
+/* structs: made with their struct_size set (output structs need it), copied with copy() */
+%define SO_STRUCT(T)
+%newobject T::copy;
+%extend T {
+    T() { T *p = (T *)calloc(1, sizeof(T)); if (p) p->struct_size = sizeof(T); return p; }
+    T *copy() { T *p = (T *)malloc(sizeof(T)); if (p) *p = *$self; return p; }
+}
+%enddef
+SO_STRUCT(shardopt_optimizer_options) SO_STRUCT(shardopt_sharding_options) SO_STRUCT(shardopt_training_options)
+SO_STRUCT(shardopt_training_result) SO_STRUCT(shardopt_step_result) SO_STRUCT(shardopt_memory_stats)
+SO_STRUCT(shardopt_elastic_options) SO_STRUCT(shardopt_elastic_status) SO_STRUCT(shardopt_pipeline_options)
+SO_STRUCT(shardopt_pipeline_result)
+
+/* not wrapped: what needs a buffer alive after the call (async collectives, work handles, CUDA streams), the
+ * all-ranks-at-once in-process group (each rank claims its own), the first training loop (train replaces it), and
+ * what only C callers need */
+%rename("$ignore", regextarget=1) "_async$|^shardopt_(work|optimize_|optimizer_optimize$|buffer_free$|batch$)";
+%rename("$ignore", regextarget=1) "^shardopt_(comm_create_inprocess|comm_set_cuda_stream|pipeline_stage)$";
 #define SHARDOPT_API
+#define SHARDOPT_EXPERIMENTAL
 %include "shardopt.h"
-
-%apply void *WBUF { void *buffer, void *recv, void *param_buffer, void *packed_out, void *best, void *history }
-%apply const void *RBUF { const void *send, const void *initial, const void *packed }
-
-/* ------------------------------------------------------------------------------------------------
- * Helpers: results returned, failures recorded for %exception
- * ---------------------------------------------------------------------------------------------- */
-%inline %{
-/* ---- communicators ---- */
-/* environment_id NULL: "default". Each rank claims its handle once; the id is free again once all
- * ranks have claimed theirs. */
-shardopt_comm so_comm_inmemory(const char *environment_id, int rank, int world_size) {
-    shardopt_comm c = NULL;
-    SO_TRY(shardopt_comm_create_inprocess_member(environment_id ? environment_id : "default", rank, world_size, &c),
-           NULL);
-    return c;
-}
-
-/* backend: "ucx", "inprocess" or NULL ($SHARDOPT_BACKEND) */
-shardopt_comm so_comm_from_env(const char *backend) {
-    shardopt_comm c = NULL;
-    SO_TRY(shardopt_comm_create_from_env(backend, &c), NULL);
-    return c;
-}
-
-shardopt_comm so_comm_nccl(int rank, int world_size, int device_id) {
-    (void)rank; (void)world_size; (void)device_id;
-    so_fail(SHARDOPT_ERR_UNSUPPORTED, "the NCCL backend is not in the shardopt C ABI %u.%u yet",
-            shardopt_version() / 10000, shardopt_version() / 100 % 100);
-    return NULL;
-}
-
-void so_comm_destroy(shardopt_comm comm) { SO_TRY(shardopt_comm_destroy(comm), SO_VOID); }
-int so_comm_rank(shardopt_comm comm) { int r = -1; SO_TRY(shardopt_comm_rank(comm, &r), -1); return r; }
-int so_comm_size(shardopt_comm comm) { int s = -1; SO_TRY(shardopt_comm_size(comm, &s), -1); return s; }
-void so_comm_set_timeout(shardopt_comm comm, int64_t ms) { SO_TRY(shardopt_comm_set_timeout(comm, ms), SO_VOID); }
-void so_comm_abort(shardopt_comm comm, const char *reason) { SO_TRY(shardopt_comm_abort(comm, reason), SO_VOID); }
-shardopt_comm so_comm_split(shardopt_comm comm, int color, int key) {
-    shardopt_comm c = NULL;
-    SO_TRY(shardopt_comm_split(comm, color, key, &c), NULL);
-    return c;
-}
-void so_barrier(shardopt_comm comm) { SO_TRY(shardopt_barrier(comm), SO_VOID); }
-void so_allreduce(shardopt_comm comm, void *buffer, size_t count, int dtype, int op) {
-    SO_TRY(shardopt_allreduce(comm, buffer, buffer, count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
-}
-void so_broadcast(shardopt_comm comm, void *buffer, size_t count, int dtype, int root) {
-    SO_TRY(shardopt_broadcast(comm, buffer, count, (shardopt_dtype)dtype, root), SO_VOID);
-}
-void so_allgather(shardopt_comm comm, const void *send, void *recv, size_t send_count, int dtype) {
-    SO_TRY(shardopt_allgather(comm, send, recv, send_count, (shardopt_dtype)dtype), SO_VOID);
-}
-
-/* ---- options ---- */
-void so_optimizer_options_defaults(shardopt_optimizer_options *opts, int kind) {
-    SO_TRY(shardopt_optimizer_options_init_sized(opts, sizeof *opts, (shardopt_optimizer_kind)kind), SO_VOID);
-}
-void so_sharding_options_defaults(shardopt_sharding_options *opts) {
-    SO_TRY(shardopt_sharding_options_init_sized(opts, sizeof *opts), SO_VOID);
-}
-void so_optimize_options_defaults(shardopt_optimize_options *opts) {
-    SO_TRY(shardopt_optimize_options_init_sized(opts, sizeof *opts), SO_VOID);
-}
-
-/* ---- parameter sets ---- */
-shardopt_params so_params_create(int dtype, size_t bucket_bytes) {
-    shardopt_params p = NULL;
-    SO_TRY(shardopt_params_create((shardopt_dtype)dtype, bucket_bytes, &p), NULL);
-    return p;
-}
-void so_params_destroy(shardopt_params params) { SO_TRY(shardopt_params_destroy(params), SO_VOID); }
-int so_params_add(shardopt_params params, const char *name, size_t count, int tp_replicated) {
-    int index = -1;
-    SO_TRY(shardopt_params_add(params, name, count, tp_replicated, &index), -1);
-    return index;
-}
-/* A rows x cols (row-major) tensor: what PowerSGD compresses (shardopt_params_add_matrix). */
-int so_params_add_matrix(shardopt_params params, const char *name, size_t rows, size_t cols, int tp_replicated) {
-    int index = -1;
-    SO_TRY(shardopt_params_add_matrix(params, name, rows, cols, tp_replicated, &index), -1);
-    return index;
-}
-void so_params_end_bucket(shardopt_params params) { SO_TRY(shardopt_params_end_bucket(params), SO_VOID); }
-size_t so_params_element_count(shardopt_params params) {
-    size_t n = 0;
-    SO_TRY(shardopt_params_element_count(params, &n), 0);
-    return n;
-}
-size_t so_params_padded_count(shardopt_params params, int shards) {
-    size_t n = 0;
-    SO_TRY(shardopt_params_padded_count(params, shards, &n), 0);
-    return n;
-}
-
-/* ---- sharded optimizers ---- */
-shardopt_optimizer so_optimizer_create(shardopt_comm comm, shardopt_params params,
-                                       const shardopt_optimizer_options *optimizer,
-                                       const shardopt_sharding_options *sharding, const void *initial) {
-    shardopt_optimizer o = NULL;
-    SO_TRY(shardopt_optimizer_create(comm, params, optimizer, sharding, initial, &o), NULL);
-    return o;
-}
-/* Parameters live in the caller's buffer (padded_count elements), which must outlive the optimizer. */
-shardopt_optimizer so_optimizer_create_external(shardopt_comm comm, shardopt_params params,
-                                                const shardopt_optimizer_options *optimizer,
-                                                const shardopt_sharding_options *sharding, const void *initial,
-                                                void *param_buffer, size_t param_count) {
-    shardopt_optimizer o = NULL;
-    SO_TRY(shardopt_optimizer_create_external(comm, params, optimizer, sharding, initial, param_buffer, param_count, &o), NULL);
-    return o;
-}
-void so_optimizer_destroy(shardopt_optimizer opt) { SO_TRY(shardopt_optimizer_destroy(opt), SO_VOID); }
-int so_tensor_count(shardopt_optimizer opt) { int n = 0; SO_TRY(shardopt_optimizer_tensor_count(opt, &n), 0); return n; }
-size_t so_tensor_size(shardopt_optimizer opt, int tensor) {
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_tensor_info(opt, tensor, &n, NULL), 0);
-    return n;
-}
-int so_tensor_bucket(shardopt_optimizer opt, int tensor) {
-    int b = -1;
-    SO_TRY(shardopt_optimizer_tensor_info(opt, tensor, NULL, &b), -1);
-    return b;
-}
-int so_bucket_count(shardopt_optimizer opt) { int n = 0; SO_TRY(shardopt_optimizer_bucket_count(opt, &n), 0); return n; }
-size_t so_bucket_size(shardopt_optimizer opt, int bucket) {
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_bucket_info(opt, bucket, &n), 0);
-    return n;
-}
-size_t so_element_count(shardopt_optimizer opt) {
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_element_count(opt, &n, NULL), 0);
-    return n;
-}
-size_t so_padded_count(shardopt_optimizer opt) {
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_element_count(opt, NULL, &n), 0);
-    return n;
-}
-void so_set_learning_rate(shardopt_optimizer opt, double lr) { SO_TRY(shardopt_optimizer_set_learning_rate(opt, lr), SO_VOID); }
-double so_learning_rate(shardopt_optimizer opt) {
-    double lr = 0;
-    SO_TRY(shardopt_optimizer_learning_rate(opt, &lr), 0);
-    return lr;
-}
-/* Raw-pointer collectives for Java and C#, whose layers check the arrays' lengths and element
- * types first (Python's so_py_* wrappers check buffer sizes here instead). */
-void so_reduce_scatter(shardopt_comm comm, const void *send, void *recv, size_t recv_count, int dtype, int op) {
-    SO_TRY(shardopt_reduce_scatter(comm, send, recv, recv_count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
-}
-void so_send(shardopt_comm comm, const void *send, size_t count, int dtype, int peer, int tag) {
-    SO_TRY(shardopt_send(comm, send, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
-}
-void so_recv(shardopt_comm comm, void *recv, size_t count, int dtype, int peer, int tag) {
-    SO_TRY(shardopt_recv(comm, recv, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
-}
-int64_t so_step_count(shardopt_optimizer opt) { int64_t n = 0; SO_TRY(shardopt_optimizer_step_count(opt, &n), 0); return n; }
-
-/* Library memory, without a copy; element_size is that of the optimizer's dtype. */
-so_bytes so_parameters(shardopt_optimizer opt, size_t element_size) {
-    so_bytes r = {NULL, 0};
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_element_count(opt, NULL, &n), r);
-    SO_TRY(shardopt_optimizer_parameters(opt, &r.ptr), r);
-    r.bytes = n * element_size;
-    return r;
-}
-so_bytes so_tensor_parameters(shardopt_optimizer opt, int tensor, size_t element_size) {
-    so_bytes r = {NULL, 0};
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_tensor_info(opt, tensor, &n, NULL), r);
-    SO_TRY(shardopt_optimizer_tensor_parameters(opt, tensor, &r.ptr), r);
-    r.bytes = n * element_size;
-    return r;
-}
-so_bytes so_gather(shardopt_optimizer opt, int bucket, size_t element_size) {
-    so_bytes r = {NULL, 0};
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_bucket_info(opt, bucket, &n), r);
-    SO_TRY(shardopt_optimizer_gather(opt, bucket, &r.ptr), r);
-    r.bytes = n * element_size;
-    return r;
-}
-void so_release(shardopt_optimizer opt, int bucket) { SO_TRY(shardopt_optimizer_release(opt, bucket), SO_VOID); }
-void so_get_parameters(shardopt_optimizer opt, void *packed_out, size_t count) {
-    SO_TRY(shardopt_optimizer_get_parameters(opt, packed_out, count), SO_VOID);
-}
-void so_set_parameters(shardopt_optimizer opt, const void *packed, size_t count) {
-    SO_TRY(shardopt_optimizer_set_parameters(opt, packed, count), SO_VOID);
-}
-
-/* ---- step protocol ---- */
-void so_zero_grad(shardopt_optimizer opt) { SO_TRY(shardopt_optimizer_zero_grad(opt), SO_VOID); }
-so_bytes so_bucket_grad(shardopt_optimizer opt, int bucket, size_t element_size) {
-    so_bytes r = {NULL, 0};
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_bucket_grad(opt, bucket, &r.ptr, &n), r);
-    r.bytes = n * element_size;
-    return r;
-}
-so_bytes so_tensor_grad(shardopt_optimizer opt, int tensor, size_t element_size) {
-    so_bytes r = {NULL, 0};
-    size_t n = 0;
-    SO_TRY(shardopt_optimizer_tensor_grad(opt, tensor, &r.ptr, &n), r);
-    r.bytes = n * element_size;
-    return r;
-}
-void so_grad_ready(shardopt_optimizer opt, int bucket) { SO_TRY(shardopt_optimizer_grad_ready(opt, bucket), SO_VOID); }
-void so_step(shardopt_optimizer opt, shardopt_step_result *result) {
-    if (result) result->struct_size = sizeof *result;
-    SO_TRY(shardopt_optimizer_step(opt, result), SO_VOID);
-}
-void so_synchronize_state(shardopt_optimizer opt) { SO_TRY(shardopt_optimizer_synchronize_state(opt), SO_VOID); }
-int so_should_early_stop(shardopt_optimizer opt, int vote) {
-    int stop = 0;
-    SO_TRY(shardopt_optimizer_should_early_stop(opt, vote, &stop), 0);
-    return stop;
-}
-/* Bytes this rank has moved over the optimizer's communicators so far (not collective). */
-uint64_t so_bytes_sent(shardopt_optimizer opt) {
-    uint64_t n = 0;
-    SO_TRY(shardopt_optimizer_bytes_sent(opt, &n), 0);
-    return n;
-}
-void so_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats) {
-    if (stats) stats->struct_size = sizeof *stats;
-    SO_TRY(shardopt_optimizer_memory_stats(opt, stats), SO_VOID);
-}
-
-%}
-
-/* ---- checkpoints (collective: every rank calls with the same arguments) ----
- * serialize is two calls so each language allocates its own byte array: so_serialize keeps the
- * library's buffer in a per-thread slot and returns its size; so_serialized_take copies it into
- * the caller's memory and frees it (so_serialized_discard frees it without copying). */
-%{
-static __thread void *so_ser_data;
-static __thread size_t so_ser_size;
-%}
-%inline %{
-void so_serialized_discard(void) {
-    void *d = so_ser_data;
-    so_ser_data = NULL;
-    so_ser_size = 0;
-    if (d) shardopt_buffer_free(d);
-}
-size_t so_serialize(shardopt_optimizer opt) {
-    void *d = NULL;
-    size_t n = 0;
-    so_serialized_discard();
-    SO_TRY(shardopt_optimizer_serialize(opt, &d, &n), 0);
-    so_ser_data = d;
-    so_ser_size = n;
-    return n;
-}
-void so_serialized_take(void *WBUF, size_t n) {
-    if (!so_ser_data) {
-        so_fail(SHARDOPT_ERR_INVALID_STATE, "nothing serialized on this thread (call so_serialize first)");
-        return;
-    }
-    if (!WBUF || n != so_ser_size) {
-        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "the buffer must hold exactly the %zu serialized bytes (got %zu%s)",
-                so_ser_size, n, WBUF ? "" : ", NULL");
-        so_serialized_discard();
-        return;
-    }
-    memcpy(WBUF, so_ser_data, n);
-    so_serialized_discard();
-}
-void so_deserialize(shardopt_optimizer opt, const void *RBUF, size_t n) {
-    SO_TRY(shardopt_optimizer_deserialize(opt, RBUF, n), SO_VOID);
-}
-/* consolidated != 0: rank 0 writes one file (+ model.safetensors); else every rank its shard */
-void so_save(shardopt_optimizer opt, const char *dir, int consolidated) {
-    SO_TRY(shardopt_optimizer_save(opt, dir, consolidated ? SHARDOPT_CHECKPOINT_CONSOLIDATED : SHARDOPT_CHECKPOINT_SHARDED),
-           SO_VOID);
-}
-void so_load(shardopt_optimizer opt, const char *dir) { SO_TRY(shardopt_optimizer_load(opt, dir), SO_VOID); }
-
-/* ---- elastic training (collective where the C ABI is) ---- */
-/* checkpoint_dir NULL or "": $SHARDOPT_CHECKPOINT_DIR; 0 for the others: their defaults */
-void so_make_elastic(shardopt_optimizer opt, int min_workers, int max_workers, int checkpoint_every,
-                     const char *checkpoint_dir) {
-    shardopt_elastic_options e;
-    SO_TRY(shardopt_elastic_options_init(&e), SO_VOID);
-    e.min_workers = min_workers;
-    e.max_workers = max_workers;
-    e.checkpoint_every = checkpoint_every;
-    e.checkpoint_dir = checkpoint_dir;
-    SO_TRY(shardopt_optimizer_make_elastic(opt, &e), SO_VOID);
-}
-void so_elastic_status(shardopt_optimizer opt, shardopt_elastic_status *status) {
-    if (status) status->struct_size = sizeof *status;
-    SO_TRY(shardopt_optimizer_elastic_status(opt, status), SO_VOID);
-}
-/* The checkpoint directory in force (a copy: valid as long as the optimizer is). */
-const char *so_elastic_dir(shardopt_optimizer opt) {
-    shardopt_elastic_status st;
-    memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
-    SO_TRY(shardopt_optimizer_elastic_status(opt, &st), NULL);
-    return st.checkpoint_dir;
-}
-void so_checkpoint_now(shardopt_optimizer opt) { SO_TRY(shardopt_optimizer_checkpoint_now(opt), SO_VOID); }
-void so_finish_checkpoint(shardopt_optimizer opt) { SO_TRY(shardopt_optimizer_finish_checkpoint(opt), SO_VOID); }
-%}
-
-/* ---- optimize(): one entry per language ---- */
-%{
-static int so_optimize_common(shardopt_optimizer opt, shardopt_model_fn fn, void *user,
-                              const shardopt_optimize_options *options, shardopt_optimize_result *result,
-                              void *best, size_t best_count, void *history, size_t history_capacity) {
-    if (result) {
-        result->struct_size = sizeof *result;
-        result->best_parameters = best;
-        result->best_parameters_count = best ? best_count : 0;
-        result->loss_history = (double *)history;
-        result->loss_history_capacity = history ? history_capacity : 0;
-    }
-    return shardopt_optimizer_optimize(opt, fn, user, options, result);
-}
-#define SO_OPTIMIZE_FINISH(st)                                                        \
-    do {                                                                              \
-        if (result) { result->best_parameters = NULL; result->loss_history = NULL; }  \
-        if ((st) != SHARDOPT_OK) {                                                    \
-            if (so_foreign_pending) so_err_status = SO_ERR_FOREIGN;                   \
-            else so_fail((st), "%s", shardopt_last_error_message());                  \
-        }                                                                             \
-    } while (0)
-%}
-
-%inline %{
-/* model(params, grad, samples) -> loss, with memoryviews over the library's buffers */
-void so_optimize_py(shardopt_optimizer opt, PyObject *CALLABLE, size_t element_size,
-                    const shardopt_optimize_options *options, shardopt_optimize_result *result,
-                    void *best, size_t best_count, void *history, size_t history_capacity) {
-    so_py_model m;
-    size_t n = 0;
-    shardopt_status st;
-    SO_TRY(shardopt_optimizer_element_count(opt, &n, NULL), SO_VOID);
-    m.fn = CALLABLE;
-    m.param_bytes = n * element_size;
-    st = so_optimize_common(opt, so_py_model_call, &m, options, result, best, best_count, history, history_capacity);
-#define so_foreign_pending (so_py_et != NULL)
-    SO_OPTIMIZE_FINISH(st);
-#undef so_foreign_pending
-}
-%}
-/* Python-only helpers (the other languages have their own blocks). Buffer sizes are checked here
- * against the element counts, so a short array is an error instead of an out-of-bounds access. */
-%{
-static size_t so_py_dtype_size(int dtype) {
-    switch (dtype) {
-    case SHARDOPT_F32: case SHARDOPT_I32: return 4;
-    case SHARDOPT_F64: case SHARDOPT_I64: return 8;
-    case SHARDOPT_U8: return 1;
-    default: return 2; /* the 16-bit kinds */
-    }
-}
-static int so_py_check(const char *what, size_t have_bytes, size_t count, int dtype) {
-    size_t need = count * so_py_dtype_size(dtype);
-    if (have_bytes < need) {
-        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "%s holds %zu bytes, %zu elements need %zu", what, have_bytes,
-                count, need);
-        return 0;
-    }
-    return 1;
-}
-%}
-%typemap(in) (void *WBUF, size_t WBYTES) (Py_buffer view = {0}) {
-    if ($input == Py_None) {
-        $1 = NULL; $2 = 0;
-    } else {
-        if (PyObject_GetBuffer($input, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
-        $1 = view.buf; $2 = (size_t)view.len;
-    }
-}
-%typemap(freearg) (void *WBUF, size_t WBYTES) { PyBuffer_Release(&view$argnum); }
-%typemap(in) (const void *RBUF, size_t RBYTES) (Py_buffer view = {0}) {
-    if ($input == Py_None) {
-        $1 = NULL; $2 = 0;
-    } else {
-        if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
-        $1 = view.buf; $2 = (size_t)view.len;
-    }
-}
-%typemap(freearg) (const void *RBUF, size_t RBYTES) { PyBuffer_Release(&view$argnum); }
-%inline %{
-double so_py_learning_rate(shardopt_optimizer opt) {
-    double lr = 0.0;
-    SO_TRY(shardopt_optimizer_learning_rate(opt, &lr), 0.0);
-    return lr;
-}
-void so_py_allreduce(shardopt_comm comm, void *WBUF, size_t WBYTES, size_t count, int dtype, int op) {
-    if (!so_py_check("data", WBYTES, count, dtype)) return;
-    SO_TRY(shardopt_allreduce(comm, WBUF, WBUF, count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
-}
-void so_py_broadcast(shardopt_comm comm, void *WBUF, size_t WBYTES, size_t count, int dtype, int root) {
-    if (!so_py_check("data", WBYTES, count, dtype)) return;
-    SO_TRY(shardopt_broadcast(comm, WBUF, count, (shardopt_dtype)dtype, root), SO_VOID);
-}
-void so_py_allgather(shardopt_comm comm, const void *RBUF, size_t RBYTES, void *WBUF, size_t WBYTES,
-                     size_t send_count, int dtype) {
-    int size = 0;
-    SO_TRY(shardopt_comm_size(comm, &size), SO_VOID);
-    if (!so_py_check("send", RBYTES, send_count, dtype) ||
-        !so_py_check("recv", WBYTES, send_count * (size_t)size, dtype)) return;
-    SO_TRY(shardopt_allgather(comm, RBUF, WBUF, send_count, (shardopt_dtype)dtype), SO_VOID);
-}
-void so_py_reduce_scatter(shardopt_comm comm, const void *RBUF, size_t RBYTES, void *WBUF, size_t WBYTES,
-                          size_t recv_count, int dtype, int op) {
-    int size = 0;
-    SO_TRY(shardopt_comm_size(comm, &size), SO_VOID);
-    if (!so_py_check("send", RBYTES, recv_count * (size_t)size, dtype) ||
-        !so_py_check("recv", WBYTES, recv_count, dtype)) return;
-    SO_TRY(shardopt_reduce_scatter(comm, RBUF, WBUF, recv_count, (shardopt_dtype)dtype, (shardopt_reduce_op)op), SO_VOID);
-}
-void so_py_send(shardopt_comm comm, const void *RBUF, size_t RBYTES, size_t count, int dtype, int peer, int tag) {
-    if (!so_py_check("data", RBYTES, count, dtype)) return;
-    SO_TRY(shardopt_send(comm, RBUF, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
-}
-void so_py_recv(shardopt_comm comm, void *WBUF, size_t WBYTES, size_t count, int dtype, int peer, int tag) {
-    if (!so_py_check("data", WBYTES, count, dtype)) return;
-    SO_TRY(shardopt_recv(comm, WBUF, count, (shardopt_dtype)dtype, peer, tag), SO_VOID);
-}
-void so_py_get_parameters(shardopt_optimizer opt, void *WBUF, size_t WBYTES, size_t count, int dtype) {
-    if (!so_py_check("out", WBYTES, count, dtype)) return;
-    SO_TRY(shardopt_optimizer_get_parameters(opt, WBUF, count), SO_VOID);
-}
-void so_py_set_parameters(shardopt_optimizer opt, const void *RBUF, size_t RBYTES, size_t count, int dtype) {
-    if (!so_py_check("values", RBYTES, count, dtype)) return;
-    SO_TRY(shardopt_optimizer_set_parameters(opt, RBUF, count), SO_VOID);
-}
-%}
-
-/* Pipeline parallelism: stage callbacks and the runner (pipeline.i). */
-/* pipeline.i — pipeline parallelism for the bindings (included at the end of shardopt.i, whose
- * helpers, typemaps and per-language exception plumbing it uses). Over the C ABI's experimental
- * shardopt_pipeline_* (docs/pipeline.md):
- *  - so_pipeline_create_py / _java / _fn: a pipeline whose stage callbacks are a language's
- *    (Python callables, a Java bridge object, C# delegates' function pointers), each called
- *    through a C trampoline here that records the call being served in a thread-local context;
- *  - so_stage_output / so_stage_grad / so_stage_parameters, callable from inside a callback only
- *    (that context says which call): set the forward's output activation (copied in), and view
- *    the gradient sum and parameters of one of the stage's tensors;
- *  - so_pipeline_run: one batch into so_pipeline_result; a language exception raised by one of
- *    this thread's callbacks is re-raised as itself (as optimize does), other ranks get the
- *    library's error naming it;
- *  - so_pipeline_destroy: the pipeline and the language references it held.
- */
-
-%{
-/* The callback being served on this thread: what so_stage_output/so_stage_grad act on. */
-typedef struct so_stage_ctx {
-    const shardopt_stage_call *call;
-    shardopt_activation output; /* forward only */
-    shardopt_optimizer opt;
-    size_t element_size;
-} so_stage_ctx;
-static __thread so_stage_ctx *so_stage_now;
-
-/* A pipeline and the language state its callbacks use (freed after the pipeline). */
-typedef struct so_pipeline_s {
-    shardopt_pipeline pipe;
-    void *stage;
-    void (*free_stage)(void *stage);
-} so_pipeline_s;
-
-/* The one batch's outcome (shardopt_pipeline_result without struct_size). */
-typedef struct so_pipeline_result {
-    double loss;
-    int step_applied;
-    double busy_seconds;
-    double wait_seconds;
-    double span_seconds;
-    double bubble_fraction;
-    int peak_activations;
-    int sends;
-    int recvs;
-} so_pipeline_result;
-
-static so_pipeline_s *so_pipeline_make(shardopt_optimizer opt, shardopt_stage_forward_fn forward,
-                                       shardopt_stage_backward_fn backward, void *stage, void (*free_stage)(void *),
-                                       int micro_batches, int schedule, int virtual_stages) {
-    shardopt_pipeline_stage s;
-    shardopt_pipeline_options o;
-    so_pipeline_s *p = (so_pipeline_s *)calloc(1, sizeof *p);
-    shardopt_status st;
-    if (!p) {
-        free_stage(stage);
-        so_fail(SHARDOPT_ERR_OUT_OF_MEMORY, "no memory for a pipeline");
-        return NULL;
-    }
-    s.struct_size = sizeof s;
-    s.forward = forward;
-    s.backward = backward;
-    s.user_data = stage;
-    o.struct_size = sizeof o;
-    o.num_micro_batches = micro_batches;
-    o.schedule = (shardopt_pipeline_schedule)schedule;
-    o.virtual_stages = virtual_stages;
-    st = shardopt_pipeline_create(opt, &s, &o, &p->pipe);
-    if (st != SHARDOPT_OK) {
-        so_fail(st, "%s", shardopt_last_error_message());
-        free_stage(stage);
-        free(p);
-        return NULL;
-    }
-    p->stage = stage;
-    p->free_stage = free_stage;
-    return p;
-}
-
-/* The context a trampoline installs around its language call (nested calls keep the outer one). */
-#define SO_STAGE_ENTER(ctx_, call_, output_, opt_, elem_)                                    \
-    so_stage_ctx ctx_ = {(call_), (output_), (opt_), (elem_)};                                \
-    so_stage_ctx *so_stage_saved_ = so_stage_now;                                             \
-    so_stage_now = &ctx_
-#define SO_STAGE_LEAVE() so_stage_now = so_stage_saved_
-
-static so_stage_ctx *so_stage_context(const char *what) {
-    if (!so_stage_now) {
-        so_fail(SHARDOPT_ERR_INVALID_STATE, "%s: only inside a pipeline stage's forward or backward (on its thread)", what);
-        return NULL;
-    }
-    return so_stage_now;
-}
-
-/* NewDirectByteBuffer and the language views need an address even for 0 elements. */
-static unsigned char so_stage_empty[8];
-#define SO_STAGE_ADDR(p_) ((p_) ? (void *)(p_) : (void *)so_stage_empty)
-%}
-
-/* ---- per-language trampolines ---- */
-%{
-typedef struct so_py_stage {
-    PyObject *forward, *backward;
-    shardopt_optimizer opt;
-    size_t element_size;
-} so_py_stage;
-
-static void so_py_stage_free(void *p) {
-    so_py_stage *s = (so_py_stage *)p;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    Py_XDECREF(s->forward);
-    Py_XDECREF(s->backward);
-    PyGILState_Release(gil);
-    free(s);
-}
-
-/* After a failed Python call: keeps this thread's first exception to re-raise from run, and tells
- * the library why (so the other stages' errors name it). */
-static int so_py_stage_failed(void) {
-    if (PyErr_Occurred()) {
-        if (!so_py_et) {
-            PyErr_Fetch(&so_py_et, &so_py_ev, &so_py_tb);
-            PyErr_NormalizeException(&so_py_et, &so_py_ev, &so_py_tb);
-            so_py_report_model_error(so_py_et, so_py_ev);
-        } else {
-            PyErr_Clear();
-        }
-    } else {
-        shardopt_model_error("the stage callback failed without an exception");
-    }
-    return 1;
-}
-
-/* forward(micro_batch, chunk, model_chunk, first, last, input_address, input_count) -> loss */
-static int so_py_stage_forward(void *user, const shardopt_stage_call *call, const void *input, size_t input_count,
-                               shardopt_activation output, double *loss) {
-    so_py_stage *s = (so_py_stage *)user;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *r;
-    int rc = 0;
-    SO_STAGE_ENTER(ctx, call, output, s->opt, s->element_size);
-    r = PyObject_CallFunction(s->forward, "iiiiiNn", (int)call->micro_batch, (int)call->chunk, (int)call->model_chunk,
-                              (int)call->first, (int)call->last, PyLong_FromVoidPtr(SO_STAGE_ADDR(input)),
-                              (Py_ssize_t)input_count);
-    SO_STAGE_LEAVE();
-    if (r) {
-        double v = PyFloat_AsDouble(r);
-        Py_DECREF(r);
-        if (v == -1.0 && PyErr_Occurred()) rc = so_py_stage_failed();
-        else *loss = v;
-    } else {
-        rc = so_py_stage_failed();
-    }
-    PyGILState_Release(gil);
-    return rc;
-}
-
-/* backward(micro_batch, chunk, model_chunk, first, last, input_address, input_count,
- *          output_grad_address, output_grad_count, input_grad_address) */
-static int so_py_stage_backward(void *user, const shardopt_stage_call *call, const void *input, size_t input_count,
-                                const void *output_grad, size_t output_grad_count, void *input_grad) {
-    so_py_stage *s = (so_py_stage *)user;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *r;
-    int rc = 0;
-    SO_STAGE_ENTER(ctx, call, NULL, s->opt, s->element_size);
-    r = PyObject_CallFunction(s->backward, "iiiiiNnNnN", (int)call->micro_batch, (int)call->chunk,
-                              (int)call->model_chunk, (int)call->first, (int)call->last,
-                              PyLong_FromVoidPtr(SO_STAGE_ADDR(input)), (Py_ssize_t)input_count,
-                              PyLong_FromVoidPtr(SO_STAGE_ADDR(output_grad)), (Py_ssize_t)output_grad_count,
-                              PyLong_FromVoidPtr(SO_STAGE_ADDR(input_grad)));
-    SO_STAGE_LEAVE();
-    if (r) Py_DECREF(r);
-    else rc = so_py_stage_failed();
-    PyGILState_Release(gil);
-    return rc;
-}
-#define SO_STAGE_FOREIGN_PENDING() (so_py_et != NULL)
-%}
-%apply PyObject *CALLABLE { PyObject *FORWARD, PyObject *BACKWARD }
-%inline %{
-so_pipeline_s *so_pipeline_create_py(shardopt_optimizer opt, PyObject *FORWARD, PyObject *BACKWARD, size_t element_size,
-                                     int micro_batches, int schedule, int virtual_stages) {
-    so_py_stage *s = (so_py_stage *)calloc(1, sizeof *s);
-    if (!s) {
-        so_fail(SHARDOPT_ERR_OUT_OF_MEMORY, "no memory for a pipeline stage");
-        return NULL;
-    }
-    {
-        PyGILState_STATE gil = PyGILState_Ensure();
-        Py_INCREF(FORWARD);
-        Py_INCREF(BACKWARD);
-        PyGILState_Release(gil);
-    }
-    s->forward = FORWARD;
-    s->backward = BACKWARD;
-    s->opt = opt;
-    s->element_size = element_size;
-    return so_pipeline_make(opt, so_py_stage_forward, so_py_stage_backward, s, so_py_stage_free, micro_batches,
-                            schedule, virtual_stages);
-}
-/* The forward's output activation: a copy of the buffer (its bytes must be whole elements). */
-void so_py_stage_output(const void *RBUF, size_t RBYTES) {
-    void *dst = NULL;
-    so_stage_ctx *c = so_stage_context("so_py_stage_output");
-    if (!c) return;
-    if (!c->output) {
-        so_fail(SHARDOPT_ERR_INVALID_STATE, "a backward has no output activation");
-        return;
-    }
-    if (RBYTES % c->element_size != 0) {
-        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "the output holds %zu bytes, not whole %zu-byte elements", RBYTES,
-                c->element_size);
-        return;
-    }
-    SO_TRY(shardopt_activation_resize(c->output, RBYTES / c->element_size, &dst), SO_VOID);
-    if (RBYTES) memcpy(dst, RBUF, RBYTES);
-}
-%}
-
-
-/* ---- shared by every language ---- */
-typedef struct so_pipeline_result {
-    double loss;
-    int step_applied;
-    double busy_seconds;
-    double wait_seconds;
-    double span_seconds;
-    double bubble_fraction;
-    int peak_activations;
-    int sends;
-    int recvs;
-} so_pipeline_result;
-
-%inline %{
-/* One batch, collective over the optimizer's world. */
-void so_pipeline_run(so_pipeline_s *pipeline, so_pipeline_result *result) {
-    shardopt_pipeline_result r;
-    shardopt_status st;
-    if (!pipeline || !pipeline->pipe) {
-        so_fail(SHARDOPT_ERR_INVALID_ARGUMENT, "the pipeline is NULL (closed?)");
-        return;
-    }
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
-    st = shardopt_pipeline_run_batch(pipeline->pipe, &r);
-    if (st != SHARDOPT_OK) {
-        if (SO_STAGE_FOREIGN_PENDING()) so_err_status = SO_ERR_FOREIGN;
-        else so_fail(st, "%s", shardopt_last_error_message());
-        return;
-    }
-    so_err_status = 0; /* a callback may have caught an error of a helper it called */
-    if (!result) return;
-    result->loss = r.loss;
-    result->step_applied = r.step_applied;
-    result->busy_seconds = r.busy_seconds;
-    result->wait_seconds = r.wait_seconds;
-    result->span_seconds = r.span_seconds;
-    result->bubble_fraction = r.bubble_fraction;
-    result->peak_activations = r.peak_activations;
-    result->sends = r.sends;
-    result->recvs = r.recvs;
-}
-
-void so_pipeline_destroy(so_pipeline_s *pipeline) {
-    if (!pipeline) return;
-    if (pipeline->pipe) shardopt_pipeline_destroy(pipeline->pipe);
-    if (pipeline->free_stage) pipeline->free_stage(pipeline->stage);
-    free(pipeline);
-}
-
-/* Inside a callback: the running sum of tensor `tensor`'s gradient over the batch's micro-batches
- * (add this micro-batch's into it). */
-so_bytes so_stage_grad(int tensor) {
-    so_bytes r = {NULL, 0};
-    size_t n = 0;
-    so_stage_ctx *c = so_stage_context("so_stage_grad");
-    if (!c) return r;
-    SO_TRY(shardopt_stage_call_grad(c->call, tensor, &r.ptr, &n), r);
-    r.bytes = n * c->element_size;
-    return r;
-}
-
-/* Inside a callback: tensor `tensor`'s parameters (those of this rank's stage). */
-so_bytes so_stage_parameters(int tensor) {
-    so_bytes r = {NULL, 0};
-    size_t n = 0;
-    so_stage_ctx *c = so_stage_context("so_stage_parameters");
-    if (!c) return r;
-    SO_TRY(shardopt_optimizer_tensor_info(c->opt, tensor, &n, NULL), r);
-    SO_TRY(shardopt_optimizer_tensor_parameters(c->opt, tensor, &r.ptr), r);
-    r.bytes = n * c->element_size;
-    return r;
-}
-%}

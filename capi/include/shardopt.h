@@ -908,6 +908,10 @@ static inline shardopt_status shardopt_elastic_options_init(shardopt_elastic_opt
     return shardopt_elastic_options_init_sized(opts, sizeof *opts);
 }
 
+/* Checks the fields of *opts on their own, as make_elastic does (the directory is checked there: it
+ * may come from the environment): INVALID_ARGUMENT naming the first bad field. */
+SHARDOPT_API shardopt_status shardopt_elastic_options_validate(const shardopt_elastic_options *opts);
+
 /* Collective: makes opt elastic (once). Checks the options and that the world size lies in
  * [min_workers, max_workers], then loads the latest complete checkpoint in the directory when
  * there is one, as shardopt_optimizer_load does (any world size and strategy); continue training

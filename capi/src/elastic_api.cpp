@@ -56,6 +56,10 @@ SHARDOPT_API shardopt_status shardopt_elastic_options_init_sized(shardopt_elasti
     });
 }
 
+SHARDOPT_API shardopt_status shardopt_elastic_options_validate(const shardopt_elastic_options *opts) {
+    return guard(__func__, [&] { elastic_options_from(opts).validate(); });
+}
+
 SHARDOPT_API shardopt_status shardopt_optimizer_make_elastic(shardopt_optimizer opt,
                                                              const shardopt_elastic_options *options) {
     return guard(__func__, [&] {

@@ -134,7 +134,9 @@ static void refusals(shardopt_comm comm, int rank, void *arg) {
     s.strategy = SHARDOPT_ASYNC_SGD;
     s.async_staleness = -1;
     CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &bad), SHARDOPT_ERR_INVALID_ARGUMENT, "async_staleness");
+    CHECK_ERR(shardopt_sharding_options_validate(&s), SHARDOPT_ERR_INVALID_ARGUMENT, "async_staleness");
     s.async_staleness = 2;
+    CHECK_OK(shardopt_sharding_options_validate(&s)); /* a staleness is a field of its own: valid */
     s.max_grad_norm = 1.0;
     CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &bad), SHARDOPT_ERR_UNSUPPORTED, "max_grad_norm");
     s.max_grad_norm = 0.0;

@@ -86,13 +86,16 @@ static void first_job(shardopt_comm comm, int rank, void *arg) {
     bad.min_workers = 3;
     bad.max_workers = 2;
     CHECK_ERR(shardopt_optimizer_make_elastic(e, &bad), SHARDOPT_ERR_INVALID_ARGUMENT, "maxWorkers 2 is below minWorkers 3");
+    CHECK_ERR(shardopt_elastic_options_validate(&bad), SHARDOPT_ERR_INVALID_ARGUMENT, "maxWorkers 2 is below minWorkers 3");
     bad.min_workers = 4;
     bad.max_workers = 8;
+    CHECK_OK(shardopt_elastic_options_validate(&bad)); /* the world size is make_elastic's to check */
     CHECK_ERR(shardopt_optimizer_make_elastic(e, &bad), SHARDOPT_ERR_INVALID_STATE,
               "the world has 3 ranks, outside [minWorkers 4, maxWorkers 8]");
     bad.min_workers = 1;
     bad.checkpoint_every = -1;
     CHECK_ERR(shardopt_optimizer_make_elastic(e, &bad), SHARDOPT_ERR_INVALID_ARGUMENT, "checkpoint_every is -1");
+    CHECK_ERR(shardopt_elastic_options_validate(&bad), SHARDOPT_ERR_INVALID_ARGUMENT, "checkpoint_every is -1");
     bad.struct_size = 4;
     CHECK_ERR(shardopt_optimizer_make_elastic(e, &bad), SHARDOPT_ERR_INVALID_ARGUMENT, "struct_size 4 is too small");
     CHECK_ERR(shardopt_optimizer_elastic_status(e, &st), SHARDOPT_ERR_INVALID_STATE, "not elastic");

@@ -40,6 +40,10 @@ struct ElasticOptions {
     std::string checkpoint_dir;
     // Optimizer steps between checkpoints (> 0). 0: $SHARDOPT_CHECKPOINT_EVERY, else 100.
     int checkpoint_every = 0;
+
+    // Checks the fields on their own (Error(invalid_argument) naming the first bad one), as the
+    // ElasticOptimizer does before it resolves the directory and the interval from the environment.
+    void validate() const;
 };
 
 // The last checkpoint's costs (zero before the first).

@@ -1,6 +1,7 @@
 // The NuGet package's check (packaging/nuget/test-nupkg.sh): compiled against the installed
-// package alone; trains the demo MLP with ZeRO-2 over Adam on 2 in-process ranks (threads) and
-// checks that the loss fell and that both ranks end with the same parameters.
+// package alone; trains a linear model (the conformance suite's, tests/bindings/conformance) with
+// ZeRO-2 over Adam on 2 in-process ranks (threads) and checks that the loss fell and that both ranks
+// end with the same parameters.
 using System;
 using System.Threading;
 using Shardopt.DistributedTraining;
@@ -11,8 +12,24 @@ static class Check
 
     static int Main()
     {
-        var model = new MlpDemo(samples: 512);
-        var results = new OptimizationResult[WorldSize];
+        const int Samples = 64, D = 8;
+        Func<long, int, double> xOf = (r, j) => (double)((7 * r + 3 * j) % 11 - 5) / 8.0;
+        GradientModel model = (p, g, samples) => // mean 0.5 (w.x + b - y)^2 and its gradient
+        {
+            double loss = 0;
+            var acc = new double[D + 1];
+            foreach (long r in samples)
+            {
+                double err = p[D] - (0.25 + ((37 * r) % 17 - 8) / 16.0);
+                for (int j = 0; j < D; ++j) err += p[j] * xOf(r, j) - 0.125 * (j + 1) * xOf(r, j);
+                loss += 0.5 * err * err;
+                for (int j = 0; j < D; ++j) acc[j] += err * xOf(r, j);
+                acc[D] += err;
+            }
+            for (int k = 0; k <= D; ++k) g[k] = (float)(acc[k] / samples.Length);
+            return loss / samples.Length;
+        };
+        var results = new OptimizationResult<float>[WorldSize];
         var errors = new Exception[WorldSize];
         var ranks = new Thread[WorldSize];
         for (int r = 0; r < WorldSize; ++r)
@@ -23,11 +40,11 @@ static class Check
                 try
                 {
                     using (var backend = new InMemoryCommunicationBackend(rank, WorldSize, "nupkg-check"))
-                    using (var opt = new ZeRO2Optimizer(new AdamOptimizer(new AdamOptimizerOptions { LearningRate = 3e-3 }),
+                    using (var opt = new ZeRO2Optimizer(new AdamOptimizer(new AdamOptimizerOptions { InitialLearningRate = 0.05, BatchSize = 16, MaxIterations = 4 }),
                                                         new ShardingConfiguration(backend)))
                     {
-                        opt.Initialize(model.Layout(), model.InitialParameters());
-                        results[rank] = opt.Optimize(model.Evaluate, new OptimizationInputData { NumSamples = model.Samples, BatchSize = 128, Epochs = 4 });
+                        opt.Initialize(new ParameterLayout().Add("weight", D).Add("bias", 1));
+                        results[rank] = opt.Optimize(model, new OptimizationInputData { NumSamples = Samples });
                     }
                 }
                 catch (Exception e) { errors[rank] = e; }

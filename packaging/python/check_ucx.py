@@ -13,9 +13,9 @@ model = MlpDemo()
 with so.UcxCommunicationBackend() as backend:
     assert backend.world_size == 2, backend.world_size
     cfg = so.ShardingConfiguration(backend)
-    with so.ZeRO2Optimizer(so.AdamOptimizer(learning_rate=3e-3), cfg, layout=model.layout(),
+    with so.ZeRO2Optimizer(so.AdamOptimizer(learning_rate=3e-3, batch_size=128, max_iterations=3), cfg, layout=model.layout(),
                            initial=model.initial_parameters()) as opt:
-        r = opt.optimize(model, so.OptimizationInputData(model.samples, 128, epochs=3))
+        r = opt.optimize(model, so.OptimizationInputData(num_samples=model.samples))
         p = opt.get_parameters()
     lo, hi = p.copy(), p.copy()
     backend.all_reduce(lo, so.ReductionOperation.MIN)

@@ -11,7 +11,7 @@ static class FsdpAdam
     static int Main()
     {
         var model = new MlpDemo(samples: 1024);
-        var results = new OptimizationResult[WorldSize];
+        var results = new OptimizationResult<float>[WorldSize];
         var ranks = new Thread[WorldSize];
         for (int r = 0; r < WorldSize; ++r)
         {
@@ -21,11 +21,11 @@ static class FsdpAdam
                 using (var backend = new InMemoryCommunicationBackend(rank, WorldSize, "fsdp-sample"))
                 {
                     var config = new ShardingConfiguration(backend);
-                    var adam = new AdamOptimizer(new AdamOptimizerOptions { LearningRate = 3e-3 });
+                    var adam = new AdamOptimizer(new AdamOptimizerOptions { InitialLearningRate = 3e-3, BatchSize = 256, MaxIterations = 6 });
                     using (var fsdp = new FSDPOptimizer(adam, config))
                     {
                         fsdp.Initialize(model.Layout(), model.InitialParameters());
-                        results[rank] = fsdp.Optimize(model.Evaluate, new OptimizationInputData { NumSamples = model.Samples, BatchSize = 256, Epochs = 6 });
+                        results[rank] = fsdp.Optimize(model.Evaluate, new OptimizationInputData { NumSamples = model.Samples });
                     }
                 }
             });
@@ -35,7 +35,7 @@ static class FsdpAdam
         var h = results[0].FitnessHistory;
         for (int e = 0; e < h.Length; ++e) Console.WriteLine($"epoch {e + 1}  loss {h[e]:F4}");
         if (!(h[h.Length - 1] < 0.9 * h[0])) { Console.Error.WriteLine("loss did not decrease"); return 1; }
-        Console.WriteLine($"FSDP over {WorldSize} in-memory ranks, {results[0].Iterations} steps: loss {h[0]:F4} -> {h[h.Length - 1]:F4}");
+        Console.WriteLine($"FSDP over {WorldSize} in-memory ranks, {results[0].Steps} steps: loss {h[0]:F4} -> {h[h.Length - 1]:F4}");
         return 0;
     }
 }

@@ -14,10 +14,9 @@ results = [None] * WORLD_SIZE
 def rank(r):
     with so.InMemoryCommunicationBackend(r, WORLD_SIZE, environment_id="fsdp-sample") as backend:
         config = so.ShardingConfiguration(backend)
-        adam = so.AdamOptimizer(so.AdamOptimizerOptions(learning_rate=3e-3))
+        adam = so.AdamOptimizer(so.AdamOptimizerOptions(learning_rate=3e-3, batch_size=256, max_iterations=6))
         with so.FSDPOptimizer(adam, config, layout=model.layout(), initial=model.initial_parameters()) as fsdp:
-            results[r] = fsdp.optimize(model, so.OptimizationInputData(num_samples=model.samples,
-                                                                       batch_size=256, epochs=6))
+            results[r] = fsdp.optimize(model, so.OptimizationInputData(num_samples=model.samples))
 
 
 threads = [threading.Thread(target=rank, args=(r,)) for r in range(WORLD_SIZE)]
@@ -30,5 +29,5 @@ for epoch, loss in enumerate(history, 1):
     print(f"epoch {epoch}  loss {loss:.4f}")
 if not history[-1] < 0.9 * history[0]:
     raise SystemExit(f"loss did not decrease: {history[0]:.4f} -> {history[-1]:.4f}")
-print(f"FSDP over {WORLD_SIZE} in-memory ranks, {results[0].iterations} steps: "
+print(f"FSDP over {WORLD_SIZE} in-memory ranks, {results[0].steps} steps: "
       f"loss {history[0]:.4f} -> {history[-1]:.4f}")

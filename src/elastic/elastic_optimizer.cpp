@@ -35,15 +35,7 @@ long long env_count(const char *name, long long fallback, long long least) {
 
 ElasticOptions resolved(const ElasticOptions &given) {
     ElasticOptions o = given;
-    require(o.min_workers >= 1, ErrorCode::invalid_argument,
-            "ElasticOptimizer: minWorkers is " + std::to_string(o.min_workers) + "; it must be at least 1");
-    require(o.max_workers >= o.min_workers, ErrorCode::invalid_argument,
-            "ElasticOptimizer: maxWorkers " + std::to_string(o.max_workers) + " is below minWorkers " +
-                std::to_string(o.min_workers));
-    require(o.checkpoint_every >= 0, ErrorCode::invalid_argument,
-            "ElasticOptimizer: checkpoint_every is " + std::to_string(o.checkpoint_every) +
-                "; it must be > 0 (or 0 for $SHARDOPT_CHECKPOINT_EVERY, else " +
-                std::to_string(kDefaultCheckpointEvery) + ")");
+    o.validate();
     if (o.checkpoint_every == 0)
         o.checkpoint_every = int(env_count("SHARDOPT_CHECKPOINT_EVERY", kDefaultCheckpointEvery, 1));
     if (o.checkpoint_dir.empty())
@@ -64,6 +56,18 @@ double seconds_since(Clock::time_point start) {
 }
 
 } // namespace
+
+void ElasticOptions::validate() const {
+    require(min_workers >= 1, ErrorCode::invalid_argument,
+            "ElasticOptimizer: minWorkers is " + std::to_string(min_workers) + "; it must be at least 1");
+    require(max_workers >= min_workers, ErrorCode::invalid_argument,
+            "ElasticOptimizer: maxWorkers " + std::to_string(max_workers) + " is below minWorkers " +
+                std::to_string(min_workers));
+    require(checkpoint_every >= 0, ErrorCode::invalid_argument,
+            "ElasticOptimizer: checkpoint_every is " + std::to_string(checkpoint_every) +
+                "; it must be > 0 (or 0 for $SHARDOPT_CHECKPOINT_EVERY, else " +
+                std::to_string(kDefaultCheckpointEvery) + ")");
+}
 
 ElasticOptimizer::ElasticOptimizer(ShardedOptimizer &wrapped, const ElasticOptions &options)
     : wrapped_(wrapped), options_(resolved(options)) {

@@ -3,18 +3,19 @@
 using System;
 using System.Linq;
 using Shardopt.DistributedTraining;
+using FloatResult = Shardopt.DistributedTraining.OptimizationResult<float>;
 
 static partial class ShardoptTests
 {
-    static System.Collections.Generic.List<(OptimizationResult, float[], long)> TrainAsync(int staleness, bool async) => Ranks(4, b =>
+    static System.Collections.Generic.List<(FloatResult, float[], long)> TrainAsync(int staleness, bool async) => Ranks(4, b =>
     {
-        var adam = new AdamOptimizer(new AdamOptimizerOptions { LearningRate = 3e-3 });
+        var adam = new AdamOptimizer(Plain(new AdamOptimizerOptions { LearningRate = 3e-3 }, 64, 3));
         var cfg = new ShardingConfiguration(b);
         ShardedOptimizer opt = async ? new AsyncSGDOptimizer(adam, cfg, staleness) : (ShardedOptimizer)new DDPOptimizer(adam, cfg);
         using (opt)
         {
             opt.Initialize(Model.Layout(), Model.InitialParameters());
-            var r = opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples, BatchSize = 64, Epochs = 3 });
+            var r = opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples });
             return (r, opt.GetParameters(), opt.StepCount);
         }
     });
@@ -43,7 +44,9 @@ static partial class ShardoptTests
     {
         Ranks(1, b =>
         {
-            Throws<ArgumentOutOfRangeException>(() => new AsyncSGDOptimizer(new AdamOptimizer(), new ShardingConfiguration(b), -1));
+            // the library's check of the staleness, at once
+            var negative = Throws<ArgumentException>(() => new AsyncSGDOptimizer(new AdamOptimizer(), new ShardingConfiguration(b), -1));
+            Assert(negative.Message.Contains("async_staleness must be in [0"), negative.Message);
             using (var opt = new AsyncSGDOptimizer<float, double[], double>(new AdamOptimizer(), new ShardingConfiguration(b), 3))
             {
                 Assert(opt.AllowStaleness == 3, "AllowStaleness");

@@ -53,12 +53,12 @@ static partial class ShardoptTests
             var e = Throws<ArgumentException>(() => o.Initialize(Nine(), new float[3]));
             Assert(e.Message.Contains("initial has 3 elements") && e.Message.Contains("9"), e.Message);
             Assert(!o.IsInitialized, "not initialized by a failed Initialize");
-            var ext = Throws<ArgumentException>(() => o.Initialize(Nine(), null, new float[3]));
-            Assert(ext.Message.Contains("parameters has 3 elements"), ext.Message);
+            var ext = Throws<ArgumentException>(() => o.Initialize(Nine(), null, new float[3])); // the library checks the length
+            Assert(ext.Message.Contains("param_count is 3 but the layout needs 9"), ext.Message);
             o.Initialize(Nine(), new float[9]);
-            Assert(Throws<ArgumentException>(() => o.SetParameters(new float[3])).Message.Contains("got 3 elements"), "set short");
-            Assert(Throws<ArgumentException>(() => o.SetParameters(new float[12])).Message.Contains("got 12 elements"), "set long");
-            Assert(Throws<ArgumentException>(() => o.GetParameters(new float[3])).Message.Contains("holds 3 elements"), "get short");
+            Assert(Throws<ArgumentException>(() => o.SetParameters(new float[3])).Message.Contains("count is 3 but the model has 9"), "set short");
+            Assert(Throws<ArgumentException>(() => o.SetParameters(new float[12])).Message.Contains("count is 12 but the model has 9"), "set long");
+            Assert(Throws<ArgumentException>(() => o.GetParameters(new float[3])).Message.Contains("count is 3 but the model has 9"), "get short");
             var g = o.TensorGradient(0);
             Assert(Throws<ArgumentException>(() => g.CopyFrom(new float[3])).Message.Contains("the source has 3 elements"), "view copy");
             Throws<IndexOutOfRangeException>(() => { var _ = g[8]; });
@@ -141,7 +141,7 @@ static partial class ShardoptTests
         using (var b = new InMemoryCommunicationBackend(0, 1, "cs19-empty"))
         using (var o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b)))
         {
-            Assert(Throws<ArgumentException>(() => o.Initialize(new ParameterLayout())).Message.Contains("empty"), "empty layout");
+            Assert(Throws<ArgumentException>(() => o.Initialize(new ParameterLayout())).Message.Contains("the parameter set has no tensors"), "empty layout");
             Assert(Throws<InvalidOperationException>(() => o.Step()).Message.Contains("not initialized"), "step before init");
         }
         using (var b = new InMemoryCommunicationBackend<float>(0, 1, "cs19-recv"))
@@ -202,11 +202,10 @@ static partial class ShardoptTests
     {
         var tup5_ = RanksAll(4, b =>
         {
-            using (var o = new DDPOptimizer<double>(new AdamOptimizer(), new ShardingConfiguration<double>(b)))
+            using (var o = new DDPOptimizer<double>(new AdamOptimizer(new AdamOptimizerOptions { BatchSize = 8, MaxIterations = 2 }), new ShardingConfiguration<double>(b)))
             {
                 o.Initialize(Nine());
-                o.Optimize((p, g, s) => { if (b.Rank == 2) throw new FormatException("bad batch on two"); return 1.0; },
-                           new OptimizationInputData { NumSamples = 16, BatchSize = 8, Epochs = 2 });
+                o.Optimize((p, g, s) => { if (b.Rank == 2) throw new FormatException("bad batch on two"); return 1.0; }, new OptimizationInputData { NumSamples = 16 });
             }
             return 0;
         }); var errors = tup5_.Item2;
@@ -218,18 +217,20 @@ static partial class ShardoptTests
         }
     }
 
+    // The library's message, naming the epoch and step the NaN was first met in (issue 32: C# said "epoch 1").
     static void NanLossReported()
     {
         var tup6_ = RanksAll(2, b =>
         {
-            using (var o = new ZeRO2Optimizer<double>(new AdamOptimizer(), new ShardingConfiguration<double>(b)))
+            using (var o = new ZeRO2Optimizer<double>(new AdamOptimizer(new AdamOptimizerOptions { BatchSize = 8, MaxIterations = 4 }), new ShardingConfiguration<double>(b)))
             {
                 o.Initialize(Nine());
-                o.Optimize((p, g, s) => b.Rank == 1 ? double.NaN : 1.0, new OptimizationInputData { NumSamples = 16, BatchSize = 8, Epochs = 3 });
+                int calls = 0; // 16 samples in batches of 8: two steps an epoch; rank 1's fifth call is epoch 3's first step
+                o.Optimize((p, g, s) => b.Rank == 1 && ++calls >= 5 ? double.NaN : 1.0, new OptimizationInputData { NumSamples = 16 });
             }
             return 0;
         }); var errors = tup6_.Item2;
-        AllFail<InvalidOperationException>(errors, "the loss is NaN at epoch 1, iteration 1");
+        AllFail<InvalidOperationException>(errors, "SHARDOPT_ERR_INVALID_STATE", "the training loss is NaN at epoch 3, step 5");
     }
 
     static void UcxWithoutEnvironmentRaises()
@@ -393,7 +394,7 @@ static partial class ShardoptTests
     {
         var tup10_ = RanksAll(2, b =>
         {
-            var opts = new AdamOptimizerOptions { LearningRate = 0.01 };
+            var opts = new AdamOptimizerOptions { LearningRate = 0.01, MaxIterations = 1 };
             using (var o = new ZeRO2Optimizer<double>(new AdamOptimizer(opts), new ShardingConfiguration<double>(b)))
             {
                 o.Initialize(Nine());
@@ -408,8 +409,9 @@ static partial class ShardoptTests
                 o.ZeroGrad();
                 o.Step();
                 Assert(o.LearningRate == 0.005, "GetOptions() changes apply");
-                o.LearningRateSchedule = LearningRateSchedule.StepDecay(2, 0.5);
-                o.Optimize((p, g, s) => 1.0, new OptimizationInputData { NumSamples = 8, Epochs = 1 }); // callback form: no schedule
+                opts.LearningRateSchedule = LearningRateSchedule.StepDecay(2, 0.5); // epoch 0: the base, 0.005
+                o.Optimize((p, g, s) => 1.0, new OptimizationInputData { NumSamples = 8 });
+                Assert(o.LearningRate == 0.005, $"the schedule's rate of epoch 0 (got {o.LearningRate})");
                 Assert(Throws<ArgumentException>(() => o.LearningRate = -1).Message.StartsWith("SHARDOPT_ERR_INVALID_ARGUMENT"), "negative rate");
             }
             var model = new Linear();
@@ -417,8 +419,9 @@ static partial class ShardoptTests
             var mo = new AdamOptimizerOptions<double, double[][], double[]> { LearningRate = 0.1, MaxIterations = 5, BatchSize = 8, UseEarlyStopping = false };
             using (var o = new DDPOptimizer<double, double[][], double[]>(new AdamOptimizer<double, double[][], double[]>(model, mo), new ShardingConfiguration<double>(b)))
             {
-                o.LearningRateSchedule = LearningRateSchedule.StepDecay(2, 0.5);
-                o.Optimize(new OptimizationInputData<double, double[][], double[]> { XTrain = x, YTrain = y });
+                mo.LearningRateSchedule = LearningRateSchedule.StepDecay(2, 0.5);
+                var r = o.Optimize(new OptimizationInputData<double, double[][], double[]> { XTrain = x, YTrain = y });
+                Assert(r.LearningRateHistory.SequenceEqual(new[] { 0.1, 0.1, 0.05, 0.05, 0.025 }), string.Join(", ", r.LearningRateHistory));
                 Assert(Math.Abs(o.LearningRate - 0.025) < 1e-15, $"step decay at epoch 4 (got {o.LearningRate})");
                 Assert(Math.Abs(LearningRateSchedule.Cosine(10).Rate(10, 1.0)) < 1e-15 && LearningRateSchedule.Warmup(4).Rate(0, 1.0) == 0.25, "built-ins");
                 o.Reset();
@@ -448,6 +451,7 @@ static partial class ShardoptTests
             case "async": return AsyncGroup(); // AsyncSgdTests.cs
             case "elastic": return new (string, Action)[] {
                 ("ElasticResumesAtAnotherWorldSize", ElasticResumesAtAnotherWorldSize), ("ElasticErrors", ElasticErrors) };
+            case "policy": return PolicyGroup(); // PolicyTests.cs
             default: throw new ArgumentException("unknown group " + name);
         }
     }

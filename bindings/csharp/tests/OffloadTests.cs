@@ -36,13 +36,13 @@ static partial class ShardoptTests
                 var configs = new[] { new ShardingConfiguration(b), ShardingConfiguration.CreateForZeROOffloadFull(b) };
                 return configs.Select(cfg =>
                 {
-                    var adam = new AdamOptimizer(new AdamOptimizerOptions { LearningRate = 3e-3 });
+                    var adam = new AdamOptimizer(Plain(new AdamOptimizerOptions { LearningRate = 3e-3 }, 128, 2));
                     ShardedOptimizer opt = strategy == "ddp" ? new DDPOptimizer(adam, cfg)
                         : strategy == "zero2" ? (ShardedOptimizer)new ZeRO2Optimizer(adam, cfg) : new FSDPOptimizer(adam, cfg);
                     using (opt)
                     {
                         opt.Initialize(Model.Layout(), Model.InitialParameters());
-                        opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples, BatchSize = 128, Epochs = 2 });
+                        opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples });
                         return (opt.GetParameters(), opt.GetMemoryStats());
                     }
                 }).ToArray();

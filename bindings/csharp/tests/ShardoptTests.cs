@@ -39,15 +39,23 @@ static partial class ShardoptTests
         return results.ToList();
     }
 
-    static (OptimizationResult, float[]) Train(string strategy, int worldSize) => Ranks(worldSize, b =>
+    // The training settings of the tests written before they moved onto the options: BatchSize and epochs as given, the
+    // samples in order, no early stopping.
+    static T Plain<T>(T options, int batchSize, int epochs) where T : OptimizerOptions
     {
-        var adam = new AdamOptimizer(new AdamOptimizerOptions { LearningRate = 3e-3 });
+        options.BatchSize = batchSize; options.MaxIterations = epochs; options.ShuffleData = false; options.UseEarlyStopping = false;
+        return options;
+    }
+
+    static (OptimizationResult<float>, float[]) Train(string strategy, int worldSize) => Ranks(worldSize, b =>
+    {
+        var adam = new AdamOptimizer(Plain(new AdamOptimizerOptions { LearningRate = 3e-3 }, 128, 3));
         var cfg = new ShardingConfiguration(b);
         ShardedOptimizer opt = strategy == "ddp" ? new DDPOptimizer(adam, cfg) : strategy == "zero2" ? (ShardedOptimizer)new ZeRO2Optimizer(adam, cfg) : new FSDPOptimizer(adam, cfg);
         using (opt)
         {
             opt.Initialize(Model.Layout(), Model.InitialParameters());
-            var r = opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples, BatchSize = 128, Epochs = 3 });
+            var r = opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples });
             return (r, opt.GetParameters());
         }
     })[0];
@@ -243,7 +251,8 @@ static partial class ShardoptTests
             Assert(c.GradientCompression == GradientCompression.Int8, "int8 by default");
             c.EnableGradientCompression = false;
             c.AutoSyncGradients = false;
-            Throws<ArgumentException>(() => new FSDPOptimizer(new AdamOptimizer(), c));
+            var refused = Throws<ArgumentException>(() => new FSDPOptimizer(new AdamOptimizer(), c)); // the library's check, at once
+            Assert(refused.Message.Contains("auto_sync_gradients") && refused.Message.Contains("fsdp"), refused.Message);
             Throws<ArgumentException>(() => new ShardingConfiguration(b, -1));
         }
     }
@@ -256,12 +265,12 @@ static partial class ShardoptTests
     {
         var res = Ranks(4, b =>
         {
-            var momentum = new MomentumOptimizer(new MomentumOptimizerOptions { LearningRate = 0.05, Momentum = 0.9 });
+            var momentum = new MomentumOptimizer(Plain(new MomentumOptimizerOptions { LearningRate = 0.05, Momentum = 0.9 }, 64, 10));
             using (var opt = make(momentum, new ShardingConfiguration(b)))
             {
                 opt.Initialize(Model.Layout(), Model.InitialParameters());
                 long before = opt.BytesSent;
-                opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples, BatchSize = 64, Epochs = 10 });
+                opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples });
                 long sent = opt.BytesSent - before;
                 return (FullLoss(opt.GetParameters()), sent, opt.GetMemoryStats().CompressionBytes);
             }
@@ -367,12 +376,22 @@ static partial class ShardoptTests
         }
     }
 
+    // The options are the library's presets (AiDotNet's defaults since issue 32: RMSprop's decay 0.9, SGD's 0.01) and its
+    // training defaults; the C# layer states none of them.
     static void DefaultsMatchLibrary()
     {
-        Assert(new AdamOptimizerOptions().LearningRate == 1e-3, "adam lr");
+        Assert(new AdamOptimizerOptions().LearningRate == 1e-3 && new AdamOptimizerOptions().InitialLearningRate == 1e-3, "adam lr");
         Assert(Math.Abs(new AdamWOptimizerOptions().WeightDecay - 0.01) < 1e-12, "adamw wd");
         Assert(new MomentumOptimizerOptions().Momentum == 0.9, "momentum");
-        Assert(Math.Abs(new RootMeanSquarePropagationOptimizerOptions().Decay - 0.99) < 1e-12, "rmsprop alpha");
+        Assert(Math.Abs(new RootMeanSquarePropagationOptimizerOptions().Decay - 0.9) < 1e-12, "rmsprop decay");
+        Assert(new StochasticGradientDescentOptimizerOptions().InitialLearningRate == 0.01, "sgd lr");
+        var o = new AdamOptimizerOptions();
+        Assert(o.MaxIterations == 100 && o.BatchSize == 32 && o.ShuffleData && o.UseEarlyStopping && o.EarlyStoppingPatience == 10 && o.Tolerance == 1e-6 &&
+               o.MaxSteps == 0 && o.RandomSeed == 0 && o.LearningRateSchedule == null, "training defaults");
+        var e = Throws<ArgumentException>(() => o.MaxIterations = 0);
+        Assert(e.Message.StartsWith("SHARDOPT_ERR_INVALID_ARGUMENT") && e.Message.Contains("max_epochs") && o.MaxIterations == 100, e.Message);
+        Assert(Throws<ArgumentException>(() => o.Beta1 = 1.5).Message.Contains("beta") && o.Beta1 == 0.9, "beta1 checked by the library");
+        Assert(Throws<ArgumentException>(() => LearningRateSchedule.Warmup(0)).Message.Contains("warmup"), "a schedule checked at once");
     }
 
     static void ErrorsMapToExceptions()
@@ -399,9 +418,14 @@ static partial class ShardoptTests
                 Assert(c.Message.StartsWith("SHARDOPT_ERR_CORRUPT: "), c.Message);
             }
         }
-        Assert(Throws<NotSupportedException>(() => new NcclCommunicationBackend()).Message.Contains("NCCL"), "nccl");
-        var t = Throws<TimeoutException>(() => Ranks<int>(2, b => { b.SetTimeout(200); if (b.Rank == 0) b.Barrier(); return 0; }));
-        Assert(t.Message.Contains("SHARDOPT_ERR_TIMEOUT"), t.Message);
+        // NCCL is in the C ABI now: without a usable CUDA device (or NCCL) it is NotSupportedException naming the backend
+        try { new NcclCommunicationBackend().Dispose(); }
+        catch (NotSupportedException ex) { Assert(ex.Message.StartsWith("SHARDOPT_ERR_UNSUPPORTED") && ex.Message.Contains("nccl"), ex.Message); }
+        catch (ArgumentException ex) { Assert(ex.Message.Contains("world size"), ex.Message); } // a GPU machine without a launcher
+        // rank 1 stays (a rank that goes fails the others at once with PEER_LOST: PolicyTests.cs) while rank 0 times out
+        var left = new ManualResetEventSlim();
+        var t = Throws<TimeoutException>(() => Ranks<int>(2, b => { b.SetTimeout(200); if (b.Rank == 0) try { b.Barrier(); } finally { left.Set(); } else left.Wait(); return 0; }));
+        Assert(t.Message.Contains("SHARDOPT_ERR_TIMEOUT") && ((IShardoptException)t).StatusCode == 3 && ((IShardoptException)t).Rank == 0, t.Message);
         var boom = Throws<FormatException>(() => Ranks<int>(2, b =>
         {
             using (var o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b)))
@@ -472,12 +496,12 @@ static partial class ShardoptTests
     {
         using (var b = new UcxCommunicationBackend())
         {
-            OptimizationResult r;
+            OptimizationResult<float> r;
             float[] p;
-            using (var opt = new ZeRO2Optimizer(new AdamOptimizer(), new ShardingConfiguration(b, 3e-3)))
+            using (var opt = new ZeRO2Optimizer(new AdamOptimizer(Plain(new AdamOptimizerOptions(), 128, 3)), new ShardingConfiguration(b, 3e-3)))
             {
                 opt.Initialize(Model.Layout(), Model.InitialParameters());
-                r = opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples, BatchSize = 128, Epochs = 3 });
+                r = opt.Optimize(Model.Evaluate, new OptimizationInputData { NumSamples = Model.Samples });
                 p = opt.GetParameters();
             }
             float[] lo = (float[])p.Clone(), hi = (float[])p.Clone();

@@ -1,15 +1,13 @@
-"""The demo model of every shardopt sample: a 2-layer MLP (ReLU, softmax cross-entropy) on
-synthetic Gaussian blobs, with numpy. Parameters are packed fc1.weight, fc1.bias, fc2.weight,
-fc2.bias, like samples/c/train_mlp.c."""
+"""The demo model of the samples: a 2-layer MLP (ReLU, softmax cross-entropy) on synthetic Gaussian blobs, with
+numpy; parameters packed fc1.weight, fc1.bias, fc2.weight, fc2.bias, like samples/c/train_mlp.c."""
 import numpy as np
 
-from .sharding import ParameterLayout
+from .configuration import ParameterLayout
 
 
 class MlpDemo:
     def __init__(self, inputs=16, hidden=32, classes=4, samples=512, seed=7, dtype=np.float32):
-        self.inputs, self.hidden, self.classes, self.samples = inputs, hidden, classes, samples
-        self.dtype = np.dtype(dtype)
+        self.inputs, self.hidden, self.classes, self.samples, self.dtype = inputs, hidden, classes, samples, np.dtype(dtype)
         rng = np.random.RandomState(seed)
         centers = rng.normal(0, 2.0, (classes, inputs))
         self.y = rng.randint(0, classes, samples)
@@ -17,11 +15,9 @@ class MlpDemo:
         self.sizes = [hidden * inputs, hidden, classes * hidden, classes]
 
     def layout(self):
-        lay = ParameterLayout(self.dtype)
         # the weights are matrices (out x in, row-major): PowerSGD compression can approximate them
-        lay.add_matrix("fc1.weight", self.hidden, self.inputs).add("fc1.bias", self.sizes[1]).end_bucket()
-        lay.add_matrix("fc2.weight", self.classes, self.hidden).add("fc2.bias", self.sizes[3]).end_bucket()
-        return lay
+        return (ParameterLayout(self.dtype).add_matrix("fc1.weight", self.hidden, self.inputs).add("fc1.bias", self.hidden)
+                .end_bucket().add_matrix("fc2.weight", self.classes, self.hidden).add("fc2.bias", self.classes).end_bucket())
 
     def initial_parameters(self, seed=11):
         rng = np.random.RandomState(seed)
@@ -43,8 +39,7 @@ class MlpDemo:
         a = x @ w1.T + b1
         hdn = np.maximum(a, 0)
         logits = hdn @ w2.T + b2
-        logits -= logits.max(axis=1, keepdims=True)
-        prob = np.exp(logits)
+        prob = np.exp(logits - logits.max(axis=1, keepdims=True))
         prob /= prob.sum(axis=1, keepdims=True)
         loss = -np.log(np.maximum(prob[np.arange(len(y)), y], 1e-300)).sum() / n
         d = prob
@@ -52,10 +47,7 @@ class MlpDemo:
         d /= n
         dh = (d @ w2) * (a > 0)
         gw1, gb1, gw2, gb2 = self._split(grad)
-        gw2[...] = d.T @ hdn
-        gb2[...] = d.sum(axis=0)
-        gw1[...] = dh.T @ x
-        gb1[...] = dh.sum(axis=0)
+        gw2[...], gb2[...], gw1[...], gb1[...] = d.T @ hdn, d.sum(axis=0), dh.T @ x, dh.sum(axis=0)
         return float(loss)
 
     def loss(self, params):

@@ -1,184 +1,104 @@
-"""Base optimizers and their options. Defaults are read from the library (torch.optim's)."""
-import numpy as np
+"""Base optimizers and their options (AiDotNet's classes): the C structs of the base optimizer (filled by the
+library's preset for the class) and of training (filled by shardopt_training_options_init), checked as they are set."""
+from functools import partial
 
 from . import shardopt_native as _n
+from ._core import Setting
+from .schedules import LearningRateSchedule
 
-__all__ = ["OptimizerOptions", "StochasticGradientDescentOptimizerOptions", "MomentumOptimizerOptions",
-           "AdamOptimizerOptions", "AdamWOptimizerOptions", "RootMeanSquarePropagationOptimizerOptions",
-           "AdagradOptimizerOptions", "LambOptimizerOptions", "Optimizer", "StochasticGradientDescentOptimizer",
-           "MomentumOptimizer", "AdamOptimizer", "AdamWOptimizer", "RootMeanSquarePropagationOptimizer",
-           "AdagradOptimizer", "LambOptimizer"]
-
-
-def _field(name, conv=float, doc=""):
-    def get(self):
-        v = getattr(self._native, name)
-        return bool(v) if conv is bool else v
-
-    def set_(self, value):
-        setattr(self._native, name, int(bool(value)) if conv is bool else conv(value))
-
-    return property(get, set_, doc=doc)
-
-
-def _py_field(name, conv, minimum, doc=""):
-    def get(self):
-        return self._py[name]
-
-    def set_(self, value):
-        if conv is bool:
-            value = bool(value)
-        else:
-            if conv is int and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-                raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
-            value = conv(value)
-            if value < minimum:
-                raise ValueError(f"{name} must be >= {minimum} (got {value})")
-        self._py[name] = value
-
-    return property(get, set_, doc=doc)
+_opt = partial(Setting, "_optimizer", validate=_n.shardopt_optimizer_options_validate)
+_train = partial(Setting, "_training", validate=_n.shardopt_training_options_validate)
 
 
 class OptimizerOptions:
-    """Options of a base optimizer (shardopt_optimizer_options). Keyword arguments set properties."""
-
-    _kind = _n.SHARDOPT_ADAM
+    """Keyword arguments set the settings below: AiDotNet's names in snake_case, and shorter aliases."""
+    _preset = _n.SHARDOPT_PRESET_ADAM
 
     def __init__(self, **kwargs):
-        self._native = _n.shardopt_optimizer_options()
-        _n.so_optimizer_options_defaults(self._native, self._kind)
-        self._py = {"batch_size": 0, "epochs": 1, "use_early_stopping": False, "early_stopping_patience": 10,
-                    "tolerance": 1e-6, "shuffle": False, "seed": 0}
-        self._defaults()
-        for k, v in kwargs.items():
-            if not isinstance(getattr(type(self), k, None), property):
-                raise TypeError(f"{type(self).__name__} has no option '{k}'")
+        self._optimizer, self._training = _n.shardopt_optimizer_options(), _n.shardopt_training_options()
+        _n.shardopt_optimizer_options_init_preset(self._optimizer, self._optimizer.struct_size, self._preset)
+        _n.shardopt_training_options_init(self._training)
+        self._schedule = None
+        for k, v in kwargs.items():  # each a setting (or property) of the class
+            if not isinstance(getattr(type(self), k, None), (Setting, property)):
+                raise TypeError(f"{type(self).__name__} has no setting '{k}'")
             setattr(self, k, v)
 
-    def _defaults(self):
-        pass
+    # the base optimizer (torch.optim's formulas)
+    initial_learning_rate = _opt("lr", doc="AiDotNet's InitialLearningRate: the rate training starts from")
+    learning_rate = _opt("lr", doc="the same as initial_learning_rate")
+    weight_decay, momentum, dampening = _opt("weight_decay"), _opt("momentum"), _opt("dampening")
+    beta1, beta2, epsilon = _opt("beta1"), _opt("beta2"), _opt("eps")
+    maximize, nesterov, amsgrad, centered = _opt("maximize", bool), _opt("nesterov", bool), _opt("amsgrad", bool), \
+        _opt("centered", bool)
+    decay = _opt("alpha", doc="RMSprop's smoothing constant (torch's alpha)")
+    learning_rate_decay, initial_accumulator_value = _opt("lr_decay"), _opt("initial_accumulator_value")
+    # training: an epoch is a pass over the training set, a step one optimizer step
+    max_iterations = _train("max_epochs", int, doc="AiDotNet's MaxIterations: the most epochs")
+    batch_size = _train("batch_size", int, doc="samples per step over all ranks; 0: the whole training set")
+    max_steps = _train("max_steps", int, doc="the most steps over all epochs; 0: no limit")
+    shuffle_data = _train("shuffle", bool, doc="a fresh sample order each epoch, from (random_seed, epoch)")
+    random_seed = _train("seed", int)
+    use_early_stopping = _train("early_stopping", bool, doc="voted across ranks")
+    early_stopping_patience = _train("patience", int, doc="epochs in a row without progress before stopping")
+    tolerance = _train("tolerance", doc="what a score must drop by to count as progress")
+    evaluate_best_solution = _train("evaluate_best", bool, doc="the best solution's loss on every set, at the end")
 
-    learning_rate = _field("lr", doc="step size (InitialLearningRate in AiDotNet)")
-    weight_decay = _field("weight_decay")
-    maximize = _field("maximize", bool)
-    momentum = _field("momentum")
-    dampening = _field("dampening")
-    nesterov = _field("nesterov", bool)
-    beta1 = _field("beta1")
-    beta2 = _field("beta2")
-    epsilon = _field("eps")
-    amsgrad = _field("amsgrad", bool)
-    decay = _field("alpha", doc="RMSprop's smoothing constant (torch's alpha)")
-    centered = _field("centered", bool)
-    learning_rate_decay = _field("lr_decay")
-    initial_accumulator_value = _field("initial_accumulator_value")
-    initial_learning_rate = _field("lr", doc="AiDotNet's name for learning_rate")
+    @property
+    def learning_rate_schedule(self):
+        """None (the rate stays), or a LearningRateSchedule the library applies to the rate training starts from."""
+        return self._schedule
 
-    # the training loop's settings (optimize(input_data)); OptimizationInputData may override them
-    batch_size = _py_field("batch_size", int, 0, "global batch per step; 0 (the default) = the whole data set")
-    epochs = _py_field("epochs", int, 1, "passes over the training data (1)")
-    max_epochs = epochs
-    use_early_stopping = _py_field("use_early_stopping", bool, None, "stop when the score stops improving")
-    early_stopping_patience = _py_field("early_stopping_patience", int, 1, "epochs without improvement (10)")
-    tolerance = _py_field("tolerance", float, 0, "smaller improvements do not count (1e-6)")
-    shuffle = _py_field("shuffle", bool, None, "a fresh sample order every epoch, the same on every rank")
-    seed = _py_field("seed", int, 0, "the shuffle's seed")
+    @learning_rate_schedule.setter
+    def learning_rate_schedule(self, schedule):
+        if schedule is not None:
+            if not isinstance(schedule, LearningRateSchedule):
+                raise TypeError(f"learning_rate_schedule must be a LearningRateSchedule, not {type(schedule).__name__}")
+            _n.shardopt_training_options_validate(schedule._applied(self._training))
+        self._schedule = schedule
 
-    def __repr__(self):
-        return f"{type(self).__name__}(learning_rate={self.learning_rate}, weight_decay={self.weight_decay})"
-
-
-class StochasticGradientDescentOptimizerOptions(OptimizerOptions):
-    _kind = _n.SHARDOPT_SGD
-
-
-class MomentumOptimizerOptions(OptimizerOptions):
-    """SGD with momentum 0.9 (AiDotNet's MomentumOptimizer default) unless given."""
-    _kind = _n.SHARDOPT_SGD
-
-    def _defaults(self):
-        self.momentum = 0.9
-
-
-class AdamOptimizerOptions(OptimizerOptions):
-    _kind = _n.SHARDOPT_ADAM
-
-
-class AdamWOptimizerOptions(OptimizerOptions):
-    _kind = _n.SHARDOPT_ADAMW
-
-
-class RootMeanSquarePropagationOptimizerOptions(OptimizerOptions):
-    _kind = _n.SHARDOPT_RMSPROP
-
-
-class AdagradOptimizerOptions(OptimizerOptions):
-    _kind = _n.SHARDOPT_ADAGRAD
-
-
-class LambOptimizerOptions(OptimizerOptions):
-    _kind = _n.SHARDOPT_LAMB
+    def _training_for(self, num_samples, num_validation, num_test):
+        """A copy of the training settings for one optimize() call."""
+        t = self._schedule._applied(self._training) if self._schedule else self._training.copy()
+        t.num_samples, t.num_validation_samples, t.num_test_samples = num_samples, num_validation, num_test
+        return t
 
 
 class Optimizer:
-    """A base optimizer: the update rule a sharded optimizer runs on its full buffer or its shard.
-
-    AiDotNet's form: AdamOptimizer(model, options) (the model: a shardopt.Model, whose layout
-    and parameters a sharded optimizer wrapping this one is created with); also
-    AdamOptimizer(options), AdamOptimizer(learning_rate=...) and AdamOptimizer(model, learning_rate=...).
-    """
-
+    """A base optimizer: the update rule a sharded optimizer runs on its full buffer or its shard. AiDotNet's form:
+    AdamOptimizer(model, options), the model a shardopt.Model whose layout, element type and parameters a sharded
+    optimizer wrapping it is created with; also AdamOptimizer(options) and AdamOptimizer([model, ]learning_rate=...)."""
     options_type = OptimizerOptions
 
     def __init__(self, model=None, options=None, **kwargs):
         if isinstance(model, OptimizerOptions) and options is None:
             model, options = None, model
-        if model is not None and not _is_model(model):
-            raise TypeError(f"model must be a shardopt.Model (parameter_layout, get_parameters, "
-                            f"loss_and_gradient), not {type(model).__name__}")
-        if options is None:
-            options = self.options_type(**kwargs)
-        elif kwargs:
+        if model is not None and not all(callable(getattr(model, a, None))
+                                         for a in ("parameter_layout", "get_parameters", "loss_and_gradient")):
+            raise TypeError(f"model must be a shardopt.Model (parameter_layout, get_parameters, loss_and_gradient), "
+                            f"not {type(model).__name__}")
+        if options is not None and kwargs:
             raise TypeError("pass either an options object or keyword options, not both")
-        elif not isinstance(options, self.options_type):
+        if options is not None and not isinstance(options, self.options_type):
             raise TypeError(f"{type(self).__name__} needs {self.options_type.__name__}, got {type(options).__name__}")
-        self.model = model
-        self.options = options
+        self.model, self.options = model, self.options_type(**kwargs) if options is None else options
 
     def get_options(self):
         return self.options
 
-    def __repr__(self):
-        return f"{type(self).__name__}({self.options!r})"
+
+def _optimizer(name, preset):
+    """AiDotNet's optimizer class `name` and its options class, over the library's preset."""
+    options = type(name + "Options", (OptimizerOptions,), {"_preset": preset, "__module__": __name__})
+    return type(name, (Optimizer,), {"options_type": options, "__module__": __name__}), options
 
 
-def _is_model(obj):
-    return all(callable(getattr(obj, a, None)) for a in ("parameter_layout", "get_parameters", "loss_and_gradient"))
-
-
-class StochasticGradientDescentOptimizer(Optimizer):
-    options_type = StochasticGradientDescentOptimizerOptions
-
-
-class MomentumOptimizer(Optimizer):
-    options_type = MomentumOptimizerOptions
-
-
-class AdamOptimizer(Optimizer):
-    options_type = AdamOptimizerOptions
-
-
-class AdamWOptimizer(Optimizer):
-    options_type = AdamWOptimizerOptions
-
-
-class RootMeanSquarePropagationOptimizer(Optimizer):
-    options_type = RootMeanSquarePropagationOptimizerOptions
-
-
-class AdagradOptimizer(Optimizer):
-    options_type = AdagradOptimizerOptions
-
-
-class LambOptimizer(Optimizer):
-    options_type = LambOptimizerOptions
+StochasticGradientDescentOptimizer, StochasticGradientDescentOptimizerOptions = _optimizer(
+    "StochasticGradientDescentOptimizer", _n.SHARDOPT_PRESET_SGD)
+MomentumOptimizer, MomentumOptimizerOptions = _optimizer("MomentumOptimizer", _n.SHARDOPT_PRESET_MOMENTUM)
+AdamOptimizer, AdamOptimizerOptions = _optimizer("AdamOptimizer", _n.SHARDOPT_PRESET_ADAM)
+AdamWOptimizer, AdamWOptimizerOptions = _optimizer("AdamWOptimizer", _n.SHARDOPT_PRESET_ADAMW)
+RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions = _optimizer(
+    "RootMeanSquarePropagationOptimizer", _n.SHARDOPT_PRESET_RMSPROP)
+AdagradOptimizer, AdagradOptimizerOptions = _optimizer("AdagradOptimizer", _n.SHARDOPT_PRESET_ADAGRAD)
+LambOptimizer, LambOptimizerOptions = _optimizer("LambOptimizer", _n.SHARDOPT_PRESET_LAMB)

@@ -1,87 +1,87 @@
-"""Learning-rate schedules: a callable epoch -> learning rate (epoch counts from 0). Set one as a
-sharded optimizer's learning_rate_schedule; optimize() applies it before every epoch (and
-apply_learning_rate_schedule(epoch) does by hand in a step-protocol loop). Any callable works."""
-import math
+"""Learning-rate schedules: the library's (the lr_* fields of shardopt_training_options), as an options object's
+learning_rate_schedule, applied to `base`, the rate training starts from, before every epoch (per_step: every step);
+schedule(t, base[, options]) is the library's rate at t. A parameter left None takes the library's default."""
+from . import shardopt_native as _n
+from ._core import convert, set_checked
 
-__all__ = ["LearningRateSchedule", "ConstantSchedule", "WarmupSchedule", "CosineAnnealingSchedule",
-           "StepDecaySchedule", "LambdaSchedule"]
+
+def _defaults():
+    t = _n.shardopt_training_options()
+    _n.shardopt_training_options_init(t)
+    return t
 
 
 class LearningRateSchedule:
-    def __call__(self, epoch):
-        raise NotImplementedError
+    _kind, _zero_is_default = _n.SHARDOPT_LR_CONSTANT, ()  # the parameters the C options read as "the default" when 0
 
+    def __init__(self, per_step=False, kind=None, **fields):
+        self.per_step, self._kind, self._fields = bool(per_step), kind or self._kind, {}
+        probe = _defaults()
+        probe.lr_schedule = self._kind
+        for name, (field, value) in fields.items():
+            if value is not None:
+                value = convert(float if field in ("gamma", "min_lr") else int, value)
+                set_checked(probe, field, value, name, _n.shardopt_training_options_validate,
+                            name in self._zero_is_default)
+                self._fields[field] = value
 
-def _positive(name, value):
-    value = float(value)
-    if not value > 0 or math.isinf(value):
-        raise ValueError(f"{name} must be a finite number > 0 (got {value})")
-    return value
+    def _applied(self, training):
+        """A copy of the training options `training` with this schedule."""
+        t = training.copy()
+        t.lr_schedule, t.lr_per_step = self._kind, int(self.per_step)
+        for field, value in self._fields.items():
+            setattr(t, field, value)
+        if getattr(self, "fn", None):  # the library calls self.fn, which this schedule keeps
+            t.lr_fn, t.lr_user_data = _n.SO_PY_LR_FN, self.fn
+        return t
+
+    def __call__(self, t, base, options=None):
+        probe = self._applied(_defaults() if options is None else options._training)
+        probe.num_samples = probe.num_samples or 1
+        return _n.shardopt_training_learning_rate(probe, int(t), float(base))
 
 
 class ConstantSchedule(LearningRateSchedule):
-    def __init__(self, learning_rate):
-        self.learning_rate = _positive("learning_rate", learning_rate)
-
-    def __call__(self, epoch):
-        return self.learning_rate
-
-
-class WarmupSchedule(LearningRateSchedule):
-    """Linear warm-up from learning_rate / (warmup_epochs + 1) to learning_rate over warmup_epochs
-    epochs, then `after` (a schedule, given the epoch counted from the end of the warm-up) or the
-    constant learning_rate."""
-
-    def __init__(self, learning_rate, warmup_epochs, after=None):
-        self.learning_rate = _positive("learning_rate", learning_rate)
-        if int(warmup_epochs) < 0:
-            raise ValueError(f"warmup_epochs must be >= 0 (got {warmup_epochs})")
-        self.warmup_epochs = int(warmup_epochs)
-        self.after = after
-
-    def __call__(self, epoch):
-        if epoch < self.warmup_epochs:
-            return self.learning_rate * (epoch + 1) / (self.warmup_epochs + 1)
-        return self.after(epoch - self.warmup_epochs) if self.after else self.learning_rate
+    """The base rate throughout (the default)."""
 
 
 class CosineAnnealingSchedule(LearningRateSchedule):
-    """torch's CosineAnnealingLR: from learning_rate down to min_learning_rate over total_epochs."""
+    """torch's CosineAnnealingLR, from base down to min_learning_rate over `total` epochs (steps); None: to the end."""
+    _kind, _zero_is_default = _n.SHARDOPT_LR_COSINE, ("total",)
 
-    def __init__(self, learning_rate, total_epochs, min_learning_rate=0.0):
-        self.learning_rate = _positive("learning_rate", learning_rate)
-        if int(total_epochs) < 1:
-            raise ValueError(f"total_epochs must be >= 1 (got {total_epochs})")
-        self.total_epochs = int(total_epochs)
-        self.min_learning_rate = float(min_learning_rate)
-
-    def __call__(self, epoch):
-        t = min(epoch, self.total_epochs) / self.total_epochs
-        lr = self.min_learning_rate + (self.learning_rate - self.min_learning_rate) * (1 + math.cos(math.pi * t)) / 2
-        return max(lr, 1e-300)
+    def __init__(self, total=None, min_learning_rate=None, per_step=False):
+        super().__init__(per_step, total=("decay_period", total), min_learning_rate=("min_lr", min_learning_rate))
 
 
 class StepDecaySchedule(LearningRateSchedule):
-    """torch's StepLR: learning_rate * gamma ** (epoch // step_size)."""
+    """torch's StepLR: base * gamma ** (t // step_size)."""
+    _kind, _zero_is_default = _n.SHARDOPT_LR_STEP_DECAY, ("step_size",)
 
-    def __init__(self, learning_rate, step_size, gamma=0.1):
-        self.learning_rate = _positive("learning_rate", learning_rate)
-        if int(step_size) < 1:
-            raise ValueError(f"step_size must be >= 1 (got {step_size})")
-        self.step_size = int(step_size)
-        self.gamma = _positive("gamma", gamma)
+    def __init__(self, step_size=None, gamma=None, per_step=False):
+        super().__init__(per_step, step_size=("decay_period", step_size), gamma=("gamma", gamma))
 
-    def __call__(self, epoch):
-        return self.learning_rate * self.gamma ** (epoch // self.step_size)
+
+class WarmupSchedule(LearningRateSchedule):
+    """Linear warm-up, base * (t + 1) / warmup while t < warmup, then base, or `after` of t - warmup (a
+    CosineAnnealingSchedule or StepDecaySchedule)."""
+
+    def __init__(self, warmup=None, after=None, per_step=False):
+        kinds = {type(None): _n.SHARDOPT_LR_WARMUP, CosineAnnealingSchedule: _n.SHARDOPT_LR_WARMUP_COSINE,
+                 StepDecaySchedule: _n.SHARDOPT_LR_WARMUP_STEP_DECAY}
+        if type(after) not in kinds:
+            raise TypeError(f"after must be None, a CosineAnnealingSchedule or a StepDecaySchedule, not "
+                            f"{type(after).__name__}")
+        super().__init__(per_step, kinds[type(after)], warmup=("warmup", warmup))
+        self.after = after
+        self._fields.update(after._fields if after else {})
 
 
 class LambdaSchedule(LearningRateSchedule):
-    """Any function epoch -> learning rate."""
+    """Any rate: fn(t, base) -> rate (finite, >= 0); an exception it raises fails training on every rank."""
+    _kind = _n.SHARDOPT_LR_CUSTOM
 
-    def __init__(self, fn):
+    def __init__(self, fn, per_step=False):
         if not callable(fn):
-            raise TypeError("fn must be callable (epoch -> learning rate)")
+            raise TypeError("fn must be callable: fn(t, base) -> learning rate")
+        super().__init__(per_step)
         self.fn = fn
-
-    def __call__(self, epoch):
-        return float(self.fn(epoch))

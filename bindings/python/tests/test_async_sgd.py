@@ -4,20 +4,21 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
-DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=64, epochs=3)
+DATA = so.OptimizationInputData(num_samples=MODEL.samples)
 
 
 def train(make, world_size=4):
     def rank(backend):
         cfg = so.ShardingConfiguration(backend)
-        with make(so.AdamOptimizer(learning_rate=3e-3), cfg) as opt:
+        with make(so.AdamOptimizer(learning_rate=3e-3, batch_size=64, max_iterations=3, shuffle_data=False), cfg) as opt:
             opt.initialize(MODEL.layout(), MODEL.initial_parameters())
             result = opt.optimize(MODEL, DATA)
             return result, opt.get_parameters(), opt.step_count
-    return so.launch_in_memory(world_size, rank)
+    return launch_in_memory(world_size, rank)
 
 
 def test_staleness_0_is_ddp_bit_for_bit():
@@ -49,4 +50,4 @@ def test_misuse_raises():
             with pytest.raises(NotImplementedError, match="optimize()"):
                 opt.step()
         return True
-    assert all(so.launch_in_memory(2, rank))
+    assert all(launch_in_memory(2, rank))

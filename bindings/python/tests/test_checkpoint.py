@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
@@ -53,7 +54,7 @@ def test_serialize_deserialize_resumes_bitwise(cls):
             train(opt, backend.rank, 3, 3)
             resumed = opt.get_parameters().copy()
             return data, straight, resumed
-    results = so.launch_in_memory(4, rank)
+    results = launch_in_memory(4, rank)
     for data, straight, resumed in results:
         assert data == results[0][0]  # the same bytes on every rank
         assert straight.tobytes() == resumed.tobytes()
@@ -75,7 +76,7 @@ def test_save_zero2_load_fsdp(tmp_path, consolidated):
             fresh.load_model(path)
             assert fresh.step_count == 4
             return expected, fresh.get_parameters().copy()
-    for expected, loaded in so.launch_in_memory(4, rank):
+    for expected, loaded in launch_in_memory(4, rank):
         assert expected.tobytes() == loaded.tobytes()
     assert os.listdir(path)
 
@@ -107,7 +108,7 @@ def test_io_and_corrupt_errors_are_os_errors(tmp_path):
                 opt.load_model(None)
             assert opt.get_parameters().tobytes() == before.tobytes()  # failed loads change nothing
             assert opt.step_count == 2
-    so.launch_in_memory(4, rank)
+    launch_in_memory(4, rank)
     assert not missing.exists()
 
 
@@ -119,4 +120,4 @@ def test_layout_mismatch_is_value_error():
                              layout=so.ParameterLayout().add("w", 4)) as other:
             with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT"):
                 other.deserialize(data)
-    so.launch_in_memory(4, rank)
+    launch_in_memory(4, rank)

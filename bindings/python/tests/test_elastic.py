@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
@@ -55,7 +56,7 @@ def test_resume_at_another_world_size(tmp_path):
             twin.save_model(reference)
             e.finish_checkpoint()
             assert e.last_checkpoint_step == 6 and e.checkpoints_published == 3 and not e.checkpoint_pending
-    so.launch_in_memory(4, first)
+    launch_in_memory(4, first)
 
     def second(backend):
         with elastic(backend, directory) as e, \
@@ -67,37 +68,40 @@ def test_resume_at_another_world_size(tmp_path):
             e.finish_checkpoint()
             assert e.last_checkpoint_step == 10
             return e.get_parameters().copy(), ref.get_parameters().copy()
-    for got, want in so.launch_in_memory(3, second):
+    for got, want in launch_in_memory(3, second):
         assert got.tobytes() == want.tobytes()
 
 
 def test_optimize_resumes_where_it_stopped(tmp_path):
-    data = dict(num_samples=64, batch_size=16, epochs=3)  # 4 iterations an epoch
+    data = so.OptimizationInputData(num_samples=64)
+    training = dict(batch_size=16, max_iterations=3, shuffle_data=False)  # 4 steps an epoch
 
     def straight(backend):
-        with so.DDPOptimizer(adam(), so.ShardingConfiguration(backend), layout=MODEL.layout(),
-                             initial=MODEL.initial_parameters()) as opt:
-            r = opt.optimize(MODEL, so.OptimizationInputData(**data))
-            assert r.iterations == 12
+        with so.DDPOptimizer(so.AdamOptimizer(learning_rate=3e-3, **training), so.ShardingConfiguration(backend),
+                             layout=MODEL.layout(), initial=MODEL.initial_parameters()) as opt:
+            r = opt.optimize(MODEL, data)
+            assert r.steps == 12 and r.iterations == 3
             return opt.get_parameters().copy()
-    want = so.launch_in_memory(2, straight)
+    want = launch_in_memory(2, straight)
 
-    def stopped(backend):  # 10 iterations, a checkpoint every 5
-        with so.ElasticOptimizer(adam(), so.ShardingConfiguration(backend), 2, 4, checkpoint_dir=tmp_path,
+    def stopped(backend):  # 10 steps, a checkpoint every 5
+        adam = so.AdamOptimizer(learning_rate=3e-3, max_steps=10, **training)
+        with so.ElasticOptimizer(adam, so.ShardingConfiguration(backend), 2, 4, checkpoint_dir=tmp_path,
                                  checkpoint_every=5, layout=MODEL.layout(), initial=MODEL.initial_parameters()) as e:
-            assert e.optimize(MODEL, so.OptimizationInputData(max_iterations=10, **data)).iterations == 10
+            assert e.optimize(MODEL, data).steps == 10
             e.finish_checkpoint()
             assert e.last_checkpoint_step == 10
-    so.launch_in_memory(2, stopped)
+    launch_in_memory(2, stopped)
 
     def resumed(backend):
-        with so.ElasticOptimizer(adam(), so.ShardingConfiguration(backend), 2, 4, checkpoint_dir=tmp_path,
-                                 checkpoint_every=5, layout=MODEL.layout(), initial=MODEL.initial_parameters()) as e:
+        with so.ElasticOptimizer(so.AdamOptimizer(learning_rate=3e-3, **training), so.ShardingConfiguration(backend),
+                                 2, 4, checkpoint_dir=tmp_path, checkpoint_every=5, layout=MODEL.layout(),
+                                 initial=MODEL.initial_parameters()) as e:
             assert e.resumed_step == 10
-            r = e.optimize(MODEL, so.OptimizationInputData(**data))
-            assert r.iterations == 12 and len(r.fitness_history) == 1  # two epochs and a half skipped
+            r = e.optimize(MODEL, data)
+            assert r.steps == 12 and r.iterations == 1 and len(r.fitness_history) == 1  # 2.5 epochs skipped
             return e.get_parameters().copy()
-    for got, expected in zip(so.launch_in_memory(2, resumed), want):
+    for got, expected in zip(launch_in_memory(2, resumed), want):
         assert got.tobytes() == expected.tobytes()
 
 

@@ -2,11 +2,13 @@
 do not leak."""
 import gc
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 
 
 def rss_kib():
@@ -18,8 +20,10 @@ def rss_kib():
 
 
 def test_invalid_argument_is_value_error():
-    with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT: .*out of range"):
+    with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT: .*out of range") as e:
         so.InMemoryCommunicationBackend(5, 4, "bad-rank")
+    assert isinstance(e.value, so.InvalidArgumentError) and isinstance(e.value, so.ShardoptError)
+    assert (e.value.status, e.value.status_name, e.value.rank) == (1, "SHARDOPT_ERR_INVALID_ARGUMENT", -1)
     with so.InMemoryCommunicationBackend(0, 1, "inv") as b:
         opt = so.DDPOptimizer(so.AdamOptimizer(), so.ShardingConfiguration(b), layout=so.ParameterLayout().add("w", 4))
         with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT"):
@@ -50,12 +54,18 @@ def test_timeout_and_abort_are_runtime_errors():
         backend.set_timeout(200)
         if backend.rank == 0:
             backend.barrier()  # rank 1 never arrives
-    with pytest.raises(RuntimeError, match="SHARDOPT_ERR_TIMEOUT"):
-        so.launch_in_memory(2, rank)
+        else:
+            time.sleep(1.0)  # ...but stays (a rank that leaves is a lost peer: test_mistakes.py)
+    with pytest.raises(RuntimeError, match="SHARDOPT_ERR_TIMEOUT") as e:
+        launch_in_memory(2, rank)
+    assert isinstance(e.value, TimeoutError) and isinstance(e.value, so.CollectiveTimeoutError)
+    assert e.value.status == so.native.SHARDOPT_ERR_TIMEOUT and e.value.rank == 0
 
 
 def test_unsupported_is_not_implemented_error():
-    with pytest.raises(NotImplementedError, match="SHARDOPT_ERR_UNSUPPORTED: .*NCCL"):
+    # NCCL is opened at run time: without it or a CUDA device, UnsupportedError naming the backend (with them,
+    # a launcher's environment is still missing here: InvalidArgumentError)
+    with pytest.raises((NotImplementedError, ValueError), match="SHARDOPT_ERR_(UNSUPPORTED|INVALID_ARGUMENT): .*'nccl'"):
         so.NcclCommunicationBackend()
     with so.InMemoryCommunicationBackend(0, 1, "unsup") as b:
         opt = so.FSDPOptimizer(so.AdamOptimizer(), so.ShardingConfiguration(b))
@@ -106,7 +116,7 @@ def test_model_exception_propagates_and_aborts_peers():
                 return 1.0
             opt.optimize(model, so.OptimizationInputData(num_samples=8))
     with pytest.raises(Boom, match="rank 1"):
-        so.launch_in_memory(2, rank)
+        launch_in_memory(2, rank)
 
 
 def test_10000_create_dispose_cycles_do_not_grow_memory():

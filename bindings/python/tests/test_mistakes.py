@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -297,12 +298,91 @@ def test_model_exception_fails_every_rank_naming_rank_and_message():
         assert "DataError: bad row 17" in str(e), str(e)
 
 
-def test_nan_loss_is_reported_on_every_rank():
+@pytest.mark.parametrize("first_nan", [1, 3])
+def test_nan_loss_is_reported_on_every_rank(first_nan):
+    """The library's message names the epoch and step where the NaN first appeared (one step an epoch here)."""
     def rank(b):
-        with so.DDPOptimizer(so.AdamOptimizer(), so.ShardingConfiguration(b),
+        calls = []
+        with so.DDPOptimizer(so.AdamOptimizer(max_iterations=5), so.ShardingConfiguration(b),
                              layout=so.ParameterLayout().add("w", 4)) as opt:
-            opt.optimize(lambda p, g, s: math.nan if b.rank == 1 else 0.5,
-                         so.OptimizationInputData(num_samples=8, epochs=3))
+            def model(p, g, s):
+                calls.append(s)
+                return math.nan if b.rank == 1 and len(calls) >= first_nan else 0.5
+            opt.optimize(model, so.OptimizationInputData(num_samples=8))
     _, errors = run_ranks(2, rank)
     for e in errors:
-        assert isinstance(e, RuntimeError) and "the loss is NaN at epoch 1, iteration 1" in str(e), errors
+        assert isinstance(e, so.InvalidStateError) and isinstance(e, RuntimeError), errors
+        assert f"the training loss is NaN at epoch {first_nan}, step {first_nan}" in str(e), errors
+
+
+# ------------------------------------------------------------------ issue 32: a rank that leaves, threads
+@pytest.mark.parametrize("how", ["closes its backend", "raises before optimize"])
+def test_a_rank_that_leaves_fails_the_others_at_once_naming_it(how):
+    """A rank whose InMemoryCommunicationBackend is closed, or whose thread raises before optimize() (its
+    `with` blocks close the optimizer and the backend), fails the other ranks at once with PeerLostError
+    naming it: well under the backend's default timeout (5 minutes), which nothing here shortens."""
+    env, errors = f"lost-{uuid.uuid4()}", [None] * 3
+
+    def body(rank):
+        try:
+            with so.InMemoryCommunicationBackend(rank, 3, env) as b:
+                if rank == 2 and how == "closes its backend":
+                    return  # before the collective creation of the optimizer
+                with so.DDPOptimizer(so.AdamOptimizer(max_iterations=2), so.ShardingConfiguration(b),
+                                     layout=so.ParameterLayout().add("w", 4)) as opt:
+                    if rank == 2:
+                        raise KeyError("rank 2 found no data")
+                    opt.optimize(lambda p, g, s: 1.0, so.OptimizationInputData(num_samples=16))
+        except BaseException as e:  # noqa: BLE001
+            errors[rank] = e
+    start = time.monotonic()
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert time.monotonic() - start < 20 and not any(t.is_alive() for t in threads)
+    for r in (0, 1):
+        e = errors[r]
+        assert isinstance(e, so.PeerLostError) and isinstance(e, RuntimeError), errors
+        assert str(e).startswith("SHARDOPT_ERR_PEER_LOST: ") and "rank 2 was lost" in str(e), str(e)
+        assert e.status == so.native.SHARDOPT_ERR_PEER_LOST and e.rank == r
+    assert (errors[2] is None) if how == "closes its backend" else isinstance(errors[2], KeyError)
+
+
+def test_an_optimizer_used_while_it_trains_is_a_clear_error():
+    """From its own model callback, or from another thread while optimize() runs: InvalidStateError saying so."""
+    seen = []
+
+    def rank(b):
+        with so.DDPOptimizer(so.AdamOptimizer(max_iterations=1), so.ShardingConfiguration(b),
+                             layout=so.ParameterLayout().add("w", 4)) as opt:
+            def model(p, g, s):
+                for call in (opt.zero_grad, lambda: threading_call(opt.zero_grad)):
+                    try:
+                        call()
+                    except so.InvalidStateError as e:
+                        seen.append(str(e))
+                return 1.0
+            opt.optimize(model, so.OptimizationInputData(num_samples=4))
+            assert opt.learning_rate > 0  # usable again once optimize() returned
+
+    def threading_call(fn):
+        out = []
+        t = threading.Thread(target=lambda: out.append(_raised(fn)))
+        t.start()
+        t.join()
+        if out[0] is not None:
+            raise out[0]
+    _, errors = run_ranks(1, rank)
+    assert errors == [None], errors
+    assert "called from inside this optimizer's training loop" in seen[0], seen
+    assert "called from another thread while this optimizer trains" in seen[1], seen
+
+
+def _raised(fn):
+    try:
+        fn()
+    except BaseException as e:  # noqa: BLE001
+        return e
+    return None

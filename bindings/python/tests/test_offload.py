@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
-DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=128, epochs=2)
+DATA = so.OptimizationInputData(num_samples=MODEL.samples)
 FLAGS = ("cpu_offload_optimizer", "cpu_offload_gradients", "cpu_offload_params")
 
 
@@ -35,7 +36,7 @@ def test_flags_reach_the_library_and_change_nothing_in_host_memory(cls):
     def rank(backend):
         out = []
         for cfg in (so.ShardingConfiguration(backend), so.ShardingConfiguration.create_for_zero_offload_full(backend)):
-            with cls(so.AdamOptimizer(learning_rate=3e-3), cfg, layout=MODEL.layout(),
+            with cls(so.AdamOptimizer(learning_rate=3e-3, batch_size=128, max_iterations=2), cfg, layout=MODEL.layout(),
                      initial=MODEL.initial_parameters()) as opt:
                 s = opt._sharding_options()
                 native = tuple(getattr(s, f) == so.native.SHARDOPT_ENABLE for f in FLAGS)
@@ -43,7 +44,7 @@ def test_flags_reach_the_library_and_change_nothing_in_host_memory(cls):
                 out.append((native, result.fitness_history, opt.get_parameters().copy(), opt.memory_stats()))
         return out
     for (plain_flags, plain_loss, plain_params, plain_mem), (full_flags, full_loss, full_params, full_mem) in \
-            so.launch_in_memory(2, rank):
+            launch_in_memory(2, rank):
         assert plain_flags == (False, False, False) and full_flags == (True, True, True)
         assert full_loss == plain_loss
         assert np.array_equal(full_params, plain_params)

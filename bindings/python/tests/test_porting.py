@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "samples", "python"))
 from linear_model import LinearModel, dataset  # noqa: E402
 
 
 def ranks(world_size, fn):
-    return so.launch_in_memory(world_size, fn, f"porting-{uuid.uuid4()}")
+    return launch_in_memory(world_size, fn, f"porting-{uuid.uuid4()}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -73,19 +74,20 @@ def test_optimize_input_data_chooses_best_on_validation_and_reports_every_set():
 
     def rank(b):
         model = LinearModel()
-        opts = so.AdamOptimizerOptions(initial_learning_rate=0.3, batch_size=8, epochs=12)
+        opts = so.AdamOptimizerOptions(initial_learning_rate=0.3, batch_size=8, max_iterations=12, use_early_stopping=False)
         with so.DDPOptimizer(so.AdamOptimizer(model, opts), so.ShardingConfiguration(b)) as o:
             r = o.optimize(so.OptimizationInputData(x_train=x, y_train=y, x_validation=xv, y_validation=yv,
                                                     x_test=xt, y_test=yt))
         return r, model.get_parameters()
     for r, model_params in ranks(2, rank):
-        assert len(r.fitness_history) == len(r.validation_history) == 12
-        best = int(np.argmin(r.validation_history))
-        assert r.best_fitness_score == r.validation_history[best]
+        assert len(r.fitness_history) == len(r.validation_loss_history) == len(r.training_loss_history) == 12
+        assert r.fitness_history == r.validation_loss_history  # the score: validation loss when given
+        best = int(np.argmin(r.validation_loss_history))
+        assert r.best_fitness_score == r.validation_loss_history[best] and r.best_epoch == best
         assert r.validation_result.loss == pytest.approx(r.best_fitness_score, rel=1e-12)
         assert r.training_result.loss > 0 and r.test_result.loss > 0 and r.test_result.predictions.shape == (16,)
         assert np.array_equal(model_params, r.best_solution)  # the model holds the best solution after
-        assert r.iterations == 12 * 8
+        assert r.iterations == 12 and r.steps == 12 * 8  # iterations: AiDotNet's, epochs
 
 
 def test_optimize_input_data_needs_a_model_and_consistent_data():
@@ -106,12 +108,13 @@ def test_optimize_input_data_needs_a_model_and_consistent_data():
 def test_shuffle_is_seeded_and_the_same_on_every_rank():
     def rank(b, seed):
         seen = []
-        with so.DDPOptimizer(so.StochasticGradientDescentOptimizer(), so.ShardingConfiguration(b),
-                             layout=so.ParameterLayout().add("w", 1)) as o:
+        sgd = so.StochasticGradientDescentOptimizer(batch_size=16, max_iterations=2, shuffle_data=True, random_seed=seed,
+                                                    evaluate_best_solution=False)
+        with so.DDPOptimizer(sgd, so.ShardingConfiguration(b), layout=so.ParameterLayout().add("w", 1)) as o:
             def model(p, g, s):
                 seen.append(s.tolist())
                 return 0.0
-            o.optimize(model, so.OptimizationInputData(num_samples=16, batch_size=16, epochs=2, shuffle=True, seed=seed))
+            o.optimize(model, so.OptimizationInputData(num_samples=16))
         return seen
     a = ranks(2, lambda b: rank(b, 5))
     again = ranks(2, lambda b: rank(b, 5))
@@ -124,7 +127,7 @@ def test_shuffle_is_seeded_and_the_same_on_every_rank():
 
 def test_should_early_stop_follows_the_options():
     def rank(b):
-        opts = so.AdamOptimizerOptions(learning_rate=1e-3, batch_size=0, epochs=50, use_early_stopping=True,
+        opts = so.AdamOptimizerOptions(learning_rate=1e-3, batch_size=0, max_iterations=50, use_early_stopping=True,
                                        early_stopping_patience=2)
         with so.DDPOptimizer(so.AdamOptimizer(opts), so.ShardingConfiguration(b),
                              layout=so.ParameterLayout().add("w", 1)) as o:
@@ -138,7 +141,7 @@ def test_should_early_stop_follows_the_options():
 
 def test_learning_rate_is_live_both_ways(tmp_path):
     def rank(b):
-        opts = so.AdamOptimizerOptions(learning_rate=0.01)
+        opts = so.AdamOptimizerOptions(learning_rate=0.01, max_iterations=5, evaluate_best_solution=False)
         with so.DDPOptimizer(so.AdamOptimizer(opts), so.ShardingConfiguration(b),
                              layout=so.ParameterLayout().add("w", 2)) as o:
             assert o.learning_rate == pytest.approx(0.01)
@@ -150,30 +153,38 @@ def test_learning_rate_is_live_both_ways(tmp_path):
             o.load_model(tmp_path / "lr")                  # the checkpoint's rate, right after the load
             assert o.learning_rate == pytest.approx(0.02)
             assert o.get_options().learning_rate == pytest.approx(0.02)
-            o.learning_rate_schedule = so.StepDecaySchedule(0.1, step_size=2, gamma=0.5)
+            o.get_options().learning_rate_schedule = so.StepDecaySchedule(step_size=2, gamma=0.5)
             rates = []
 
             def model(p, g, s):
                 rates.append(o.learning_rate)
                 return 1.0
-            o.optimize(model, so.OptimizationInputData(num_samples=2, epochs=5))
-            assert rates == pytest.approx([0.1, 0.1, 0.05, 0.05, 0.025])
+            r = o.optimize(model, so.OptimizationInputData(num_samples=2))  # from the rate in force: 0.02
+            assert rates == r.learning_rate_history == pytest.approx([0.02, 0.02, 0.01, 0.01, 0.005])
         return True
     assert ranks(2, rank) == [True, True]
 
 
 def test_schedules():
-    w = so.WarmupSchedule(0.1, 3, after=so.CosineAnnealingSchedule(0.1, 10))
-    assert [w(e) for e in range(4)] == pytest.approx([0.025, 0.05, 0.075, 0.1])
-    assert w(13) == pytest.approx(1e-300, abs=1e-12)
-    assert so.LambdaSchedule(lambda e: 1.0 / (e + 1))(3) == 0.25
-    with pytest.raises(ValueError):
-        so.StepDecaySchedule(0.1, 0)
+    """The library's schedules, shown without training: schedule(t, base)."""
+    w = so.WarmupSchedule(3, after=so.CosineAnnealingSchedule(10))
+    assert [w(t, 0.1) for t in range(4)] == pytest.approx([0.1 / 3, 0.2 / 3, 0.1, 0.1])  # base * (t + 1) / warmup
+    assert w(13, 0.1) == pytest.approx(0.0, abs=1e-12)
+    assert so.LambdaSchedule(lambda t, base: base / (t + 1))(3, 1.0) == 0.25
+    assert so.StepDecaySchedule(2, gamma=0.5)(5, 1.0) == 0.25
+    with pytest.raises(ValueError, match="step_size = 0"):  # 0 is the C options' "default" there: refused
+        so.StepDecaySchedule(0)
+    with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT: step_size = -1: .*decay_period"):
+        so.StepDecaySchedule(-1)
+    with pytest.raises(TypeError):
+        so.StepDecaySchedule(0.5)
+    with pytest.raises(TypeError, match="after must be"):
+        so.WarmupSchedule(2, after=so.LambdaSchedule(lambda t, base: base))
 
 
 def test_reset_goes_back_to_the_start():
     def rank(b):
-        with so.FSDPOptimizer(so.AdamOptimizer(learning_rate=0.1), so.ShardingConfiguration(b),
+        with so.FSDPOptimizer(so.AdamOptimizer(learning_rate=0.1, max_iterations=1), so.ShardingConfiguration(b),
                               layout=so.ParameterLayout(np.float64).add("w", 3), initial=[1.0, 2.0, 3.0]) as o:
             o.optimize(lambda p, g, s: (g.__setitem__(slice(None), 1.0), 1.0)[1], so.OptimizationInputData(num_samples=4))
             assert o.step_count == 1 and not np.allclose(o.get_parameters(), [1, 2, 3])

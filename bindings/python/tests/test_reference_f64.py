@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "samples", "python"))
 from linear_model import LinearModel, dataset  # noqa: E402
@@ -32,18 +33,17 @@ def train(cls, ranks=4, shuffle_seed=None, callback=False):
 
     def rank(backend):
         model = LinearModel()
-        opts = so.AdamOptimizerOptions(learning_rate=0.05, batch_size=16, epochs=5)
+        opts = so.AdamOptimizerOptions(learning_rate=0.05, batch_size=16, max_iterations=5,
+                                       shuffle_data=shuffle_seed is not None, random_seed=shuffle_seed or 0)
         with cls(so.AdamOptimizer(model, opts), so.ShardingConfiguration(backend)) as opt:
             if callback:  # the lower-level form: model(params, grad, samples) -> loss
                 r = opt.optimize(lambda p, g, s: model.loss_and_gradient(p, g, x[s], y[s]),
-                                 so.OptimizationInputData(num_samples=64, shuffle=shuffle_seed is not None,
-                                                          seed=shuffle_seed or 0))
+                                 so.OptimizationInputData(num_samples=64))
             else:
-                r = opt.optimize(so.OptimizationInputData(x_train=x, y_train=y, shuffle=shuffle_seed is not None,
-                                                          seed=shuffle_seed or 0))
-            assert r.iterations == 20
+                r = opt.optimize(so.OptimizationInputData(x_train=x, y_train=y))
+            assert r.steps == 20 and r.iterations == 5
             return opt.get_parameters()
-    return so.launch_in_memory(ranks, rank)
+    return launch_in_memory(ranks, rank)
 
 
 @pytest.mark.parametrize("callback", [False, True])

@@ -7,21 +7,23 @@ import numpy as np
 import pytest
 
 import shardopt as so
+from ranks import launch_in_memory
 from shardopt.demo import MlpDemo
 
 MODEL = MlpDemo()
-DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=128, epochs=4)
+DATA = so.OptimizationInputData(num_samples=MODEL.samples)
+TRAINING = dict(batch_size=128, max_iterations=4, shuffle_data=False)  # the options' training settings
 
 
 def train(cls, world_size):
     def rank(backend):
         cfg = so.ShardingConfiguration(backend)
-        with cls(so.AdamOptimizer(learning_rate=3e-3), cfg, layout=MODEL.layout(),
+        with cls(so.AdamOptimizer(learning_rate=3e-3, **TRAINING), cfg, layout=MODEL.layout(),
                  initial=MODEL.initial_parameters()) as opt:
             assert (opt.rank, opt.world_size) == (backend.rank, world_size)
             result = opt.optimize(MODEL, DATA)
             return result, opt.get_parameters()
-    return so.launch_in_memory(world_size, rank)
+    return launch_in_memory(world_size, rank)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def test_four_ranks_match_single_process(cls, single):
     for result, params in results:
         np.testing.assert_allclose(result.fitness_history, ref_result.fitness_history, rtol=1e-5)
         np.testing.assert_allclose(params, ref_params, atol=1e-5)
-        assert result.iterations == ref_result.iterations == 16
+        assert result.steps == ref_result.steps == 16 and result.iterations == 4
     assert ref_result.fitness_history[-1] < 0.7 * ref_result.fitness_history[0]
 
 
@@ -69,7 +71,7 @@ def test_step_api_matches_optimize_for_zero2():
             p = opt.get_parameters()
             opt.close()
             return p
-        return so.launch_in_memory(world_size, rank)
+        return launch_in_memory(world_size, rank)
     one = run(1)[0]
     for p in run(4):
         np.testing.assert_allclose(p, one, atol=1e-6)
@@ -89,7 +91,7 @@ def test_external_parameters_are_zero_copy():
         np.testing.assert_allclose(mine[:10], 1 - 0.5 * 2.5)  # mean gradient over 4 ranks is 2.5
         assert np.shares_memory(opt.parameters, mine) or opt.parameters.ctypes.data == mine.ctypes.data
         opt.close()
-    so.launch_in_memory(4, rank)
+    launch_in_memory(4, rank)
 
 
 def test_configuration_changes_behaviour():
@@ -116,7 +118,7 @@ def test_configuration_changes_behaviour():
                 seen.append(opt.get_parameters().copy())
             out["local"] = seen
         return out
-    res = so.launch_in_memory(2, rank)
+    res = launch_in_memory(2, rank)
     assert res[0]["high"] > res[0]["default"] > res[0]["low"]
     (r0, r1) = (res[0]["local"], res[1]["local"])
     assert not np.allclose(r0[0], r1[0])            # after step 1: not averaged yet
@@ -139,7 +141,16 @@ def test_options_defaults_match_library():
     assert so.AdamOptimizerOptions().beta2 == pytest.approx(0.999)
     assert so.AdamWOptimizerOptions().weight_decay == pytest.approx(0.01)
     assert so.MomentumOptimizerOptions().momentum == pytest.approx(0.9)
-    assert so.RootMeanSquarePropagationOptimizerOptions().decay == pytest.approx(0.99)
+    assert so.RootMeanSquarePropagationOptimizerOptions().decay == pytest.approx(0.9)  # AiDotNet's, from the preset
+    assert so.StochasticGradientDescentOptimizerOptions().initial_learning_rate == pytest.approx(0.01)
+    o = so.AdamOptimizerOptions()  # the training settings: AiDotNet's defaults, from shardopt_training_options_init
+    assert (o.max_iterations, o.batch_size, o.shuffle_data, o.use_early_stopping, o.early_stopping_patience,
+            o.tolerance, o.max_steps) == (100, 32, True, True, 10, 1e-6, 0)
+    with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT: max_iterations = 0: .*max_epochs"):
+        so.AdamOptimizerOptions(max_iterations=0)  # the library's check, at once
+    with pytest.raises(ValueError, match="learning_rate = -1.0"):
+        so.AdamOptimizerOptions(learning_rate=-1)
+    assert so.AdamOptimizerOptions(max_iterations=7).max_iterations == 7
     assert so.LambOptimizerOptions().epsilon == pytest.approx(1e-6)
     assert so.AdamOptimizer(amsgrad=True).get_options().amsgrad is True
     with pytest.raises(TypeError):
@@ -150,19 +161,20 @@ def test_hybrid_and_local_sgd_and_zero1_and_zero3_train():
     def rank(backend):
         cfg = so.ShardingConfiguration(backend)
         losses = []
-        for opt in (so.HybridShardedOptimizer(so.AdamWOptimizer(learning_rate=3e-3), cfg, 1, 2, -1),
-                    so.LocalSGDOptimizer(so.MomentumOptimizer(learning_rate=0.05), cfg),
-                    so.ZeRO1Optimizer(so.RootMeanSquarePropagationOptimizer(learning_rate=1e-3), cfg),
-                    so.ZeRO3Optimizer(so.LambOptimizer(learning_rate=1e-2), cfg)):
+        t = dict(batch_size=128, max_iterations=3, shuffle_data=False)
+        for opt in (so.HybridShardedOptimizer(so.AdamWOptimizer(learning_rate=3e-3, **t), cfg, 1, 2, -1),
+                    so.LocalSGDOptimizer(so.MomentumOptimizer(learning_rate=0.05, **t), cfg),
+                    so.ZeRO1Optimizer(so.RootMeanSquarePropagationOptimizer(learning_rate=1e-3, **t), cfg),
+                    so.ZeRO3Optimizer(so.LambOptimizer(learning_rate=1e-2, **t), cfg)):
             with opt:
                 opt.initialize(MODEL.layout(), MODEL.initial_parameters())
-                r = opt.optimize(MODEL, so.OptimizationInputData(MODEL.samples, 128, epochs=3))
+                r = opt.optimize(MODEL, so.OptimizationInputData(num_samples=MODEL.samples))
                 losses.append(r.fitness_history)
                 opt.synchronize_optimizer_state()
                 assert opt.should_early_stop(vote=backend.rank == 1)
                 assert not opt.should_early_stop()
         return losses
-    for hist in so.launch_in_memory(4, rank)[0]:
+    for hist in launch_in_memory(4, rank)[0]:
         assert hist[-1] < hist[0]
 
 
@@ -178,7 +190,7 @@ def test_two_ucx_processes():
 
 
 # ---- gradient compression ----
-SGD_DATA = so.OptimizationInputData(num_samples=MODEL.samples, batch_size=64, epochs=10)  # 80 steps
+SGD_DATA = so.OptimizationInputData(num_samples=MODEL.samples)  # 80 steps: batch 64, 10 epochs
 
 
 def train_compressed(make, world_size=4):
@@ -186,12 +198,13 @@ def train_compressed(make, world_size=4):
     (full-data loss at the end, rank 0's bytes moved by optimize, rank 0's compression bytes)."""
     def rank(backend):
         cfg = so.ShardingConfiguration(backend)
-        with make(so.MomentumOptimizer(learning_rate=0.05, momentum=0.9), cfg) as opt:
+        with make(so.MomentumOptimizer(learning_rate=0.05, momentum=0.9, batch_size=64, max_iterations=10,
+                                       shuffle_data=False), cfg) as opt:
             opt.initialize(MODEL.layout(), MODEL.initial_parameters())
             before = opt.bytes_sent
             opt.optimize(MODEL, SGD_DATA)
             return MODEL.loss(opt.get_parameters()), opt.bytes_sent - before, opt.memory_stats().compression_bytes
-    results = so.launch_in_memory(world_size, rank)
+    results = launch_in_memory(world_size, rank)
     for loss, _, _ in results[1:]:
         assert loss == pytest.approx(results[0][0], rel=1e-6)  # replicas agree
     return results[0]
@@ -252,7 +265,7 @@ def test_gradient_compression_optimizer_methods_and_step_bytes():
                 out[name + "_step"] = opt.step().bytes_sent
             opt.close()
         return out
-    out = so.launch_in_memory(2, rank)[0]
+    out = launch_in_memory(2, rank)[0]
     assert (out["both"], out["none"], out["int8"]) == (so.GradientCompression.TOP_K, so.GradientCompression.NONE,
                                                        so.GradientCompression.INT8)
     assert 0 < out["int8_step"] * 3 <= out["none_step"]
@@ -279,7 +292,7 @@ def test_power_sgd_compresses_declared_matrices():
                     sent += opt.step().bytes_sent if i else 0  # not the first (creation's broadcast)
                 out.append(sent)
         return out
-    matrix, flat, shaped = so.launch_in_memory(2, rank)[0]
+    matrix, flat, shaped = launch_in_memory(2, rank)[0]
     assert matrix * 4 < flat and shaped == matrix
 
 

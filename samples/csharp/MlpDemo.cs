@@ -1,3 +1,4 @@
+// The demo model of the C# samples and tests (compiled into them, not part of Shardopt.dll): a 2-layer MLP.
 using System;
 
 namespace Shardopt.DistributedTraining
