@@ -15,21 +15,27 @@ public class ElasticOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TI
     public ElasticOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { this(wrappedOptimizer, config, 1, 1024); }
     public ElasticOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, int minWorkers, int maxWorkers) {
         super(wrappedOptimizer, config, s -> {
-            if (minWorkers < 1) throw new IllegalArgumentException("minWorkers must be at least 1 (got " + minWorkers + ")");
-            if (maxWorkers < minWorkers) throw new IllegalArgumentException("maxWorkers " + maxWorkers + " is below minWorkers " + minWorkers);
+            options(minWorkers, maxWorkers, 0, null).delete();
             s.setStrategy(shardopt_strategy.SHARDOPT_DDP);
         });
         this.minWorkers = minWorkers;
         this.maxWorkers = maxWorkers;
     }
-    @Override void created(SWIGTYPE_p_shardopt_optimizer_s x) {
+
+    /** The library's elastic options, checked by it (0 workers is no value here: the C ABI reads it as the default). */
+    private static shardopt_elastic_options options(int minWorkers, int maxWorkers, int checkpointEvery, String dir) {
         shardopt_elastic_options e = new shardopt_elastic_options();
         shardopt_native.shardopt_elastic_options_init(e);
-        e.setMin_workers(minWorkers);
-        e.setMax_workers(maxWorkers);
+        e.setMin_workers(ShardingConfiguration.value(minWorkers, "minWorkers"));
+        e.setMax_workers(ShardingConfiguration.value(maxWorkers, "maxWorkers"));
         e.setCheckpoint_every(checkpointEvery);
-        e.setCheckpoint_dir(checkpointDirectory);
-        shardopt_native.shardopt_optimizer_make_elastic(x, e);
+        e.setCheckpoint_dir(dir);
+        shardopt_native.shardopt_elastic_options_validate(e);
+        return e;
+    }
+
+    @Override void created(SWIGTYPE_p_shardopt_optimizer_s x) {
+        shardopt_native.shardopt_optimizer_make_elastic(x, options(minWorkers, maxWorkers, checkpointEvery, checkpointDirectory));
     }
     public int getMinWorkers() { return minWorkers; }
     public int getMaxWorkers() { return maxWorkers; }
@@ -45,7 +51,7 @@ public class ElasticOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TI
     /** Before initialize: steps between checkpoints (0: the library's default, $SHARDOPT_CHECKPOINT_EVERY or 100). */
     public ElasticOptimizer<T, TInput, TOutput> setCheckpointEvery(int steps) {
         if (isInitialized()) throw new IllegalStateException("setCheckpointEvery comes before initialize");
-        if (steps < 0) throw new IllegalArgumentException("checkpointEvery must be >= 0 (got " + steps + ")");
+        options(minWorkers, maxWorkers, steps, null).delete();
         checkpointEvery = steps;
         return this;
     }

@@ -29,7 +29,7 @@ public final class ShardingConfiguration<T> {
     public static <T> ShardingConfiguration<T> createForZeROOffload(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_ZERO_OFFLOAD); }
     public static <T> ShardingConfiguration<T> createForZeROOffloadFull(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL); }
     /** A value for a field where the C ABI reads 0 as "the default": 0 is not a value here. */
-    private static int value(int v, String name) { return (int) value((double) v, name); }
+    static int value(int v, String name) { return (int) value((double) v, name); }
     private static double value(double v, String name) {
         if (v == 0) throw new IllegalArgumentException(name + " must not be 0");
         return v;
