@@ -35,8 +35,10 @@ public final class ShardingConfiguration<T> {
         return v;
     }
     private static int flag(boolean v) { return v ? ENABLE : DISABLE; }
+
     public CommunicationBackend<T> getCommunicationBackend() { return backend; }
-    public double getLearningRate() { return options.getLearning_rate(); } public void setLearningRate(double v) { options.setLearning_rate(v); }
+    public double getLearningRate() { return options.getLearning_rate(); }
+    public void setLearningRate(double v) { options.setLearning_rate(v); }
     public boolean getAutoSyncGradients() { return options.getAuto_sync_gradients() != DISABLE; }
     public void setAutoSyncGradients(boolean v) { options.setAuto_sync_gradients(flag(v)); }
     public int getMinimumParameterGroupSize() { return (int) options.getParameter_group_size(); }
@@ -60,7 +62,8 @@ public final class ShardingConfiguration<T> {
     public void setLocalSteps(int v) { options.setLocal_sgd_period(value(v, "LocalSteps")); }
     public int getGradientAccumulationSteps() { return options.getGradient_accumulation_steps(); }
     public void setGradientAccumulationSteps(int v) { options.setGradient_accumulation_steps(value(v, "GradientAccumulationSteps")); }
-    public double getMaxGradNorm() { return options.getMax_grad_norm(); } public void setMaxGradNorm(double v) { options.setMax_grad_norm(v); }
+    public double getMaxGradNorm() { return options.getMax_grad_norm(); }
+    public void setMaxGradNorm(double v) { options.setMax_grad_norm(v); }
     /** true: the initial parameters are rank 0's, broadcast at creation (as PyTorch DDP); false: each rank's own. */
     public boolean getBroadcastInitialParameters() { return options.getBroadcast_initial() != DISABLE; }
     public void setBroadcastInitialParameters(boolean v) { options.setBroadcast_initial(flag(v)); }
