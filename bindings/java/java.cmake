@@ -1,5 +1,6 @@
 # Java: SWIG JNI module + the org.shardopt layer, packed into shardopt.jar with the native libraries
-# (org/shardopt/native/linux-x86_64/), JUnit 5 tests and the sample. Included from bindings/CMakeLists.txt.
+# (org/shardopt/native/linux-x86_64/), JUnit 5 tests, the samples and the conformance driver. Included from
+# bindings/CMakeLists.txt.
 set(J_DIR ${CMAKE_CURRENT_BINARY_DIR}/java)
 set(J_GEN ${J_DIR}/gen/org/shardopt/internal)
 set(J_NATIVE ${J_DIR}/res/org/shardopt/native/linux-x86_64)
@@ -26,33 +27,35 @@ if(SHARDOPT_BUILD_TESTS)
   if(EXISTS ${JUNIT_JAR})
     file(GLOB J_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/java/test/org/shardopt/tests/*.java)
     file(GLOB J_SAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/samples/java/*.java)
+    set(J_DEMO ${PROJECT_SOURCE_DIR}/samples/java/MlpDemo.java) # the demo model the tests share with the samples
+    set(J_CONFORMANCE ${PROJECT_SOURCE_DIR}/tests/bindings/conformance/conformance_java.java)
     add_custom_command(
       OUTPUT ${J_DIR}/tests.stamp
-      COMMAND ${CMAKE_COMMAND} -E rm -rf ${J_DIR}/test-classes ${J_DIR}/sample-classes
-      COMMAND ${Java_JAVAC_EXECUTABLE} -nowarn --release 11 -cp ${J_JAR}:${JUNIT_JAR} -d ${J_DIR}/test-classes ${J_TESTS}
+      COMMAND ${CMAKE_COMMAND} -E rm -rf ${J_DIR}/test-classes ${J_DIR}/sample-classes ${J_DIR}/conformance-classes
+      COMMAND ${Java_JAVAC_EXECUTABLE} -nowarn --release 11 -cp ${J_JAR}:${JUNIT_JAR} -d ${J_DIR}/test-classes ${J_TESTS} ${J_DEMO}
       COMMAND ${Java_JAVAC_EXECUTABLE} -nowarn --release 11 -cp ${J_JAR} -d ${J_DIR}/sample-classes ${J_SAMPLES}
+      COMMAND ${Java_JAVAC_EXECUTABLE} -nowarn --release 11 -cp ${J_JAR} -d ${J_DIR}/conformance-classes ${J_CONFORMANCE}
       COMMAND ${CMAKE_COMMAND} -E touch ${J_DIR}/tests.stamp
-      DEPENDS ${J_JAR} ${J_TESTS} ${J_SAMPLES}
-      COMMENT "Java tests and sample")
+      DEPENDS ${J_JAR} ${J_TESTS} ${J_SAMPLES} ${J_CONFORMANCE}
+      COMMENT "Java tests, samples and conformance driver")
     add_custom_target(shardopt_java_tests ALL DEPENDS ${J_DIR}/tests.stamp)
     add_dependencies(shardopt_java_tests shardopt_jar)
-    add_test(NAME bindings.java
-             COMMAND ${Java_JAVA_EXECUTABLE} -Xmx512m -jar ${JUNIT_JAR} --disable-banner --details=summary
-                     --fail-if-no-tests -cp ${J_JAR}:${J_DIR}/test-classes --select-package org.shardopt.tests)
+    set(J_RUN ${Java_JAVA_EXECUTABLE} -Xmx512m -jar ${JUNIT_JAR} --disable-banner --details=summary --fail-if-no-tests
+              -cp ${J_JAR}:${J_DIR}/test-classes)
+    add_test(NAME bindings.java COMMAND ${J_RUN} --select-package org.shardopt.tests)
     add_test(NAME samples.java_fsdp_adam COMMAND ${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes FsdpAdam)
     # issue 19: the f64 path against the C++ core's reference, bit for bit (also run within bindings.java)
-    add_test(NAME bindings.java_reference_f64
-             COMMAND ${Java_JAVA_EXECUTABLE} -Xmx512m -jar ${JUNIT_JAR} --disable-banner --details=summary
-                     --fail-if-no-tests -cp ${J_JAR}:${J_DIR}/test-classes
-                     "--select-method=org.shardopt.tests.ModelApiTest#f64BitForBitWithTheCore")
-    # the seed example of AiDotNet's FSDPOptimizer page, ported: 4 in-memory ranks, and 4 UCX processes
-    add_test(NAME samples.java_seed_example_inmemory COMMAND ${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample)
-    add_test(NAME samples.java_seed_example_ucx
-             COMMAND python3 ${SO_RUN} -n 4 --timeout 120 -- ${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample ucx)
-    set_tests_properties(samples.java_seed_example_inmemory samples.java_seed_example_ucx PROPERTIES
-      PASS_REGULAR_EXPRESSION "equal to the C\\+\\+ core.s reference bit for bit" FAIL_REGULAR_EXPRESSION "Exception|AssertionError")
-    set_tests_properties(bindings.java samples.java_fsdp_adam bindings.java_reference_f64 samples.java_seed_example_inmemory
-                         samples.java_seed_example_ucx PROPERTIES LABELS java TIMEOUT 300
+    add_test(NAME bindings.java_reference_f64 COMMAND ${J_RUN} "--select-method=org.shardopt.tests.ModelApiTest#f64BitForBitWithTheCore")
+    # issue 32: every run of the conformance table through the Java API, and AiDotNet's FSDPOptimizer page example
+    # ported (SeedExample), equal to the C driver's bit for bit (tests/bindings/conformance/README.md)
+    set(J_COMPARE ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/bindings/conformance/compare.py
+                  --runs ${PROJECT_SOURCE_DIR}/tests/bindings/conformance/runs.txt --c $<TARGET_FILE:conformance_c>)
+    add_test(NAME bindings.conformance.java COMMAND ${J_COMPARE} --driver java
+             "${Java_JAVA_EXECUTABLE} -Xmx512m -cp ${J_JAR}:${J_DIR}/conformance-classes ConformanceJava")
+    add_test(NAME samples.java_seed_example COMMAND ${J_COMPARE} --driver java
+             "${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample" --only seed_example)
+    set_tests_properties(bindings.java samples.java_fsdp_adam bindings.java_reference_f64 bindings.conformance.java samples.java_seed_example
+                         PROPERTIES LABELS "bindings;java" TIMEOUT 300
       ENVIRONMENT "SHARDOPT_RUN=${SO_RUN};SHARDOPT_JAVA_CP=${J_JAR}:${J_DIR}/test-classes;JAVA=${Java_JAVA_EXECUTABLE};SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>")
   else()
     message(STATUS "shardopt bindings: ${JUNIT_JAR} missing (apt-get install junit5), Java tests skipped")

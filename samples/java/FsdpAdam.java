@@ -1,7 +1,8 @@
 import org.shardopt.*;
+import org.shardopt.samples.MlpDemo;
 
-/** The seed example: an Adam optimizer wrapped in FSDPOptimizer, with a ShardingConfiguration over an
- * in-memory backend of world size 4 (one thread per rank), trains the demo MLP with optimize(). */
+/** Adam wrapped in FSDPOptimizer over an in-memory backend of world size 4 (one thread per rank) trains the demo MLP with
+ *  optimize's lower-level form (a model over sample indices). */
 public final class FsdpAdam {
     static final int WORLD_SIZE = 4;
 
@@ -12,26 +13,27 @@ public final class FsdpAdam {
         for (int r = 0; r < WORLD_SIZE; ++r) {
             final int rank = r;
             ranks[r] = new Thread(() -> {
-                try (InMemoryCommunicationBackend backend = new InMemoryCommunicationBackend(rank, WORLD_SIZE, "fsdp-sample")) {
-                    ShardingConfiguration config = new ShardingConfiguration(backend);
-                    AdamOptimizerOptions options = new AdamOptimizerOptions();
-                    options.setLearningRate(3e-3);
-                    try (FSDPOptimizer fsdp = new FSDPOptimizer(new AdamOptimizer(options), config)) {
+                try (var backend = new InMemoryCommunicationBackend<Float>(rank, WORLD_SIZE, "fsdp-sample")) {
+                    var options = new AdamOptimizerOptions<Float, Object, Object>();
+                    options.setInitialLearningRate(3e-3);
+                    options.setBatchSize(256);
+                    options.setMaxIterations(6);
+                    options.setUseEarlyStopping(false);
+                    try (var fsdp = new FSDPOptimizer<>(new AdamOptimizer<>(options), new ShardingConfiguration<>(backend))) {
                         fsdp.initialize(model.layout(), model.initialParameters());
-                        results[rank] = fsdp.optimize(model, new OptimizationInputData(model.samples, 256, 6));
+                        results[rank] = fsdp.optimize(model, new OptimizationInputData<>(model.samples));
                     }
                 }
             });
             ranks[r].start();
         }
         for (Thread t : ranks) t.join();
-        double[] h = results[0].getFitnessHistory();
+        double[] h = results[0].getTrainingLossHistory();
         for (int e = 0; e < h.length; ++e) System.out.printf("epoch %d  loss %.4f%n", e + 1, h[e]);
         if (!(h[h.length - 1] < 0.9 * h[0])) {
             System.err.printf("loss did not decrease: %.4f -> %.4f%n", h[0], h[h.length - 1]);
             System.exit(1);
         }
-        System.out.printf("FSDP over %d in-memory ranks, %d steps: loss %.4f -> %.4f%n", WORLD_SIZE,
-                          results[0].getIterations(), h[0], h[h.length - 1]);
+        System.out.printf("FSDP over %d in-memory ranks, %d steps: loss %.4f -> %.4f%n", WORLD_SIZE, results[0].getSteps(), h[0], h[h.length - 1]);
     }
 }

@@ -1,16 +1,8 @@
 package org.shardopt;
 
-/** The Adagrad update rule, run by a sharded optimizer on its full buffer or its shard. */
-public final class AdagradOptimizer<T, TInput, TOutput> extends Optimizer<T, TInput, TOutput> {
-    public AdagradOptimizer() { this(new AdagradOptimizerOptions()); }
-
-    public AdagradOptimizer(AdagradOptimizerOptions options) { super(null, options); }
-
-    /** AiDotNet's form: the model to train and the options (batch size, epochs, learning rate...). */
-    public AdagradOptimizer(IGradientModel<T, TInput, TOutput> model, AdagradOptimizerOptions options) { super(model, options); }
-
-    public AdagradOptimizer(IGradientModel<T, TInput, TOutput> model) { this(model, new AdagradOptimizerOptions()); }
-
-    @Override
-    public AdagradOptimizerOptions getOptions() { return (AdagradOptimizerOptions) options; }
+/** AiDotNet's AdagradOptimizer: the Adagrad rule, run by a sharded optimizer on its full buffer or its shard. */
+public class AdagradOptimizer<T, TInput, TOutput> extends Optimizer<T, TInput, TOutput> {
+    public AdagradOptimizer() { this(null, new AdagradOptimizerOptions<>()); }
+    public AdagradOptimizer(AdagradOptimizerOptions<T, TInput, TOutput> options) { this(null, options); }
+    public AdagradOptimizer(IGradientModel<T, TInput, TOutput> model, AdagradOptimizerOptions<T, TInput, TOutput> options) { super(model, options); }
 }

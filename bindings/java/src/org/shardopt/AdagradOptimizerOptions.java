@@ -1,6 +1,6 @@
 package org.shardopt;
 
-/** Options of AdagradOptimizer (library defaults). */
-public final class AdagradOptimizerOptions extends OptimizerOptions {
-    public AdagradOptimizerOptions() { super(ADAGRAD); }
+/** AdagradOptimizer's options: the library's defaults for it (SHARDOPT_PRESET_ADAGRAD). */
+public class AdagradOptimizerOptions<T, TInput, TOutput> extends OptimizerOptions<T, TInput, TOutput> {
+    public AdagradOptimizerOptions() { super(org.shardopt.internal.shardopt_optimizer_preset.SHARDOPT_PRESET_ADAGRAD); }
 }

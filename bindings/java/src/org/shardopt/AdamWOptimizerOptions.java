@@ -1,6 +1,6 @@
 package org.shardopt;
 
-/** Options of AdamWOptimizer (library defaults). */
-public final class AdamWOptimizerOptions extends OptimizerOptions {
-    public AdamWOptimizerOptions() { super(ADAMW); }
+/** AdamWOptimizer's options: the library's defaults for it (SHARDOPT_PRESET_ADAMW). */
+public class AdamWOptimizerOptions<T, TInput, TOutput> extends OptimizerOptions<T, TInput, TOutput> {
+    public AdamWOptimizerOptions() { super(org.shardopt.internal.shardopt_optimizer_preset.SHARDOPT_PRESET_ADAMW); }
 }

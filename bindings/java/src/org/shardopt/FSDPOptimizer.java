@@ -1,12 +1,8 @@
 package org.shardopt;
 
-/** Parameters, gradients and state sharded at rest (ZeRO-3). */
+/** FSDP (ZeRO-3): parameters, gradients and optimizer state sharded at rest; units gathered around their use. */
 public class FSDPOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TInput, TOutput> {
-    public FSDPOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { super(wrappedOptimizer, config, FSDP); }
-
+    public FSDPOptimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config) { super(wrapped, config, strategy(org.shardopt.internal.shardopt_strategy.SHARDOPT_FSDP)); }
     /** Constructs and initializes (collective). */
-    public FSDPOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, ParameterLayout layout, Object initial) {
-        this(wrappedOptimizer, config);
-        initialize(layout, initial);
-    }
+    public FSDPOptimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config, ParameterLayout layout, Object initial) { this(wrapped, config); initialize(layout, initial); }
 }

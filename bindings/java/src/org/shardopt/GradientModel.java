@@ -1,12 +1,9 @@
 package org.shardopt;
 
-import java.nio.FloatBuffer;
-import java.nio.LongBuffer;
-
-/** The model given to optimize() for float32 parameters: the mean loss over the sample indices at params,
- * with the mean gradient written into grad (zeroed on entry). The buffers view the library's memory and are
- * valid during the call only. */
+/** The model in optimize's lower-level form (over sample indices): the mean loss over samples of dataset at params, and
+ *  the mean gradient into grad (zeroed on entry) unless it is null (only the loss: validation, test, the best solution's
+ *  scores). The views are the library's memory, valid during the call only. */
 @FunctionalInterface
 public interface GradientModel {
-    double evaluate(FloatBuffer params, FloatBuffer grad, LongBuffer samples);
+    double evaluate(NativeView params, NativeView grad, long[] samples, Dataset dataset);
 }

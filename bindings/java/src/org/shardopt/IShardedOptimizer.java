@@ -9,16 +9,16 @@ public interface IShardedOptimizer<T, TInput, TOutput> extends AutoCloseable {
     Optimizer<T, TInput, TOutput> getWrappedOptimizer();
     ShardingConfiguration<T> getShardingConfiguration();
     void synchronizeOptimizerState();
-    OptimizationResult optimize(GradientModel model, OptimizationInputData<T, TInput, TOutput> input);
     /** AiDotNet's Optimize(inputData): trains the wrapped optimizer's model. */
     OptimizationResult optimize(OptimizationInputData<T, TInput, TOutput> input);
+    /** The lower-level form: a model over sample indices. */
+    OptimizationResult optimize(GradientModel model, OptimizationInputData<T, TInput, TOutput> input);
     void reset();
     boolean shouldEarlyStop();
-    OptimizerOptions getOptions();
+    OptimizerOptions<T, TInput, TOutput> getOptions();
     byte[] serialize() throws IOException;
     void deserialize(byte[] data) throws IOException;
     void saveModel(String path) throws IOException;
     void loadModel(String path) throws IOException;
-    @Override
-    void close();
+    @Override void close();
 }

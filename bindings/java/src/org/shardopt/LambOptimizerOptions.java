@@ -1,6 +1,6 @@
 package org.shardopt;
 
-/** Options of LambOptimizer (library defaults). */
-public final class LambOptimizerOptions extends OptimizerOptions {
-    public LambOptimizerOptions() { super(LAMB); }
+/** LambOptimizer's options: the library's defaults for it (SHARDOPT_PRESET_LAMB). */
+public class LambOptimizerOptions<T, TInput, TOutput> extends OptimizerOptions<T, TInput, TOutput> {
+    public LambOptimizerOptions() { super(org.shardopt.internal.shardopt_optimizer_preset.SHARDOPT_PRESET_LAMB); }
 }

@@ -1,27 +1,41 @@
 package org.shardopt;
 
-/** The learning rate of each epoch, from the base rate (the options' or the configuration's). optimize()
- * sets it through the C ABI before each epoch, on every rank alike. Also a callback: a lambda. */
-@FunctionalInterface
-public interface LearningRateSchedule {
-    /** The rate for epoch (0-based) given the base rate. */
-    double learningRate(int epoch, double baseLearningRate);
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Consumer;
+import org.shardopt.internal.shardopt_training_options;
+import static org.shardopt.internal.shardopt_lr_schedule.*;
 
-    /** Linear warm-up from base/warmupEpochs to base over warmupEpochs epochs, then constant. */
-    static LearningRateSchedule warmup(int warmupEpochs) {
-        if (warmupEpochs < 1) throw new IllegalArgumentException("warmupEpochs must be >= 1 (got " + warmupEpochs + ")");
-        return (e, base) -> e < warmupEpochs ? base * (e + 1) / warmupEpochs : base;
-    }
-
-    /** Cosine annealing from base to minLearningRate over totalEpochs (torch's CosineAnnealingLR). */
-    static LearningRateSchedule cosine(int totalEpochs, double minLearningRate) {
-        if (totalEpochs < 1) throw new IllegalArgumentException("totalEpochs must be >= 1 (got " + totalEpochs + ")");
-        return (e, base) -> minLearningRate + (base - minLearningRate) * (1 + Math.cos(Math.PI * Math.min(e, totalEpochs) / totalEpochs)) / 2;
-    }
-
-    /** base * gamma^(epoch / stepEpochs) (torch's StepLR). */
-    static LearningRateSchedule stepDecay(int stepEpochs, double gamma) {
-        if (stepEpochs < 1) throw new IllegalArgumentException("stepEpochs must be >= 1 (got " + stepEpochs + ")");
-        return (e, base) -> base * Math.pow(gamma, e / stepEpochs);
+/** One of the library's learning-rate schedules (shardopt_lr_schedule): the rate of each epoch (perStep(): of each step)
+ *  t from the base rate the optimizer has when optimize starts. A parameter not given keeps the library's default:
+ *  {@code cosine().minLearningRate(0.01)}, {@code warmupStepDecay(2).decayPeriod(3).gamma(0.3)}, {@code warmup(5).perStep()},
+ *  {@code custom((t, base) -> base / (1 + t / 2.0))}. */
+public final class LearningRateSchedule {
+    /** A custom rule: the rate (finite, >= 0) for t (an epoch or a step, from 0) given the base rate. */
+    @FunctionalInterface
+    public interface Rule { double rate(long t, double base); }
+    private final List<Consumer<shardopt_training_options>> fields = new ArrayList<>();
+    private final int kind;
+    final Rule rule;
+    private LearningRateSchedule(int kind, Rule rule) { this.kind = kind; this.rule = rule; }
+    private LearningRateSchedule with(Consumer<shardopt_training_options> field) { fields.add(field); return this; }
+    public static LearningRateSchedule constant() { return new LearningRateSchedule(SHARDOPT_LR_CONSTANT, null); }
+    /** base (t + 1) / warmup while t &lt; warmup, then base. */
+    public static LearningRateSchedule warmup(long warmup) { return new LearningRateSchedule(SHARDOPT_LR_WARMUP, null).with(t -> t.setWarmup(warmup)); }
+    /** torch's CosineAnnealingLR to minLearningRate over decayPeriod (default: to the end of training). */
+    public static LearningRateSchedule cosine() { return new LearningRateSchedule(SHARDOPT_LR_COSINE, null); }
+    /** torch's StepLR: base gamma^floor(t / decayPeriod). */
+    public static LearningRateSchedule stepDecay() { return new LearningRateSchedule(SHARDOPT_LR_STEP_DECAY, null); }
+    public static LearningRateSchedule warmupCosine(long warmup) { return new LearningRateSchedule(SHARDOPT_LR_WARMUP_COSINE, null).with(t -> t.setWarmup(warmup)); }
+    public static LearningRateSchedule warmupStepDecay(long warmup) { return new LearningRateSchedule(SHARDOPT_LR_WARMUP_STEP_DECAY, null).with(t -> t.setWarmup(warmup)); }
+    public static LearningRateSchedule custom(Rule rule) { return new LearningRateSchedule(SHARDOPT_LR_CUSTOM, java.util.Objects.requireNonNull(rule, "rule")); }
+    public LearningRateSchedule decayPeriod(long v) { return with(t -> t.setDecay_period(v)); }
+    public LearningRateSchedule minLearningRate(double v) { return with(t -> t.setMin_lr(v)); }
+    public LearningRateSchedule gamma(double v) { return with(t -> t.setGamma(v)); }
+    /** t counts optimizer steps instead of epochs. */
+    public LearningRateSchedule perStep() { return with(t -> t.setLr_per_step(1)); }
+    void applyTo(shardopt_training_options t) {
+        fields.forEach(f -> f.accept(t));
+        t.setLr_schedule(kind);
     }
 }

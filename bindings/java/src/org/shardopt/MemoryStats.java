@@ -1,26 +1,21 @@
 package org.shardopt;
 
-/** Bytes one rank holds now, in its memory space ({@link ShardedOptimizer#getMemoryStats()}). */
+/** Bytes one rank holds now, in its memory space; compressionBytes: gradient compression's buffers; host*: ZeRO-Offload's
+ *  host memory (0 in host memory). */
 public final class MemoryStats {
-    public final long paramsBytes, gradsBytes, optimizerStateBytes, bufferBytes, peakBufferBytes, totalBytes;
-    /** Gradient compression: error-feedback residuals, PowerSGD's Q matrices, payload buffers. */
-    public final long compressionBytes;
-    /** ZeRO-Offload's host memory beside the fields above (0 in host memory, where those are host memory). */
+    public final long paramsBytes, gradsBytes, optimizerStateBytes, bufferBytes, peakBufferBytes, totalBytes, compressionBytes;
     public final long hostParamsBytes, hostGradsBytes, hostOptimizerStateBytes, hostTotalBytes;
-
-    MemoryStats(long paramsBytes, long gradsBytes, long optimizerStateBytes, long bufferBytes, long peakBufferBytes,
-                long totalBytes, long compressionBytes, long hostParamsBytes, long hostGradsBytes,
-                long hostOptimizerStateBytes, long hostTotalBytes) {
-        this.paramsBytes = paramsBytes;
-        this.gradsBytes = gradsBytes;
-        this.optimizerStateBytes = optimizerStateBytes;
-        this.bufferBytes = bufferBytes;
-        this.peakBufferBytes = peakBufferBytes;
-        this.totalBytes = totalBytes;
-        this.compressionBytes = compressionBytes;
-        this.hostParamsBytes = hostParamsBytes;
-        this.hostGradsBytes = hostGradsBytes;
-        this.hostOptimizerStateBytes = hostOptimizerStateBytes;
-        this.hostTotalBytes = hostTotalBytes;
+    MemoryStats(org.shardopt.internal.shardopt_memory_stats m) {
+        paramsBytes = m.getParams_bytes();
+        gradsBytes = m.getGrads_bytes();
+        optimizerStateBytes = m.getOptimizer_state_bytes();
+        bufferBytes = m.getBuffer_bytes();
+        peakBufferBytes = m.getPeak_buffer_bytes();
+        totalBytes = m.getTotal_bytes();
+        compressionBytes = m.getCompression_bytes();
+        hostParamsBytes = m.getHost_params_bytes();
+        hostGradsBytes = m.getHost_grads_bytes();
+        hostOptimizerStateBytes = m.getHost_optimizer_state_bytes();
+        hostTotalBytes = m.getHost_total_bytes();
     }
 }

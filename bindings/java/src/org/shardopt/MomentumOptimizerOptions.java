@@ -1,6 +1,6 @@
 package org.shardopt;
 
-/** Options of MomentumOptimizer (library defaults ; momentum 0.9 as in AiDotNet). */
-public final class MomentumOptimizerOptions extends OptimizerOptions {
-    public MomentumOptimizerOptions() { super(SGD); setMomentum(0.9); }
+/** MomentumOptimizer's options: the library's defaults for it (SHARDOPT_PRESET_MOMENTUM). */
+public class MomentumOptimizerOptions<T, TInput, TOutput> extends OptimizerOptions<T, TInput, TOutput> {
+    public MomentumOptimizerOptions() { super(org.shardopt.internal.shardopt_optimizer_preset.SHARDOPT_PRESET_MOMENTUM); }
 }

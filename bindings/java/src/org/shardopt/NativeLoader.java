@@ -1,24 +1,14 @@
 package org.shardopt;
 
 import java.io.File;
-import java.io.IOException;
 import java.io.InputStream;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
+import java.nio.file.*;
 
-/**
- * Loads libshardopt.so.2 and the SWIG JNI module libshardopt_java.so: from the directory named by
- * the system property {@code shardopt.library.path} when set, else from this jar
- * ({@code org/shardopt/native/linux-x86_64/}), extracted to a temporary directory.
- */
+/** Loads libshardopt.so.2 and the JNI module libshardopt_java.so from the directory the system property
+ *  shardopt.library.path names, else from this jar (org/shardopt/native/linux-x86_64/), extracted to a temporary directory. */
 final class NativeLoader {
-    // libshardopt.so.<SHARDOPT_ABI_VERSION>: the soname the JNI module was linked against
-    private static final String[] LIBS = {"libshardopt.so.2", "libshardopt_java.so"};
+    private static final String[] LIBS = {"libshardopt.so.2", "libshardopt_java.so"}; // .2: SHARDOPT_ABI_VERSION
     private static boolean loaded;
-
-    private NativeLoader() {}
-
     static synchronized void load() {
         if (loaded) return;
         String dir = System.getProperty("shardopt.library.path");
@@ -28,16 +18,14 @@ final class NativeLoader {
                 tmp.toFile().deleteOnExit();
                 for (String lib : LIBS) {
                     try (InputStream in = NativeLoader.class.getResourceAsStream("native/linux-x86_64/" + lib)) {
-                        if (in == null) throw new UnsatisfiedLinkError("shardopt: " + lib + " is not in the jar; "
-                                + "set -Dshardopt.library.path=<dir with " + String.join(", ", LIBS) + ">");
-                        Path out = tmp.resolve(lib);
-                        Files.copy(in, out, StandardCopyOption.REPLACE_EXISTING);
-                        out.toFile().deleteOnExit();
+                        if (in == null) throw new UnsatisfiedLinkError("shardopt: " + lib + " is not in the jar; set -Dshardopt.library.path=<dir>");
+                        Files.copy(in, tmp.resolve(lib), StandardCopyOption.REPLACE_EXISTING);
+                        tmp.resolve(lib).toFile().deleteOnExit();
                     }
                 }
                 dir = tmp.toString();
             }
-        } catch (IOException e) {
+        } catch (java.io.IOException e) {
             throw new UnsatisfiedLinkError("shardopt: cannot extract native libraries: " + e);
         }
         for (String lib : LIBS) System.load(new File(dir, lib).getAbsolutePath());

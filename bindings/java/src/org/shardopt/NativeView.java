@@ -2,77 +2,55 @@ package org.shardopt;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import org.shardopt.ParameterLayout.Precision;
+import org.shardopt.internal.shardopt_native;
 
-/**
- * A view of float32 or float64 elements in the library's memory (parameters, gradients, a gathered FSDP
- * unit), without a copy. Every access checks the index and that the memory is still there: once the owner
- * is closed (or the unit released, or the model callback returned) every method throws
- * IllegalStateException instead of touching freed memory. Elements are read as double and written from
- * double (rounded to float for a float32 view); the array copies check the element type.
- */
+/** A view of float32 or float64 elements in the library's memory (parameters, gradients, a gathered FSDP unit, a
+ *  callback's arguments), without a copy. Every access checks the index and that the memory is still there (its owner
+ *  not closed, the unit not released, the callback not returned), else IllegalStateException. Elements are read and
+ *  written as double (rounded to float in a float32 view); the array copies check the element type. */
 public final class NativeView {
     private final ByteBuffer buf;
-    private final ParameterLayout.Precision precision;
+    private final Precision precision;
     private final int size;
     private final Lifetime life;
-
-    NativeView(ByteBuffer buf, ParameterLayout.Precision precision, Lifetime life) {
-        this.buf = buf.order(ByteOrder.nativeOrder());
+    /** Whether the memory is still there, and if not why. */
+    static final class Lifetime {
+        private volatile String closedBy;
+        private final String owner;
+        Lifetime(String owner) { this.owner = owner; }
+        void invalidate(String why) { if (closedBy == null) closedBy = why; }
+        void check() { if (closedBy != null) throw new IllegalStateException("this view of " + owner + " is no longer valid: " + closedBy); }
+    }
+    NativeView(long address, long count, Precision precision, Lifetime life, boolean readOnly) {
+        ByteBuffer b = shardopt_native.so_view(address, count * precision.size());
+        this.buf = (readOnly ? b.asReadOnlyBuffer() : b).order(ByteOrder.nativeOrder());
         this.precision = precision;
-        this.size = buf.capacity() / (precision == ParameterLayout.Precision.FLOAT32 ? 4 : 8);
+        this.size = (int) count;
         this.life = life;
     }
-
-    public ParameterLayout.Precision getPrecision() { life.check(); return precision; }
+    public Precision getPrecision() { life.check(); return precision; }
     /** Elements in the view. */
     public int size() { life.check(); return size; }
-    public boolean isValid() { return life.isValid(); }
-    private boolean f32() { return precision == ParameterLayout.Precision.FLOAT32; }
-
+    public boolean isValid() { return life.closedBy == null; }
     private int at(int i) {
         life.check();
         if (i < 0 || i >= size) throw new IndexOutOfBoundsException("index " + i + " outside [0, " + size + ")");
-        return f32() ? i * 4 : i * 8;
+        return i * precision.size();
     }
-
-    public double get(int i) { int o = at(i); return f32() ? buf.getFloat(o) : buf.getDouble(o); }
-    public void set(int i, double v) { int o = at(i); if (f32()) buf.putFloat(o, (float) v); else buf.putDouble(o, v); }
+    public double get(int i) { int o = at(i); return precision == Precision.FLOAT32 ? buf.getFloat(o) : buf.getDouble(o); }
+    public void set(int i, double v) { int o = at(i); if (precision == Precision.FLOAT32) buf.putFloat(o, (float) v); else buf.putDouble(o, v); }
     public void add(int i, double v) { set(i, get(i) + v); }
-
-    private void need(ParameterLayout.Precision p, String what, int length) {
+    private ByteBuffer need(Precision p, String what, int length) {
         life.check();
-        if (p != precision)
-            throw new IllegalArgumentException(what + " is " + p + " but the view holds " + precision + " elements");
-        if (length != size)
-            throw new IllegalArgumentException(what + " has " + length + " elements, the view " + size);
+        if (p != precision) throw new IllegalArgumentException(what + " is " + p + " but the view holds " + precision + " elements");
+        if (length != size) throw new IllegalArgumentException(what + " has " + length + " elements, the view " + size);
+        return buf.duplicate().order(ByteOrder.nativeOrder());
     }
-
-    public float[] toFloatArray() {
-        float[] a = new float[size()];
-        need(ParameterLayout.Precision.FLOAT32, "a float[]", a.length);
-        buf.duplicate().order(ByteOrder.nativeOrder()).asFloatBuffer().get(a);
-        return a;
-    }
-
-    public double[] toDoubleArray() {
-        double[] a = new double[size()];
-        need(ParameterLayout.Precision.FLOAT64, "a double[]", a.length);
-        buf.duplicate().order(ByteOrder.nativeOrder()).asDoubleBuffer().get(a);
-        return a;
-    }
-
-    public void copyFrom(float[] src) {
-        if (src == null) throw new NullPointerException("src");
-        need(ParameterLayout.Precision.FLOAT32, "a float[]", src.length);
-        buf.duplicate().order(ByteOrder.nativeOrder()).asFloatBuffer().put(src);
-    }
-
-    public void copyFrom(double[] src) {
-        if (src == null) throw new NullPointerException("src");
-        need(ParameterLayout.Precision.FLOAT64, "a double[]", src.length);
-        buf.duplicate().order(ByteOrder.nativeOrder()).asDoubleBuffer().put(src);
-    }
-
+    public float[] toFloatArray() { float[] a = new float[size()]; need(Precision.FLOAT32, "a float[]", a.length).asFloatBuffer().get(a); return a; }
+    public double[] toDoubleArray() { double[] a = new double[size()]; need(Precision.FLOAT64, "a double[]", a.length).asDoubleBuffer().get(a); return a; }
+    public void copyFrom(float[] src) { need(Precision.FLOAT32, "a float[]", src.length).asFloatBuffer().put(src); }
+    public void copyFrom(double[] src) { need(Precision.FLOAT64, "a double[]", src.length).asDoubleBuffer().put(src); }
     /** Sets every element to v. */
     public void fill(double v) { for (int i = 0; i < size(); ++i) set(i, v); }
 }

@@ -1,18 +1,14 @@
 package org.shardopt;
 
-/** A base optimizer (AiDotNet's IOptimizer&lt;T, TInput, TOutput&gt;): its options and, in AiDotNet's form,
- * the model it trains; wrapped by a sharded optimizer. T is Double or Float (the model's layout says which). */
+/** A base optimizer (AiDotNet's IOptimizer): its options and, in AiDotNet's form, the model it trains. */
 public abstract class Optimizer<T, TInput, TOutput> {
-    final OptimizerOptions options;
+    final OptimizerOptions<T, TInput, TOutput> options;
     private final IGradientModel<T, TInput, TOutput> model;
-
-    protected Optimizer(IGradientModel<T, TInput, TOutput> model, OptimizerOptions options) {
-        if (options == null) throw new NullPointerException("options");
-        this.options = options;
+    Optimizer(IGradientModel<T, TInput, TOutput> model, OptimizerOptions<T, TInput, TOutput> options) {
+        this.options = java.util.Objects.requireNonNull(options, "options");
         this.model = model;
     }
-
-    public OptimizerOptions getOptions() { return options; }
-    /** The model given to the constructor, or null (then optimize takes a GradientModel callback). */
+    public OptimizerOptions<T, TInput, TOutput> getOptions() { return options; }
+    /** The model given to the constructor, or null (optimize then takes a GradientModel). */
     public IGradientModel<T, TInput, TOutput> getModel() { return model; }
 }

@@ -1,103 +1,67 @@
 package org.shardopt;
 
 import org.shardopt.internal.shardopt_native;
-import org.shardopt.internal.shardopt_optimizer_kind;
 import org.shardopt.internal.shardopt_optimizer_options;
+import org.shardopt.internal.shardopt_training_options;
 
-/** Options of a base optimizer; defaults are the library's (torch.optim's) for the optimizer's kind. */
-public class OptimizerOptions {
+/**
+ * A base optimizer's options with AiDotNet's names: its update rule's (shardopt_optimizer_options, filled from the
+ * library's preset for the optimizer class) and the training loop's (AiDotNet's OptimizationAlgorithmOptions:
+ * shardopt_training_options, from shardopt_training_options_init). The defaults are the library's; a setter refuses a bad
+ * value at once with the library's message (IllegalArgumentException) and keeps the old one. The update rule's options
+ * are taken when the sharded optimizer is created; the training options at each optimize.
+ */
+public class OptimizerOptions<T, TInput, TOutput> {
     static { NativeLoader.load(); }
-
-    final shardopt_optimizer_options nat = new shardopt_optimizer_options();
-
-    protected OptimizerOptions(int kind) { shardopt_native.so_optimizer_options_defaults(nat, kind); }
-
-    public double getLearningRate() { return nat.getLr(); }
-    public void setLearningRate(double v) { nat.setLr(v); }
-    public double getWeightDecay() { return nat.getWeight_decay(); }
-    public void setWeightDecay(double v) { nat.setWeight_decay(v); }
-    public boolean getMaximize() { return nat.getMaximize() != 0; }
-    public void setMaximize(boolean v) { nat.setMaximize(v ? 1 : 0); }
-    public double getMomentum() { return nat.getMomentum(); }
-    public void setMomentum(double v) { nat.setMomentum(v); }
-    public double getDampening() { return nat.getDampening(); }
-    public void setDampening(double v) { nat.setDampening(v); }
-    public boolean getNesterov() { return nat.getNesterov() != 0; }
-    public void setNesterov(boolean v) { nat.setNesterov(v ? 1 : 0); }
-    public double getBeta1() { return nat.getBeta1(); }
-    public void setBeta1(double v) { nat.setBeta1(v); }
-    public double getBeta2() { return nat.getBeta2(); }
-    public void setBeta2(double v) { nat.setBeta2(v); }
-    public double getEpsilon() { return nat.getEps(); }
-    public void setEpsilon(double v) { nat.setEps(v); }
-    public boolean getAMSGrad() { return nat.getAmsgrad() != 0; }
-    public void setAMSGrad(boolean v) { nat.setAmsgrad(v ? 1 : 0); }
-    /** RMSprop's smoothing constant (torch's alpha). */
-    public double getDecay() { return nat.getAlpha(); }
-    public void setDecay(double v) { nat.setAlpha(v); }
-    public boolean getCentered() { return nat.getCentered() != 0; }
-    public void setCentered(boolean v) { nat.setCentered(v ? 1 : 0); }
-    public double getLearningRateDecay() { return nat.getLr_decay(); }
-    public void setLearningRateDecay(double v) { nat.setLr_decay(v); }
-    public double getInitialAccumulatorValue() { return nat.getInitial_accumulator_value(); }
-    public void setInitialAccumulatorValue(double v) { nat.setInitial_accumulator_value(v); }
-
-    // ---- the training loop's options (AiDotNet's OptimizationAlgorithmOptions); the layer's, not the C ABI's ----
-    private int maxIterations = 100;
-    private long batchSize = 32;
-    private boolean shuffleData;
-    private long seed;
-    private boolean useEarlyStopping;
-    private int earlyStoppingPatience = 10;
-    private double tolerance = 1e-6;
+    final shardopt_optimizer_options rule = new shardopt_optimizer_options();
+    final shardopt_training_options training = new shardopt_training_options();
     private LearningRateSchedule schedule;
-
-    /** Epochs optimize(OptimizationInputData) runs (AiDotNet's MaxIterations; 100). */
-    public int getMaxIterations() { return maxIterations; }
-    public void setMaxIterations(int v) {
-        if (v < 1) throw new IllegalArgumentException("MaxIterations must be >= 1 (got " + v + ")");
-        maxIterations = v;
+    OptimizerOptions(int preset) {
+        shardopt_native.shardopt_optimizer_options_init_preset(rule, preset);
+        shardopt_native.shardopt_training_options_init(training);
     }
-    /** Global batch per step (32); 0 = the whole training set. */
-    public long getBatchSize() { return batchSize; }
-    public void setBatchSize(long v) {
-        if (v < 0) throw new IllegalArgumentException("BatchSize must be >= 0 (got " + v + ")");
-        batchSize = v;
-    }
-    /** Shuffle the training samples every epoch (false), the same permutation on every rank. */
-    public boolean getShuffleData() { return shuffleData; }
-    public void setShuffleData(boolean v) { shuffleData = v; }
-    public long getSeed() { return seed; }
-    public void setSeed(long v) { seed = v; }
-    /** Stop when the validation (else training) loss has not improved by Tolerance for EarlyStoppingPatience epochs. */
-    public boolean getUseEarlyStopping() { return useEarlyStopping; }
-    public void setUseEarlyStopping(boolean v) { useEarlyStopping = v; }
-    public int getEarlyStoppingPatience() { return earlyStoppingPatience; }
-    public void setEarlyStoppingPatience(int v) {
-        if (v < 1) throw new IllegalArgumentException("EarlyStoppingPatience must be >= 1 (got " + v + ")");
-        earlyStoppingPatience = v;
-    }
-    public double getTolerance() { return tolerance; }
-    public void setTolerance(double v) {
-        if (!(v >= 0)) throw new IllegalArgumentException("Tolerance must be >= 0 (got " + v + ")");
-        tolerance = v;
-    }
-    /** The learning-rate schedule optimize applies per epoch (null: constant). */
+    // ---- the update rule ----
+    public double getInitialLearningRate() { return rule.getLr(); } public void setInitialLearningRate(double v) { rule.setLr(v); }
+    /** {@link #getInitialLearningRate()}. */
+    public double getLearningRate() { return rule.getLr(); } public void setLearningRate(double v) { rule.setLr(v); }
+    public double getWeightDecay() { return rule.getWeight_decay(); } public void setWeightDecay(double v) { rule.setWeight_decay(v); }
+    public boolean getMaximize() { return rule.getMaximize() != 0; } public void setMaximize(boolean v) { rule.setMaximize(v ? 1 : 0); }
+    public double getMomentum() { return rule.getMomentum(); } public void setMomentum(double v) { rule.setMomentum(v); }
+    public double getDampening() { return rule.getDampening(); } public void setDampening(double v) { rule.setDampening(v); }
+    public boolean getNesterov() { return rule.getNesterov() != 0; } public void setNesterov(boolean v) { rule.setNesterov(v ? 1 : 0); }
+    public double getBeta1() { return rule.getBeta1(); } public void setBeta1(double v) { rule.setBeta1(v); }
+    public double getBeta2() { return rule.getBeta2(); } public void setBeta2(double v) { rule.setBeta2(v); }
+    public double getEpsilon() { return rule.getEps(); } public void setEpsilon(double v) { rule.setEps(v); }
+    public boolean getAMSGrad() { return rule.getAmsgrad() != 0; } public void setAMSGrad(boolean v) { rule.setAmsgrad(v ? 1 : 0); }
+    /** RMSprop's decay (torch's alpha). */
+    public double getDecay() { return rule.getAlpha(); } public void setDecay(double v) { rule.setAlpha(v); }
+    public boolean getCentered() { return rule.getCentered() != 0; } public void setCentered(boolean v) { rule.setCentered(v ? 1 : 0); }
+    public double getLearningRateDecay() { return rule.getLr_decay(); } public void setLearningRateDecay(double v) { rule.setLr_decay(v); }
+    public double getInitialAccumulatorValue() { return rule.getInitial_accumulator_value(); }
+    public void setInitialAccumulatorValue(double v) { rule.setInitial_accumulator_value(v); }
+    // ---- the training loop: an epoch is a pass over the training set, a step one optimizer step ----
+    /** Epochs (AiDotNet's MaxIterations). */
+    public int getMaxIterations() { return training.getMax_epochs(); } public void setMaxIterations(int v) { training.setMax_epochs(v); }
+    /** Samples per step over all ranks; 0: the whole training set. */
+    public long getBatchSize() { return training.getBatch_size(); } public void setBatchSize(long v) { training.setBatch_size(v); }
+    /** Steps over all epochs; 0: no limit. */
+    public long getMaxSteps() { return training.getMax_steps(); } public void setMaxSteps(long v) { training.setMax_steps(v); }
+    /** A fresh order of the training samples each epoch, from RandomSeed and the epoch, the same on every rank. */
+    public boolean getShuffleData() { return training.getShuffle() != 0; } public void setShuffleData(boolean v) { training.setShuffle(v ? 1 : 0); }
+    public long getRandomSeed() { return training.getSeed(); } public void setRandomSeed(long v) { training.setSeed(v); }
+    /** Stop once EarlyStoppingPatience epochs in a row have not lowered the score (validation loss, else training loss)
+     *  by more than Tolerance; the vote is across ranks. */
+    public boolean getUseEarlyStopping() { return training.getEarly_stopping() != 0; }
+    public void setUseEarlyStopping(boolean v) { training.setEarly_stopping(v ? 1 : 0); }
+    public int getEarlyStoppingPatience() { return training.getPatience(); } public void setEarlyStoppingPatience(int v) { training.setPatience(v); }
+    public double getTolerance() { return training.getTolerance(); } public void setTolerance(double v) { training.setTolerance(v); }
+    /** The learning-rate schedule (null: constant); checked against these options at once. */
     public LearningRateSchedule getLearningRateSchedule() { return schedule; }
-    public void setLearningRateSchedule(LearningRateSchedule v) { schedule = v; }
-
-    shardopt_optimizer_options copy() {
-        shardopt_optimizer_options c = new shardopt_optimizer_options();
-        shardopt_native.so_optimizer_options_defaults(c, nat.getKind());
-        c.setLr(nat.getLr()); c.setWeight_decay(nat.getWeight_decay()); c.setMaximize(nat.getMaximize());
-        c.setMomentum(nat.getMomentum()); c.setDampening(nat.getDampening()); c.setNesterov(nat.getNesterov());
-        c.setBeta1(nat.getBeta1()); c.setBeta2(nat.getBeta2()); c.setEps(nat.getEps()); c.setAmsgrad(nat.getAmsgrad());
-        c.setAlpha(nat.getAlpha()); c.setCentered(nat.getCentered()); c.setLr_decay(nat.getLr_decay());
-        c.setInitial_accumulator_value(nat.getInitial_accumulator_value());
-        return c;
+    public void setLearningRateSchedule(LearningRateSchedule v) { run(v).delete(); schedule = v; }
+    /** The training options of one run: these, with schedule s. */
+    shardopt_training_options run(LearningRateSchedule s) {
+        shardopt_training_options t = new shardopt_training_options(training);
+        if (s != null) s.applyTo(t);
+        return t;
     }
-
-    static final int SGD = shardopt_optimizer_kind.SHARDOPT_SGD, ADAM = shardopt_optimizer_kind.SHARDOPT_ADAM,
-        ADAMW = shardopt_optimizer_kind.SHARDOPT_ADAMW, RMSPROP = shardopt_optimizer_kind.SHARDOPT_RMSPROP,
-        ADAGRAD = shardopt_optimizer_kind.SHARDOPT_ADAGRAD, LAMB = shardopt_optimizer_kind.SHARDOPT_LAMB;
 }

@@ -1,29 +1,21 @@
 package org.shardopt;
 
-/** The outcome of one {@link PipelineRunner#runBatch()}. */
+/** The outcome of one {@link PipelineRunner#runBatch()}: the mean loss of the last chunk's micro-batches (every stage
+ *  gets it), whether the step applied, this rank's seconds in its callbacks, waiting and from start to end, the
+ *  pipeline's bubble fraction, and this rank's most forwards held and its messages. */
 public final class PipelineBatchResult {
-    /** Mean of the last chunk's micro-batch losses (every stage gets it). */
-    public final double loss;
-    /** The batch's one optimizer step updated the parameters. */
+    public final double loss, busySeconds, waitSeconds, spanSeconds, bubbleFraction;
     public final boolean stepApplied;
-    /** This rank: inside the stage's forward/backward, waiting for activations and gradients, and from the
-     *  batch's start to its last action, in seconds. */
-    public final double busySeconds, waitSeconds, spanSeconds;
-    /** The pipeline: 1 - summed busy / (stages x longest span). */
-    public final double bubbleFraction;
-    /** Most forwards this rank held before their backward; activation and gradient messages of this rank. */
     public final int peakActivations, sends, recvs;
-
-    PipelineBatchResult(double loss, boolean stepApplied, double busySeconds, double waitSeconds, double spanSeconds,
-                        double bubbleFraction, int peakActivations, int sends, int recvs) {
-        this.loss = loss;
-        this.stepApplied = stepApplied;
-        this.busySeconds = busySeconds;
-        this.waitSeconds = waitSeconds;
-        this.spanSeconds = spanSeconds;
-        this.bubbleFraction = bubbleFraction;
-        this.peakActivations = peakActivations;
-        this.sends = sends;
-        this.recvs = recvs;
+    PipelineBatchResult(org.shardopt.internal.shardopt_pipeline_result r) {
+        loss = r.getLoss();
+        stepApplied = r.getStep_applied() != 0;
+        busySeconds = r.getBusy_seconds();
+        waitSeconds = r.getWait_seconds();
+        spanSeconds = r.getSpan_seconds();
+        bubbleFraction = r.getBubble_fraction();
+        peakActivations = r.getPeak_activations();
+        sends = r.getSends();
+        recvs = r.getRecvs();
     }
 }

@@ -1,14 +1,8 @@
 package org.shardopt;
 
-import org.shardopt.internal.shardopt_reduce_op;
-
-/** Reduction of a collective (AiDotNet's ReductionOperation). */
+/** Reduction of a collective (AiDotNet's ReductionOperation); code: shardopt_reduce_op. */
 public enum ReductionOperation {
-    SUM(shardopt_reduce_op.SHARDOPT_SUM), PRODUCT(shardopt_reduce_op.SHARDOPT_PROD),
-    MIN(shardopt_reduce_op.SHARDOPT_MIN), MAX(shardopt_reduce_op.SHARDOPT_MAX),
-    AVERAGE(shardopt_reduce_op.SHARDOPT_AVG);
-
+    SUM(0), PRODUCT(4), MIN(2), MAX(3), AVERAGE(1);
     final int code;
-
     ReductionOperation(int code) { this.code = code; }
 }

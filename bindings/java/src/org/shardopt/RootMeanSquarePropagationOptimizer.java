@@ -1,16 +1,8 @@
 package org.shardopt;
 
-/** The RootMeanSquarePropagation update rule, run by a sharded optimizer on its full buffer or its shard. */
-public final class RootMeanSquarePropagationOptimizer<T, TInput, TOutput> extends Optimizer<T, TInput, TOutput> {
-    public RootMeanSquarePropagationOptimizer() { this(new RootMeanSquarePropagationOptimizerOptions()); }
-
-    public RootMeanSquarePropagationOptimizer(RootMeanSquarePropagationOptimizerOptions options) { super(null, options); }
-
-    /** AiDotNet's form: the model to train and the options (batch size, epochs, learning rate...). */
-    public RootMeanSquarePropagationOptimizer(IGradientModel<T, TInput, TOutput> model, RootMeanSquarePropagationOptimizerOptions options) { super(model, options); }
-
-    public RootMeanSquarePropagationOptimizer(IGradientModel<T, TInput, TOutput> model) { this(model, new RootMeanSquarePropagationOptimizerOptions()); }
-
-    @Override
-    public RootMeanSquarePropagationOptimizerOptions getOptions() { return (RootMeanSquarePropagationOptimizerOptions) options; }
+/** AiDotNet's RootMeanSquarePropagationOptimizer: the RMSprop rule, run by a sharded optimizer on its full buffer or its shard. */
+public class RootMeanSquarePropagationOptimizer<T, TInput, TOutput> extends Optimizer<T, TInput, TOutput> {
+    public RootMeanSquarePropagationOptimizer() { this(null, new RootMeanSquarePropagationOptimizerOptions<>()); }
+    public RootMeanSquarePropagationOptimizer(RootMeanSquarePropagationOptimizerOptions<T, TInput, TOutput> options) { this(null, options); }
+    public RootMeanSquarePropagationOptimizer(IGradientModel<T, TInput, TOutput> model, RootMeanSquarePropagationOptimizerOptions<T, TInput, TOutput> options) { super(model, options); }
 }

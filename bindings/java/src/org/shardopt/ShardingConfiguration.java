@@ -1,136 +1,76 @@
 package org.shardopt;
 
-import java.util.Objects;
+import org.shardopt.internal.shardopt_native;
+import org.shardopt.internal.shardopt_sharding_options;
+import static org.shardopt.internal.shardopt_sharding_preset.*;
 
 /**
- * How a sharded optimizer communicates (AiDotNet's ShardingConfiguration).
- * <ul>
- * <li>learningRate: when given, the sharded optimizer steps with it; when absent (NaN; AiDotNet's default is
- *     0.01) the wrapped optimizer's options' learning rate is used, so there is one rate.</li>
- * <li>AutoSyncGradients (true): false turns DDP/ZeRO-1 into Local SGD (no gradient reduction per step,
- *     parameters averaged every LocalSteps steps); sharded strategies reject it.</li>
- * <li>MinimumParameterGroupSize (1024): the gradient bucket (FSDP unit) size in elements.</li>
- * <li>EnableGradientCompression (false): true compresses every gradient reduction (and Local SGD's
- *     averaging) with GradientCompression (INT8 by default); the optimizer's getBytesSent() shows the saving.</li>
- * <li>CompressionRatio (0.1): TOP_K's fraction of each chunk sent, in (0, 1]. ErrorFeedback (true): keep what
- *     compression missed and add it to the next step. PowerSgdRank (4): POWER_SGD's rank, in [1, 1024].</li>
- * <li>CpuOffloadOptimizer, CpuOffloadGradients, CpuOffloadParams (false): ZeRO-Offload (docs/offload.md). They
- *     act on an optimizer in CUDA memory; these optimizers keep their memory in host memory, where the flags are
- *     accepted and change nothing (getMemoryStats() too). createForZeROOffload turns on the first,
- *     createForZeROOffloadFull all three, as in AiDotNet.</li>
- * </ul>
+ * How a sharded optimizer shards and communicates (AiDotNet's ShardingConfiguration): the library's sharding options, its
+ * defaults CreateDefault's (the factories are the library's presets). A setter refuses a bad value at once with the
+ * library's message, keeping the old one. AutoSyncGradients false turns DDP/ZeRO-1 into Local SGD (averaging every
+ * LocalSteps steps); EnableGradientCompression compresses every gradient reduction with GradientCompression
+ * (docs/compression.md); the CpuOffload flags are ZeRO-Offload's (docs/offload.md; in host memory they change nothing).
+ * LearningRate 0 is the wrapped optimizer's; MaxGradNorm 0 no clipping.
  */
 public final class ShardingConfiguration<T> {
+    static { NativeLoader.load(); }
+    private static final int ENABLE = 1, DISABLE = 2; // shardopt_switch
     private final CommunicationBackend<T> backend;
-    private double learningRate = Double.NaN;
-    private boolean autoSyncGradients = true;
-    private int minimumParameterGroupSize = 1024;
-    private int localSteps = 4;
-    private int gradientAccumulationSteps = 1;
-    private double maxGradNorm = 0;
-    private boolean broadcastInitialParameters = true;
-    private boolean enableGradientCompression = false;
-    private GradientCompression gradientCompression = GradientCompression.INT8;
-    private double compressionRatio = 0.1;
-    private boolean errorFeedback = true;
-    private int powerSgdRank = 4;
-    private boolean cpuOffloadOptimizer = false;
-    private boolean cpuOffloadGradients = false;
-    private boolean cpuOffloadParams = false;
-
-    public ShardingConfiguration(CommunicationBackend<T> backend) {
-        if (backend == null) throw new NullPointerException("backend");
-        this.backend = backend;
+    final shardopt_sharding_options options = new shardopt_sharding_options();
+    private ShardingConfiguration(CommunicationBackend<T> backend, int preset) {
+        this.backend = java.util.Objects.requireNonNull(backend, "backend");
+        shardopt_native.shardopt_sharding_options_init_preset(options, preset);
     }
-
-    public ShardingConfiguration(CommunicationBackend<T> backend, double learningRate) {
-        this(backend);
-        setLearningRate(learningRate);
-    }
-
-    public static <T> ShardingConfiguration<T> createDefault(CommunicationBackend<T> backend) { return new ShardingConfiguration<>(backend); }
-
-    /** Small buckets (512 elements): more, earlier reductions overlapping the backward pass. */
-    public static <T> ShardingConfiguration<T> createForHighBandwidth(CommunicationBackend<T> backend) {
-        ShardingConfiguration<T> c = new ShardingConfiguration<>(backend);
-        c.setMinimumParameterGroupSize(512);
-        return c;
-    }
-
-    /** Large buckets (4096 elements), fewer messages, and gradient compression on (INT8 with error feedback), as
-     *  in AiDotNet. */
-    public static <T> ShardingConfiguration<T> createForLowBandwidth(CommunicationBackend<T> backend) {
-        ShardingConfiguration<T> c = new ShardingConfiguration<>(backend);
-        c.setMinimumParameterGroupSize(4096);
-        c.setEnableGradientCompression(true);
-        return c;
-    }
-
-    /** DeepSpeed's ZeRO-Offload: optimizer state, master weights and the update on the CPU (CpuOffloadOptimizer). */
-    public static <T> ShardingConfiguration<T> createForZeROOffload(CommunicationBackend<T> backend) {
-        ShardingConfiguration<T> c = new ShardingConfiguration<>(backend);
-        c.setCpuOffloadOptimizer(true);
-        return c;
-    }
-
-    /** ZeRO-Offload of the optimizer, the gradients and (FSDP) the parameter shard. */
-    public static <T> ShardingConfiguration<T> createForZeROOffloadFull(CommunicationBackend<T> backend) {
-        ShardingConfiguration<T> c = createForZeROOffload(backend);
-        c.setCpuOffloadGradients(true);
-        c.setCpuOffloadParams(true);
-        return c;
-    }
-
-    public CommunicationBackend<T> getCommunicationBackend() { return backend; }
-    /** The configured learning rate, or NaN when the wrapped optimizer's is used. */
-    public double getLearningRate() { return learningRate; }
-    public void setLearningRate(double v) {
-        if (!(v > 0)) throw new IllegalArgumentException("learningRate must be > 0 (got " + v + ")");
-        learningRate = v;
-    }
-    public boolean getAutoSyncGradients() { return autoSyncGradients; }
-    public void setAutoSyncGradients(boolean v) { autoSyncGradients = v; }
-    public int getMinimumParameterGroupSize() { return minimumParameterGroupSize; }
-    public void setMinimumParameterGroupSize(int v) {
-        if (v < 1) throw new IllegalArgumentException("MinimumParameterGroupSize must be >= 1 (got " + v + ")");
-        minimumParameterGroupSize = v;
-    }
-    public boolean getEnableGradientCompression() { return enableGradientCompression; }
-    /** true: gradient reductions are compressed with {@link #getGradientCompression()} (INT8 by default). */
-    public void setEnableGradientCompression(boolean v) { enableGradientCompression = v; }
-    /** The method used when EnableGradientCompression is true. */
-    public GradientCompression getGradientCompression() { return gradientCompression; }
-    public void setGradientCompression(GradientCompression v) { gradientCompression = Objects.requireNonNull(v, "gradientCompression"); }
-    public double getCompressionRatio() { return compressionRatio; }
-    /** TOP_K: the fraction of each chunk sent. @throws IllegalArgumentException outside (0, 1] */
-    public void setCompressionRatio(double v) { compressionRatio = checkRatio(v); }
-    public boolean getErrorFeedback() { return errorFeedback; }
-    public void setErrorFeedback(boolean v) { errorFeedback = v; }
-    public int getPowerSgdRank() { return powerSgdRank; }
-    /** POWER_SGD: the approximation's rank. @throws IllegalArgumentException outside [1, 1024] */
-    public void setPowerSgdRank(int v) {
-        if (v < 1 || v > 1024) throw new IllegalArgumentException("PowerSgdRank must be in [1, 1024] (got " + v + ")");
-        powerSgdRank = v;
-    }
-
-    static double checkRatio(double v) {
-        if (!(v > 0 && v <= 1)) throw new IllegalArgumentException("CompressionRatio must be in (0, 1] (got " + v + ")");
+    public ShardingConfiguration(CommunicationBackend<T> backend) { this(backend, SHARDOPT_SHARDING_DEFAULT); }
+    public ShardingConfiguration(CommunicationBackend<T> backend, double learningRate) { this(backend); setLearningRate(learningRate); }
+    public static <T> ShardingConfiguration<T> createDefault(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b); }
+    public static <T> ShardingConfiguration<T> createForHighBandwidth(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_HIGH_BANDWIDTH); }
+    public static <T> ShardingConfiguration<T> createForLowBandwidth(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_LOW_BANDWIDTH); }
+    public static <T> ShardingConfiguration<T> createForZeROOffload(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_ZERO_OFFLOAD); }
+    public static <T> ShardingConfiguration<T> createForZeROOffloadFull(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL); }
+    /** A value for a field where the C ABI reads 0 as "the default": 0 is not a value here. */
+    static int value(int v, String name) { return (int) value((double) v, name); }
+    private static double value(double v, String name) {
+        if (v == 0) throw new IllegalArgumentException(name + " must not be 0");
         return v;
     }
-    public int getLocalSteps() { return localSteps; }
-    public void setLocalSteps(int v) { localSteps = v; }
-    public int getGradientAccumulationSteps() { return gradientAccumulationSteps; }
-    public void setGradientAccumulationSteps(int v) { gradientAccumulationSteps = v; }
-    /** true (default): the initial parameters are rank 0's, broadcast when the optimizer is created (as PyTorch
-     *  DDP does), so replicas cannot start apart; false keeps every rank's own. */
-    public boolean getBroadcastInitialParameters() { return broadcastInitialParameters; }
-    public void setBroadcastInitialParameters(boolean v) { broadcastInitialParameters = v; }
-    public double getMaxGradNorm() { return maxGradNorm; }
-    public boolean getCpuOffloadOptimizer() { return cpuOffloadOptimizer; }
-    public void setCpuOffloadOptimizer(boolean v) { cpuOffloadOptimizer = v; }
-    public boolean getCpuOffloadGradients() { return cpuOffloadGradients; }
-    public void setCpuOffloadGradients(boolean v) { cpuOffloadGradients = v; }
-    public boolean getCpuOffloadParams() { return cpuOffloadParams; }
-    public void setCpuOffloadParams(boolean v) { cpuOffloadParams = v; }
-    public void setMaxGradNorm(double v) { maxGradNorm = v; }
+    private static int flag(boolean v) { return v ? ENABLE : DISABLE; }
+
+    public CommunicationBackend<T> getCommunicationBackend() { return backend; }
+    public double getLearningRate() { return options.getLearning_rate(); }
+    public void setLearningRate(double v) { options.setLearning_rate(v); }
+    public boolean getAutoSyncGradients() { return options.getAuto_sync_gradients() != DISABLE; }
+    public void setAutoSyncGradients(boolean v) { options.setAuto_sync_gradients(flag(v)); }
+    public int getMinimumParameterGroupSize() { return (int) options.getParameter_group_size(); }
+    public void setMinimumParameterGroupSize(int v) { options.setParameter_group_size(v); }
+    public boolean getEnableGradientCompression() { return options.getCompression() != GradientCompression.NONE.ordinal(); }
+    /** true: createForLowBandwidth's method unless one is chosen; false: NONE. */
+    public void setEnableGradientCompression(boolean v) {
+        if (!v || !getEnableGradientCompression()) options.setCompression(v ? createForLowBandwidth(backend).options.getCompression() : 0);
+    }
+    public GradientCompression getGradientCompression() { return GradientCompression.values()[options.getCompression()]; }
+    public void setGradientCompression(GradientCompression v) { options.setCompression(v.ordinal()); }
+    /** TOP_K: the fraction of each chunk sent. */
+    public double getCompressionRatio() { return options.getCompression_ratio(); }
+    public void setCompressionRatio(double v) { options.setCompression_ratio(value(v, "CompressionRatio")); }
+    /** INT8, INT4, TOP_K, POWER_SGD: keep what compression missed for the next step. */
+    public boolean getErrorFeedback() { return options.getError_feedback() != DISABLE; }
+    public void setErrorFeedback(boolean v) { options.setError_feedback(flag(v)); }
+    public int getPowerSgdRank() { return options.getPower_sgd_rank(); }
+    public void setPowerSgdRank(int v) { options.setPower_sgd_rank(value(v, "PowerSgdRank")); }
+    public int getLocalSteps() { return options.getLocal_sgd_period(); }
+    public void setLocalSteps(int v) { options.setLocal_sgd_period(value(v, "LocalSteps")); }
+    public int getGradientAccumulationSteps() { return options.getGradient_accumulation_steps(); }
+    public void setGradientAccumulationSteps(int v) { options.setGradient_accumulation_steps(value(v, "GradientAccumulationSteps")); }
+    public double getMaxGradNorm() { return options.getMax_grad_norm(); }
+    public void setMaxGradNorm(double v) { options.setMax_grad_norm(v); }
+    /** true: the initial parameters are rank 0's, broadcast at creation (as PyTorch DDP); false: each rank's own. */
+    public boolean getBroadcastInitialParameters() { return options.getBroadcast_initial() != DISABLE; }
+    public void setBroadcastInitialParameters(boolean v) { options.setBroadcast_initial(flag(v)); }
+    public boolean getCpuOffloadOptimizer() { return options.getCpu_offload_optimizer() == ENABLE; }
+    public void setCpuOffloadOptimizer(boolean v) { options.setCpu_offload_optimizer(flag(v)); }
+    public boolean getCpuOffloadGradients() { return options.getCpu_offload_gradients() == ENABLE; }
+    public void setCpuOffloadGradients(boolean v) { options.setCpu_offload_gradients(flag(v)); }
+    public boolean getCpuOffloadParams() { return options.getCpu_offload_params() == ENABLE; }
+    public void setCpuOffloadParams(boolean v) { options.setCpu_offload_params(flag(v)); }
 }

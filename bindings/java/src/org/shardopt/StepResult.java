@@ -1,24 +1,19 @@
 package org.shardopt;
 
-/** The outcome of one step(). */
+/** The outcome of one step(): seconds waiting for gradient reductions, in the update and in the collectives after it;
+ *  bytes this rank moved since the previous step. */
 public final class StepResult {
     public final boolean applied, skippedNonFinite, accumulating;
-    public final double gradNorm;
-    /** Where step() spent its time, in seconds: waiting for gradient reductions, the update, the
-     * collectives after it (ZeRO parameter allgather, Local SGD averaging). */
-    public final double reduceWaitSeconds, updateSeconds, postUpdateSeconds;
-    /** Bytes this rank moved over the optimizer's communicators since the previous step returned. */
+    public final double gradNorm, reduceWaitSeconds, updateSeconds, postUpdateSeconds;
     public final long bytesSent;
-
-    StepResult(boolean applied, boolean skippedNonFinite, boolean accumulating, double gradNorm,
-               double reduceWaitSeconds, double updateSeconds, double postUpdateSeconds, long bytesSent) {
-        this.bytesSent = bytesSent;
-        this.applied = applied;
-        this.skippedNonFinite = skippedNonFinite;
-        this.accumulating = accumulating;
-        this.gradNorm = gradNorm;
-        this.reduceWaitSeconds = reduceWaitSeconds;
-        this.updateSeconds = updateSeconds;
-        this.postUpdateSeconds = postUpdateSeconds;
+    StepResult(org.shardopt.internal.shardopt_step_result r) {
+        applied = r.getApplied() != 0;
+        skippedNonFinite = r.getSkipped_nonfinite() != 0;
+        accumulating = r.getAccumulating() != 0;
+        gradNorm = r.getGrad_norm();
+        reduceWaitSeconds = r.getReduce_wait_seconds();
+        updateSeconds = r.getUpdate_seconds();
+        postUpdateSeconds = r.getPost_update_seconds();
+        bytesSent = r.getBytes_sent();
     }
 }

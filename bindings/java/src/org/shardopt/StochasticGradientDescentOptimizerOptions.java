@@ -1,6 +1,6 @@
 package org.shardopt;
 
-/** Options of StochasticGradientDescentOptimizer (library defaults). */
-public final class StochasticGradientDescentOptimizerOptions extends OptimizerOptions {
-    public StochasticGradientDescentOptimizerOptions() { super(SGD); }
+/** StochasticGradientDescentOptimizer's options: the library's defaults for it (SHARDOPT_PRESET_SGD). */
+public class StochasticGradientDescentOptimizerOptions<T, TInput, TOutput> extends OptimizerOptions<T, TInput, TOutput> {
+    public StochasticGradientDescentOptimizerOptions() { super(org.shardopt.internal.shardopt_optimizer_preset.SHARDOPT_PRESET_SGD); }
 }

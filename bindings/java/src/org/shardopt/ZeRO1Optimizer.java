@@ -1,12 +1,8 @@
 package org.shardopt;
 
-/** Optimizer state sharded; gradients all-reduced; parameters all-gathered after the step. */
+/** ZeRO-1: gradients averaged, the optimizer state sharded, the parameters gathered after the update. */
 public class ZeRO1Optimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TInput, TOutput> {
-    public ZeRO1Optimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { super(wrappedOptimizer, config, ZERO1); }
-
+    public ZeRO1Optimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config) { super(wrapped, config, strategy(org.shardopt.internal.shardopt_strategy.SHARDOPT_ZERO1)); }
     /** Constructs and initializes (collective). */
-    public ZeRO1Optimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, ParameterLayout layout, Object initial) {
-        this(wrappedOptimizer, config);
-        initialize(layout, initial);
-    }
+    public ZeRO1Optimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config, ParameterLayout layout, Object initial) { this(wrapped, config); initialize(layout, initial); }
 }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.*;
 
 import java.util.List;
 import org.shardopt.*;
+import org.shardopt.samples.MlpDemo;
 import org.junit.jupiter.api.Test;
 
 /** AsyncSGDOptimizer on 4 in-memory ranks: staleness 0 is DDP bit for bit; at staleness 2 every rank ends
@@ -15,12 +16,14 @@ class AsyncSgdTest {
         return Ranks.run(4, b -> {
             AdamOptimizerOptions o = new AdamOptimizerOptions();
             o.setLearningRate(3e-3);
+            o.setBatchSize(64);
+            o.setMaxIterations(3);
             AdamOptimizer adam = new AdamOptimizer(o);
             ShardingConfiguration cfg = new ShardingConfiguration(b);
             ShardedOptimizer opt = async ? new AsyncSGDOptimizer(adam, cfg, staleness) : new DDPOptimizer(adam, cfg);
             try (ShardedOptimizer s = opt) {
                 s.initialize(MODEL.layout(), MODEL.initialParameters());
-                OptimizationResult r = s.optimize(MODEL, new OptimizationInputData(MODEL.samples, 64, 3));
+                OptimizationResult r = s.optimize(MODEL, new OptimizationInputData(MODEL.samples));
                 return new Object[] {r, s.getParametersFloat(), s.getStepCount()};
             }
         });

@@ -11,6 +11,7 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
 import org.shardopt.*;
+import org.shardopt.samples.MlpDemo;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -47,7 +48,7 @@ class CheckpointTest {
             long[] samples = new long[per];
             for (int i = 0; i < per; ++i) samples[i] = b0 + rank * per + i;
             Arrays.fill(grad, 0f);
-            MODEL.evaluate(FloatBuffer.wrap(opt.getParametersFloat()), FloatBuffer.wrap(grad), LongBuffer.wrap(samples));
+            MODEL.evaluate(opt.getParametersFloat(), grad, samples);
             opt.zeroGrad();
             int off = 0, tensors = opt.getTensorCount();
             for (int t = 0; t < tensors; ++t) {

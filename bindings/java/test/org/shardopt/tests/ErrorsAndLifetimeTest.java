@@ -35,6 +35,7 @@ class ErrorsAndLifetimeTest {
         IllegalStateException t = assertThrows(IllegalStateException.class, () -> Ranks.run(2, b -> {
             b.setTimeout(200);
             if (b.getRank() == 0) b.barrier();
+            else try { Thread.sleep(2000); } catch (InterruptedException x) {} // absent but alive (a rank that closed would fail the barrier at once: PEER_LOST)
             return null;
         }));
         assertTrue(t.getMessage().contains("SHARDOPT_ERR_TIMEOUT"), t.getMessage());
@@ -42,8 +43,10 @@ class ErrorsAndLifetimeTest {
 
     @Test
     void unsupported() {
-        UnsupportedOperationException e = assertThrows(UnsupportedOperationException.class, NcclCommunicationBackend::new);
-        assertTrue(e.getMessage().contains("NCCL"));
+        // without a usable GPU (and NCCL) here; with one, a world needs a launcher's environment
+        RuntimeException e = assertThrows(RuntimeException.class, NcclCommunicationBackend::new);
+        assertTrue(e instanceof UnsupportedOperationException || e instanceof IllegalArgumentException, e.toString());
+        assertTrue(e.getMessage().contains("'nccl'") || e.getMessage().contains("world size"), e.getMessage());
         try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-unsup");
              FSDPOptimizer o = new FSDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b))) {
             java.nio.FloatBuffer mine = java.nio.ByteBuffer.allocateDirect(16).order(java.nio.ByteOrder.nativeOrder()).asFloatBuffer();
@@ -91,8 +94,7 @@ class ErrorsAndLifetimeTest {
         Boom e = assertThrows(Boom.class, () -> Ranks.run(2, b -> {
             try (DDPOptimizer o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b),
                                                    new ParameterLayout().add("w", 4), null)) {
-                o.optimize((p, g, s) -> { if (b.getRank() == 1) throw new Boom(); return 1.0; },
-                           new OptimizationInputData(8, 0, 1));
+                o.optimize((p, g, s, d) -> { if (b.getRank() == 1) throw new Boom(); return 1.0; }, new OptimizationInputData(8));
             }
             return null;
         }));

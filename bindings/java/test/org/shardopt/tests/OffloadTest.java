@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.*;
 
 import java.util.List;
 import org.shardopt.*;
+import org.shardopt.samples.MlpDemo;
 import org.junit.jupiter.api.Test;
 
 /** ZeRO-Offload's configuration with AiDotNet's names (CpuOffloadOptimizer, CpuOffloadGradients,
@@ -40,12 +41,14 @@ class OffloadTest {
                 for (int k = 0; k < 2; ++k) {
                     AdamOptimizerOptions o = new AdamOptimizerOptions();
                     o.setLearningRate(3e-3);
+                    o.setBatchSize(128);
+                    o.setMaxIterations(2);
                     AdamOptimizer adam = new AdamOptimizer(o);
                     ShardedOptimizer opt = strategy.equals("ddp") ? new DDPOptimizer(adam, configs[k])
                         : strategy.equals("zero2") ? new ZeRO2Optimizer(adam, configs[k]) : new FSDPOptimizer(adam, configs[k]);
                     try (ShardedOptimizer s = opt) {
                         s.initialize(MODEL.layout(), MODEL.initialParameters());
-                        s.optimize(MODEL, new OptimizationInputData(MODEL.samples, 128, 2));
+                        s.optimize(MODEL, new OptimizationInputData(MODEL.samples));
                         out[2 * k] = s.getParametersFloat();
                         out[2 * k + 1] = s.getMemoryStats();
                     }

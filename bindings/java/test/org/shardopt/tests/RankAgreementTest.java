@@ -81,7 +81,7 @@ class RankAgreementTest {
         class BadBatch extends RuntimeException { BadBatch() { super("row 7 has 3 features, expected 8"); } }
         Throwable[] errs = Ranks.runAll(3, b -> {
             try (DDPOptimizer o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b), new ParameterLayout().add("w", 4), null)) {
-                o.optimize((p, g, s) -> { if (b.getRank() == 1) throw new BadBatch(); return 1.0; }, new OptimizationInputData(12, 0, 1));
+                o.optimize((p, g, s, d) -> { if (b.getRank() == 1) throw new BadBatch(); return 1.0; }, new OptimizationInputData(12));
             }
         });
         assertTrue(errs[1] instanceof BadBatch, String.valueOf(errs[1])); // the throwing rank gets its own exception back

@@ -39,7 +39,9 @@ class SafetyTest {
     void wrongElementTypeIsRejected() {
         try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-dtype");
              DDPOptimizer o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b))) {
-            contains(assertThrows(IllegalArgumentException.class, () -> o.initialize(NINE, new double[9])),
+            // a layout that names its element type (new ParameterLayout() takes the model's T, or the initial values')
+            ParameterLayout nine32 = new ParameterLayout(ParameterLayout.Precision.FLOAT32).add("w", 8).add("b", 1);
+            contains(assertThrows(IllegalArgumentException.class, () -> o.initialize(nine32, new double[9])),
                      "initial holds float64 elements but the layout is float32");
             o.initialize(NINE, null);
             contains(assertThrows(IllegalArgumentException.class, () -> o.setParameters(new double[9])), "holds float64 elements");
@@ -51,8 +53,6 @@ class SafetyTest {
                 contains(assertThrows(IllegalArgumentException.class, () -> o.setParameters(bigEndian)), "BIG_ENDIAN byte order");
                 contains(assertThrows(IllegalArgumentException.class, () -> b.allReduce(bigEndian, ReductionOperation.SUM)), "BIG_ENDIAN byte order");
             }
-            contains(assertThrows(IllegalArgumentException.class, () -> o.optimizeDouble((p, g, s) -> 0, new OptimizationInputData(4, 0, 1))),
-                     "use optimize");
             NativeView v = o.getTensorParameters(0);
             contains(assertThrows(IllegalArgumentException.class, () -> v.copyFrom(new double[8])), "FLOAT64", "FLOAT32");
             contains(assertThrows(IllegalArgumentException.class, () -> v.copyFrom(new float[3])), "3 elements, the view 8");
@@ -104,14 +104,24 @@ class SafetyTest {
 
     @Test
     void callbackBuffersKeptAfterTheCallAreSafe() {
-        FloatBuffer[] kept = new FloatBuffer[2];
+        NativeView[] kept = new NativeView[2];
         NativeView[] keptViews = new NativeView[2];
+        AdamOptimizerOptions once = new AdamOptimizerOptions();
+        once.setMaxIterations(1);
         try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-cb");
-             DDPOptimizer o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b), NINE, null)) {
-            o.optimize((p, g, s) -> { kept[0] = p; kept[1] = g; g.put(0, 1f); return 1.0; }, new OptimizationInputData(4, 0, 1));
+             DDPOptimizer o = new DDPOptimizer(new AdamOptimizer(once), new ShardingConfiguration(b), NINE, null)) {
+            o.optimize((p, g, s, d) -> {
+                if (g == null) return 1.0;
+                kept[0] = p;
+                kept[1] = g;
+                g.set(0, 1);
+                assertThrows(java.nio.ReadOnlyBufferException.class, () -> p.set(0, 1)); // the parameters are read-only
+                return 1.0;
+            }, new OptimizationInputData(4));
         }
-        // the java.nio buffers given to a callback are the JVM's memory: stale after the call, never dangling
-        for (int i = 0; i < 9; ++i) { kept[0].get(i); kept[1].put(i, 2f); }
+        // the views given to a callback (either form) raise once it returned, never touching freed memory
+        contains(assertThrows(IllegalStateException.class, () -> kept[0].get(0)), "the model callback returned");
+        assertThrows(IllegalStateException.class, () -> kept[1].set(0, 2));
         // the model form's views raise
         try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-cb2")) {
             ModelApiTest.Linear model = new ModelApiTest.Linear() {
@@ -143,7 +153,7 @@ class SafetyTest {
     void backendChecksItsArguments() {
         try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-comm-args")) {
             contains(assertThrows(IllegalArgumentException.class, () -> b.allReduce(FloatBuffer.allocate(4), ReductionOperation.SUM)),
-                     "must be direct");
+                     "must be a direct buffer");
             assertThrows(NullPointerException.class, () -> b.allReduce((float[]) null, ReductionOperation.SUM));
             assertThrows(NullPointerException.class, () -> b.allReduce(new float[2], null));
             contains(assertThrows(IllegalArgumentException.class, () -> b.receive(0, -1, 0)), "count must be >= 0");
@@ -159,20 +169,20 @@ class SafetyTest {
 
     interface Reentrant { void call(DDPOptimizer o, OptimizationInputData in); }
 
-    /** A model callback that calls back into its optimizer: the optimizer refuses instead of freeing or corrupting
-     *  what optimize() uses (the callback's failure then aborts the group, as any model exception does). */
+    /** A model callback that calls back into its optimizer: the library refuses instead of freeing or corrupting what its
+     *  training loop uses (the callback's failure then aborts the group, as any model exception does). */
     @Test
     void closingOrSteppingFromTheModelCallbackRaises() {
         Reentrant[] cases = {
             (o, in) -> o.close(), (o, in) -> o.step(), (o, in) -> o.zeroGrad(), (o, in) -> o.reset(),
-            (o, in) -> o.optimize((p2, g2, s2) -> 1.0, in), (o, in) -> o.setParameters(new float[9])};
+            (o, in) -> o.optimize((p2, g2, s2, d2) -> 1.0, in), (o, in) -> o.setParameters(new float[9])};
         int k = 0;
         for (Reentrant c : cases) {
             try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-reentrant-" + k++);
                  DDPOptimizer o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b), NINE, null)) {
-                OptimizationInputData in = new OptimizationInputData(4, 0, 2);
-                contains(assertThrows(IllegalStateException.class, () -> o.optimize((p, g, s) -> { c.call(o, in); return 1.0; }, in)),
-                         "not while optimize() is running", "from the model callback");
+                OptimizationInputData in = new OptimizationInputData(4);
+                contains(assertThrows(IllegalStateException.class, () -> o.optimize((p, g, s, d) -> { c.call(o, in); return 1.0; }, in)),
+                         "SHARDOPT_ERR_INVALID_STATE", "called from inside this optimizer's training loop (its model callback)");
                 assertEquals(9, o.getElementCount()); // not freed
             }
         }

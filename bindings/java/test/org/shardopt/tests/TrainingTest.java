@@ -8,6 +8,7 @@ import java.nio.FloatBuffer;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.shardopt.*;
+import org.shardopt.samples.MlpDemo;
 import org.junit.jupiter.api.Test;
 
 class TrainingTest {
@@ -18,12 +19,14 @@ class TrainingTest {
             ShardingConfiguration cfg = new ShardingConfiguration(b);
             AdamOptimizerOptions o = new AdamOptimizerOptions();
             o.setLearningRate(3e-3);
+            o.setBatchSize(128);
+            o.setMaxIterations(3);
             AdamOptimizer adam = new AdamOptimizer(o);
             ShardedOptimizer opt = strategy.equals("ddp") ? new DDPOptimizer(adam, cfg)
                 : strategy.equals("zero2") ? new ZeRO2Optimizer(adam, cfg) : new FSDPOptimizer(adam, cfg);
             try (ShardedOptimizer s = opt) {
                 s.initialize(MODEL.layout(), MODEL.initialParameters());
-                OptimizationResult r = s.optimize(MODEL, new OptimizationInputData(MODEL.samples, 128, 3));
+                OptimizationResult r = s.optimize(MODEL, new OptimizationInputData(MODEL.samples));
                 return new Object[] {r, s.getParametersFloat()};
             }
         }).get(0);
@@ -37,7 +40,7 @@ class TrainingTest {
         for (String s : new String[] {"ddp", "zero2", "fsdp"}) {
             Object[] four = train(s, 4);
             OptimizationResult r = (OptimizationResult) four[0];
-            assertEquals(ref.getIterations(), r.getIterations());
+            assertEquals(ref.getSteps(), r.getSteps());
             assertArrayEquals(ref.getFitnessHistory(), r.getFitnessHistory(), 1e-5, s);
             float[] a = (float[]) one[1], p = (float[]) four[1];
             for (int i = 0; i < a.length; ++i) assertEquals(a[i], p[i], 1e-5, s + " parameter " + i);
@@ -105,10 +108,12 @@ class TrainingTest {
             MomentumOptimizerOptions o = new MomentumOptimizerOptions();
             o.setLearningRate(0.05);
             o.setMomentum(0.9);
+            o.setBatchSize(64);
+            o.setMaxIterations(10);
             try (ShardedOptimizer opt = make.make(new MomentumOptimizer(o), new ShardingConfiguration(b))) {
                 opt.initialize(MODEL.layout(), MODEL.initialParameters());
                 long before = opt.getBytesSent();
-                opt.optimize(MODEL, new OptimizationInputData(MODEL.samples, 64, 10));
+                opt.optimize(MODEL, new OptimizationInputData(MODEL.samples));
                 long sent = opt.getBytesSent() - before;
                 return new double[] {fullLoss(opt.getParametersFloat()), sent, opt.getMemoryStats().compressionBytes};
             }
@@ -117,18 +122,16 @@ class TrainingTest {
         return res.get(0);
     }
 
-    static double fullLoss(float[] params) {
-        long[] all = new long[MODEL.samples];
-        for (int i = 0; i < all.length; ++i) all[i] = i;
-        return MODEL.evaluate(FloatBuffer.wrap(params), FloatBuffer.allocate(params.length), java.nio.LongBuffer.wrap(all));
-    }
+    static double fullLoss(float[] params) { return MODEL.loss(params); }
 
     @Test
     void enableGradientCompressionAndLowBandwidth() {
         try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-compression")) {
             ShardingConfiguration c = new ShardingConfiguration(b);
             assertFalse(c.getEnableGradientCompression());
-            assertEquals(GradientCompression.INT8, c.getGradientCompression());
+            assertEquals(GradientCompression.NONE, c.getGradientCompression()); // the library's field: none until enabled
+            c.setEnableGradientCompression(true);
+            assertEquals(GradientCompression.INT8, c.getGradientCompression()); // what createForLowBandwidth turns on
             assertEquals(0.1, c.getCompressionRatio());
             assertTrue(c.getErrorFeedback());
             assertEquals(4, c.getPowerSgdRank());
@@ -219,8 +222,16 @@ class TrainingTest {
         assertEquals(1e-3, new AdamOptimizerOptions().getLearningRate(), 1e-12);
         assertEquals(0.01, new AdamWOptimizerOptions().getWeightDecay(), 1e-12);
         assertEquals(0.9, new MomentumOptimizerOptions().getMomentum(), 1e-12);
-        assertEquals(0.99, new RootMeanSquarePropagationOptimizerOptions().getDecay(), 1e-12);
+        assertEquals(0.9, new RootMeanSquarePropagationOptimizerOptions().getDecay(), 1e-12); // AiDotNet's, the library's preset
         assertEquals(1e-6, new LambOptimizerOptions().getEpsilon(), 1e-12);
+        assertEquals(0.01, new StochasticGradientDescentOptimizerOptions().getInitialLearningRate(), 1e-12);
+        AdamOptimizerOptions o = new AdamOptimizerOptions(); // AiDotNet's training defaults, from shardopt_training_options_init
+        assertEquals(100, o.getMaxIterations());
+        assertEquals(32, o.getBatchSize());
+        assertTrue(o.getShuffleData());
+        assertTrue(o.getUseEarlyStopping());
+        assertEquals(10, o.getEarlyStoppingPatience());
+        assertEquals(1e-6, o.getTolerance(), 0.0);
     }
 
     @Test

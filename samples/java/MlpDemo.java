@@ -1,22 +1,24 @@
-package org.shardopt;
+package org.shardopt.samples;
 
-import java.nio.FloatBuffer;
-import java.nio.LongBuffer;
 import java.util.Random;
+import org.shardopt.Dataset;
+import org.shardopt.GradientModel;
+import org.shardopt.NativeView;
+import org.shardopt.ParameterLayout;
 
-/** The demo model of the samples and tests: a 2-layer MLP (ReLU, softmax cross-entropy) on synthetic
- * Gaussian blobs; parameters packed fc1.weight, fc1.bias, fc2.weight, fc2.bias (float32). */
+/** The demo model of the samples and tests: a 2-layer MLP (ReLU, softmax cross-entropy) on synthetic Gaussian blobs;
+ *  parameters packed fc1.weight, fc1.bias, fc2.weight, fc2.bias (float32), a GradientModel over sample indices. */
 public final class MlpDemo implements GradientModel {
     public final int inputs, hidden, classes, samples;
     private final double[][] x;
     private final int[] y;
-    private final int w1, b1, w2, b2, n;
+    private final int b1, w2, b2, n;
 
     public MlpDemo() { this(16, 32, 4, 512); }
 
     public MlpDemo(int inputs, int hidden, int classes, int samples) {
         this.inputs = inputs; this.hidden = hidden; this.classes = classes; this.samples = samples;
-        w1 = 0; b1 = hidden * inputs; w2 = b1 + hidden; b2 = w2 + classes * hidden; n = b2 + classes;
+        b1 = hidden * inputs; w2 = b1 + hidden; b2 = w2 + classes * hidden; n = b2 + classes;
         Random rng = new Random(7);
         double[][] centers = new double[classes][inputs];
         for (double[] c : centers) for (int f = 0; f < inputs; ++f) c[f] = rng.nextGaussian() * 2;
@@ -43,23 +45,30 @@ public final class MlpDemo implements GradientModel {
     }
 
     @Override
-    public double evaluate(FloatBuffer p, FloatBuffer g, LongBuffer idx) {
-        int count = idx.remaining();
+    public double evaluate(NativeView params, NativeView grad, long[] idx, Dataset dataset) {
+        float[] p = params.toFloatArray(), g = new float[n];
+        double loss = evaluate(p, g, idx);
+        if (grad != null) grad.copyFrom(g);
+        return loss;
+    }
+
+    /** The mean loss over samples idx at p and its gradient into g. */
+    public double evaluate(float[] p, float[] g, long[] idx) {
         double loss = 0;
         double[] hid = new double[hidden], pre = new double[hidden], logits = new double[classes], dh = new double[hidden];
         double[] gacc = new double[n];
-        for (int k = 0; k < count; ++k) {
-            int s = (int) idx.get(k);
+        for (long sample : idx) {
+            int s = (int) sample;
             for (int h = 0; h < hidden; ++h) {
-                double a = p.get(b1 + h);
-                for (int f = 0; f < inputs; ++f) a += p.get(w1 + h * inputs + f) * x[s][f];
+                double a = p[b1 + h];
+                for (int f = 0; f < inputs; ++f) a += p[h * inputs + f] * x[s][f];
                 pre[h] = a;
                 hid[h] = a > 0 ? a : 0;
             }
             double max = -1e300, sum = 0;
             for (int c = 0; c < classes; ++c) {
-                double a = p.get(b2 + c);
-                for (int h = 0; h < hidden; ++h) a += p.get(w2 + c * hidden + h) * hid[h];
+                double a = p[b2 + c];
+                for (int h = 0; h < hidden; ++h) a += p[w2 + c * hidden + h] * hid[h];
                 logits[c] = a;
                 max = Math.max(max, a);
             }
@@ -71,17 +80,24 @@ public final class MlpDemo implements GradientModel {
                 gacc[b2 + c] += d;
                 for (int h = 0; h < hidden; ++h) {
                     gacc[w2 + c * hidden + h] += d * hid[h];
-                    dh[h] += d * p.get(w2 + c * hidden + h);
+                    dh[h] += d * p[w2 + c * hidden + h];
                 }
             }
             for (int h = 0; h < hidden; ++h) {
                 if (pre[h] <= 0) continue;
                 gacc[b1 + h] += dh[h];
-                for (int f = 0; f < inputs; ++f) gacc[w1 + h * inputs + f] += dh[h] * x[s][f];
+                for (int f = 0; f < inputs; ++f) gacc[h * inputs + f] += dh[h] * x[s][f];
             }
         }
-        int m = Math.max(count, 1);
-        for (int i = 0; i < n; ++i) g.put(i, (float) (gacc[i] / m));
+        int m = Math.max(idx.length, 1);
+        for (int i = 0; i < n; ++i) g[i] = (float) (gacc[i] / m);
         return loss / m;
+    }
+
+    /** The mean loss over every sample at p. */
+    public double loss(float[] p) {
+        long[] all = new long[samples];
+        for (int i = 0; i < samples; ++i) all[i] = i;
+        return evaluate(p, new float[n], all);
     }
 }
