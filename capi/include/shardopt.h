@@ -493,6 +493,14 @@ SHARDOPT_API shardopt_status shardopt_sharding_options_init_preset(shardopt_shar
  * create would, without a communicator: INVALID_ARGUMENT naming the first bad field. (Combinations
  * that depend on the memory or the world are checked by create.) */
 SHARDOPT_API shardopt_status shardopt_sharding_options_validate(const shardopt_sharding_options *opts);
+/* As shardopt_sharding_options_validate, and INVALID_ARGUMENT naming the field for a 0 (SHARDOPT_AUTO) where the C
+ * ABI reads 0 as a default that _init writes as a value: gradient_accumulation_steps, staging_buffers, the hybrid
+ * sizes, hsdp_replicas, local_sgd_period, compression_ratio, compression_block_size, power_sgd_rank,
+ * power_sgd_min_elements and the switches. A struct filled by _init or _init_preset holds no 0 there, so such a 0 was
+ * set by the caller, who meant a value: what a binding's setters call, so that no language restates the rule. (Fields
+ * where 0 is a value, or _init's own default, are as in _validate: max_grad_norm, update_threads, async_staleness,
+ * parameter_group_size, learning_rate.) Fields beyond struct_size are not checked. */
+SHARDOPT_API shardopt_status shardopt_sharding_options_validate_strict(const shardopt_sharding_options *opts);
 
 typedef struct shardopt_optimizer_s *shardopt_optimizer;
 
@@ -816,7 +824,8 @@ SHARDOPT_API shardopt_status shardopt_training_options_init_sized(shardopt_train
 static inline shardopt_status shardopt_training_options_init(shardopt_training_options *opts) {
     return shardopt_training_options_init_sized(opts, sizeof *opts);
 }
-/* Checks *opts as train would: INVALID_ARGUMENT naming the first bad field. */
+/* Checks *opts as train would: INVALID_ARGUMENT naming the first bad field. (Its fields hold plain values, and where
+ * 0 stands for a default, as decay_period's, _init writes 0: there is no _strict form.) */
 SHARDOPT_API shardopt_status shardopt_training_options_validate(const shardopt_training_options *opts);
 /* The rate schedule `opts` gives at t for base, as train applies it (bindings and tests use it to
  * show a schedule without training). Errors: INVALID_ARGUMENT (bad options, t < 0, NULL), and a
@@ -911,6 +920,9 @@ static inline shardopt_status shardopt_elastic_options_init(shardopt_elastic_opt
 /* Checks the fields of *opts on their own, as make_elastic does (the directory is checked there: it
  * may come from the environment): INVALID_ARGUMENT naming the first bad field. */
 SHARDOPT_API shardopt_status shardopt_elastic_options_validate(const shardopt_elastic_options *opts);
+/* As shardopt_elastic_options_validate, and INVALID_ARGUMENT for min_workers or max_workers 0 (a default that _init
+ * writes as a value, so a 0 there was the caller's). checkpoint_every 0 and checkpoint_dir NULL are _init's own. */
+SHARDOPT_API shardopt_status shardopt_elastic_options_validate_strict(const shardopt_elastic_options *opts);
 
 /* Collective: makes opt elastic (once). Checks the options and that the world size lies in
  * [min_workers, max_workers], then loads the latest complete checkpoint in the directory when

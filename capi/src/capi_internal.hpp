@@ -149,6 +149,16 @@ template <typename T> T read_struct(const T *user, const char *name, std::size_t
     std::memcpy(static_cast<void *>(&full), user, size);
     return full;
 }
+// The _strict validate functions: `field` (at `offset` of the caller's struct c) is 0 where the C ABI
+// reads 0 as a default that _init writes as a value (`init`, in words), so the 0 was the caller's.
+template <typename S, typename V>
+void require_set(const S &c, std::size_t offset, V value, const std::string &init, const char *what,
+                 const char *field) {
+    if (offset + sizeof(V) > c.struct_size || value != V(0)) return;
+    throw Error(ErrorCode::invalid_argument, std::string(what) + ": " + field + " is 0, which the C ABI reads as " +
+                                                 "its default (" + init + "), not as a value: give a value, or leave " +
+                                                 "the field as _init filled it");
+}
 // Output structs: the caller must have set struct_size (checked before any work is done).
 template <typename T> void check_out_struct(const T *user, const char *name) {
     require(user->struct_size >= sizeof(std::size_t), ErrorCode::invalid_argument,
