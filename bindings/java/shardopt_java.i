@@ -198,7 +198,8 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
     if (st_ != SHARDOPT_OK) { *$1 = saved$argnum; so_throw(jenv, st_); } } %}
 %enddef
 SO_OPTIONS(shardopt_optimizer_options, shardopt_optimizer_options_validate)
-SO_OPTIONS(shardopt_sharding_options, shardopt_sharding_options_validate)
+SO_OPTIONS(shardopt_sharding_options, shardopt_sharding_options_validate_strict) /* also refuses 0 for a default */
+SO_OPTIONS(shardopt_elastic_options, shardopt_elastic_options_validate_strict)
 SO_OPTIONS(shardopt_training_options, shardopt_training_options_validate)
 
 /* ---- the C ABI, less what Java does not use ---- */

@@ -137,7 +137,7 @@ namespace Shardopt.DistributedTraining
         internal shardopt_sharding_options Sharding()
         {
             var s = Pin.Clone(ShardingConfiguration.Native, shardopt_sharding_options.getCPtr, SHARDOPT_SIZEOF_SHARDING_OPTIONS);
-            try { s.strategy = strategy; configure?.Invoke(s); shardopt_sharding_options_validate(s); return s; }
+            try { s.strategy = strategy; configure?.Invoke(s); shardopt_sharding_options_validate_strict(s); return s; }
             catch { s.Dispose(); throw; }
         }
         internal virtual void Created(SWIGTYPE_p_shardopt_optimizer_s native) { }

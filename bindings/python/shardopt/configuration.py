@@ -95,13 +95,14 @@ class Model:
         return self.loss_and_gradient(parameters, np.zeros(self.parameter_count, self.dtype), x, y)
 
 
-_shard = partial(Setting, "_s", validate=_n.shardopt_sharding_options_validate)
+_shard = partial(Setting, "_s", validate=_n.shardopt_sharding_options_validate_strict)
 
 
 class ShardingConfiguration:
     """How a sharded optimizer communicates (AiDotNet's ShardingConfiguration) over the library's
     shardopt_sharding_options: the constructor is CreateDefault, the factories are the library's presets, every
-    value set is checked by the library at once. learning_rate, when set, replaces the optimizer options' rate;
+    value set is checked by the library at once (shardopt_sharding_options_validate_strict: also a 0 where the C
+    options read 0 as their default). learning_rate, when set, replaces the optimizer options' rate (0: none);
     auto_sync_gradients False turns DDP/ZeRO-1 into Local SGD (averaging every local_steps steps)."""
 
     def __init__(self, backend, learning_rate=None, _preset=_n.SHARDOPT_SHARDING_DEFAULT):
@@ -112,16 +113,16 @@ class ShardingConfiguration:
         if learning_rate is not None:
             self.learning_rate = learning_rate
 
-    learning_rate = _shard("learning_rate", zero_means_default=True)
+    learning_rate = _shard("learning_rate")
     auto_sync_gradients = _shard("auto_sync_gradients", SWITCH)
     minimum_parameter_group_size = _shard("parameter_group_size", int)
-    local_steps = _shard("local_sgd_period", int, zero_means_default=True)
-    gradient_accumulation_steps = _shard("gradient_accumulation_steps", int, zero_means_default=True)
+    local_steps = _shard("local_sgd_period", int)
+    gradient_accumulation_steps = _shard("gradient_accumulation_steps", int)
     max_grad_norm = _shard("max_grad_norm")
     broadcast_initial_parameters = _shard("broadcast_initial", SWITCH)
-    compression_ratio = _shard("compression_ratio", zero_means_default=True)
+    compression_ratio = _shard("compression_ratio")
     error_feedback = _shard("error_feedback", SWITCH)
-    power_sgd_rank = _shard("power_sgd_rank", int, zero_means_default=True)
+    power_sgd_rank = _shard("power_sgd_rank", int)
     cpu_offload_optimizer = _shard("cpu_offload_optimizer", SWITCH)
     cpu_offload_gradients = _shard("cpu_offload_gradients", SWITCH)
     cpu_offload_params = _shard("cpu_offload_params", SWITCH)

@@ -172,8 +172,8 @@ def test_schedules():
     assert w(13, 0.1) == pytest.approx(0.0, abs=1e-12)
     assert so.LambdaSchedule(lambda t, base: base / (t + 1))(3, 1.0) == 0.25
     assert so.StepDecaySchedule(2, gamma=0.5)(5, 1.0) == 0.25
-    with pytest.raises(ValueError, match="step_size = 0"):  # 0 is the C options' "default" there: refused
-        so.StepDecaySchedule(0)
+    # 0 is the training options' value "a period of 1" (decay_period; the C ABI, C# and Java read it so too)
+    assert so.StepDecaySchedule(0, gamma=0.5)(5, 1.0) == so.StepDecaySchedule(1, gamma=0.5)(5, 1.0) == 0.5 ** 5
     with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT: step_size = -1: .*decay_period"):
         so.StepDecaySchedule(-1)
     with pytest.raises(TypeError):
