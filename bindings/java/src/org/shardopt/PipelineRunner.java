@@ -117,10 +117,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
         }
 
         private Object read(long address, long n) {
-            CommunicationBackend.Data d = CommunicationBackend.Data.of(precision, n);
-            java.nio.ByteBuffer b = shardopt_native.so_view(address, n * precision.size()).order(ByteOrder.nativeOrder());
-            if (d.data instanceof float[]) b.asFloatBuffer().get((float[]) d.data); else b.asDoubleBuffer().get((double[]) d.data);
-            return d.data;
+            return ShardedOptimizer.read(shardopt_native.so_view(address, n * precision.size()).order(ByteOrder.nativeOrder()), precision, (int) n);
         }
 
         private void write(long address, Object a) {
@@ -130,11 +127,10 @@ public final class PipelineRunner<A> implements AutoCloseable {
 
         /** o's length, checked to be an array of the parameters' element type. */
         private int length(Object o, String what) {
-            CommunicationBackend.Data d = new CommunicationBackend.Data(o, what);
-            if (d.type != precision || o instanceof java.nio.Buffer)
+            if (!(o instanceof float[] || o instanceof double[]) || Precision.of(o, null) != precision)
                 throw new IllegalArgumentException(what + " is a " + o.getClass().getSimpleName() + ", but the optimizer's parameters are "
                         + precision + ": return a " + (precision == Precision.FLOAT32 ? "float[]" : "double[]"));
-            return (int) d.count;
+            return java.lang.reflect.Array.getLength(o);
         }
     }
 }

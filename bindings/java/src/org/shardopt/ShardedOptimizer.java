@@ -6,7 +6,6 @@ import java.lang.reflect.Type;
 import java.nio.*;
 import java.util.*;
 import java.util.function.Consumer;
-import org.shardopt.CommunicationBackend.Data;
 import org.shardopt.NativeView.Lifetime;
 import org.shardopt.ParameterLayout.Precision;
 import org.shardopt.internal.*;
@@ -49,15 +48,25 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     /** Subclasses' collective set-up of the native optimizer just created (ElasticOptimizer). */
     void created(SWIGTYPE_p_shardopt_optimizer_s x) {}
-    /** data, checked to hold exactly count (atLeast: at least count) elements of p. */
-    static Data checkData(Object data, long count, Precision p, String what, boolean atLeast) {
-        Data d = new Data(data, what);
-        if (d.type != p)
-            throw new IllegalArgumentException(what + " holds " + d.type.name().toLowerCase() + " elements but the layout is " + p.name().toLowerCase()
+    /** data, checked to hold exactly count (atLeast: at least count) elements of p (the typemaps check the rest). */
+    static void checkData(Object data, long count, Precision p, String what, boolean atLeast) {
+        Precision type = Precision.of(Objects.requireNonNull(data, what), null);
+        if (type == null)
+            throw new IllegalArgumentException(what + " must be a float[], double[], or a direct FloatBuffer or DoubleBuffer, not " + data.getClass().getName());
+        if (type != p)
+            throw new IllegalArgumentException(what + " holds " + type.name().toLowerCase() + " elements but the layout is " + p.name().toLowerCase()
                     + (p == Precision.FLOAT32 ? " (use float[] / FloatBuffer)" : " (use double[] / DoubleBuffer)"));
-        if (atLeast ? d.count < count : d.count != count)
-            throw new IllegalArgumentException(what + " has " + d.count + " elements; the layout needs " + (atLeast ? "at least " : "") + count);
-        return d;
+        long n = data instanceof Buffer ? ((Buffer) data).remaining() : java.lang.reflect.Array.getLength(data);
+        if (atLeast ? n < count : n != count)
+            throw new IllegalArgumentException(what + " has " + n + " elements; the layout needs " + (atLeast ? "at least " : "") + count);
+    }
+
+    /** The first n elements of b (a FloatBuffer or DoubleBuffer, or a ByteBuffer in native order) as a new array of p. */
+    static Object read(Buffer b, Precision p, int n) {
+        Object a = p.array(n);
+        Buffer v = !(b instanceof ByteBuffer) ? b.duplicate() : p == Precision.FLOAT32 ? ((ByteBuffer) b).asFloatBuffer() : ((ByteBuffer) b).asDoubleBuffer();
+        if (a instanceof float[]) ((FloatBuffer) v).get((float[]) a); else ((DoubleBuffer) v).get((double[]) a);
+        return a;
     }
 
     /** Collective: creates this rank's native optimizer; initial (float[], double[], a direct buffer, or null for zeros)
@@ -75,16 +84,16 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         if (given != null && given != p)
             throw new IllegalArgumentException("the model's T is " + (p == Precision.FLOAT64 ? "Double" : "Float") + " but its ParameterLayout is " + given
                     + ": use new ParameterLayout(), whose element type follows T, or new ParameterLayout(Precision." + p + ")");
-        Buffer init = initial == null ? null : checkData(initial, layout.getElementCount(), p, "initial", false).ref;
+        if (initial != null) checkData(initial, layout.getElementCount(), p, "initial", false);
         if (parameters instanceof ByteBuffer) throw new IllegalArgumentException("parameters must be a direct FloatBuffer or DoubleBuffer");
         shardopt_sharding_options s = options();
         SWIGTYPE_p_shardopt_params_s ps = layout.toNative(p);
         try {
             SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle();
-            Buffer mine = parameters == null ? null : checkData(parameters, shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()), p, "parameters", true).ref;
-            handle = mine == null ? shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, init)
-                   : shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, init, mine, mine.remaining());
-            external = mine;
+            if (parameters != null) checkData(parameters, shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()), p, "parameters", true);
+            handle = parameters == null ? shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, initial)
+                   : shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, initial, parameters);
+            external = parameters;
             try {
                 created(handle);
             } catch (RuntimeException | Error e) {
@@ -98,9 +107,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
         this.layout = layout;
         this.precision = p;
-        initialCopy = init == null ? null : Data.of(p, init.remaining()).data;
-        if (init instanceof FloatBuffer) ((FloatBuffer) init).get((float[]) initialCopy);
-        if (init instanceof DoubleBuffer) ((DoubleBuffer) init).get((double[]) initialCopy);
+        initialCopy = initial instanceof Buffer ? read((Buffer) initial, p, (int) layout.getElementCount())
+                    : initial instanceof float[] ? ((float[]) initial).clone() : initial instanceof double[] ? ((double[]) initial).clone() : null;
         life = new Lifetime(getClass().getSimpleName() + "'s memory");
         closedBy = null;
         return this;
@@ -282,12 +290,12 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             t.setNum_validation_samples(sizes[1]);
             t.setNum_test_samples(sizes[2]);
             int cap = t.getMax_epochs(), n = (int) getElementCount();
-            Data best = Data.of(precision, n), h[] = {Data.of(Precision.FLOAT64, cap), Data.of(Precision.FLOAT64, cap), Data.of(Precision.FLOAT64, cap)};
-            r.setBest_parameters(best.ref);
+            ByteBuffer best = direct(precision, n), h[] = {direct(Precision.FLOAT64, cap), direct(Precision.FLOAT64, cap), direct(Precision.FLOAT64, cap)};
+            r.setBest_parameters(best);
             r.setBest_parameters_count(n);
-            r.setTraining_loss_history(h[0].ref);
-            r.setValidation_loss_history(h[1].ref);
-            r.setLearning_rate_history(h[2].ref);
+            r.setTraining_loss_history(h[0]);
+            r.setValidation_loss_history(h[1]);
+            r.setLearning_rate_history(h[2]);
             r.setHistory_capacity(cap);
             Bridge b = new Bridge(model, precision, oo.getLearningRateSchedule(), n);
             try {
@@ -297,15 +305,18 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             }
 
             double[][] hist = new double[3][];
-            for (int k = 0; k < 3; ++k) hist[k] = Arrays.copyOf((double[]) h[k].back(), Math.min(r.getEpochs(), cap));
+            for (int k = 0; k < 3; ++k) hist[k] = (double[]) read(h[k], Precision.FLOAT64, Math.min(r.getEpochs(), cap));
             stoppedEarly = r.getStopped_early() != 0;
-            return new OptimizationResult(best.back(), hist, r.getEpochs(), r.getSteps(), r.getBest_epoch(), r.getBest_score(), stoppedEarly, sizes,
+            return new OptimizationResult(read(best, precision, n), hist, r.getEpochs(), r.getSteps(), r.getBest_epoch(), r.getBest_score(), stoppedEarly, sizes,
                                           new double[] {r.getTraining_loss(), r.getValidation_loss(), r.getTest_loss()});
         } finally {
             t.delete();
             r.delete();
         }
     }
+
+    /** A direct buffer for n elements of p in native order: what the library writes a training result into. */
+    private static ByteBuffer direct(Precision p, long n) { return ByteBuffer.allocateDirect((int) n * p.size()).order(ByteOrder.nativeOrder()); }
 
     // ---- checkpoints (collective: every rank calls with the same arguments); a failed load changes nothing ----
     /** The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank. */
@@ -339,9 +350,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public NativeView getTensorParameters(int t) { return view(shardopt_native.shardopt_optimizer_tensor_parameters(h(), t), getTensorSize(t), life); }
     /** Packed copy into out: a float[]/double[] (the layout's type) or a direct buffer of getElementCount() elements. */
     public void getParameters(Object out) {
-        Data d = checkData(out, getElementCount(), precision, "out", false);
-        shardopt_native.shardopt_optimizer_get_parameters(m(), d.ref, d.count);
-        d.back();
+        checkData(out, getElementCount(), precision, "out", false);
+        shardopt_native.shardopt_optimizer_get_parameters(m(), out);
     }
 
     /** As {@link #getParameters(Object)}; count must be getElementCount(). */
@@ -356,7 +366,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public Object packedParameters() { return packed(precision, "packedParameters"); }
     private Object packed(Precision p, String what) {
         if (h() != null && precision != p) throw new IllegalArgumentException(what + ": the parameters are " + precision);
-        Object a = Data.of(p, getElementCount()).data;
+        Object a = p.array(getElementCount());
         getParameters(a);
         return a;
     }
@@ -366,8 +376,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public void setParameters(double[] values) { setParameters((Object) values); }
     public void setParameters(Buffer values) { setParameters((Object) values); }
     private void setParameters(Object values) {
-        Data d = checkData(values, getElementCount(), precision, "values", false);
-        shardopt_native.shardopt_optimizer_set_parameters(m(), d.ref, d.count);
+        checkData(values, getElementCount(), precision, "values", false);
+        shardopt_native.shardopt_optimizer_set_parameters(m(), values);
     }
 
     /** FSDP: the unit's full parameters (collective), valid until release(bucket) or close. */
