@@ -1062,11 +1062,15 @@ typedef struct shardopt_pipeline_s *shardopt_pipeline;
 SHARDOPT_API shardopt_status shardopt_pipeline_create(shardopt_optimizer opt, const shardopt_pipeline_stage *stage,
                                                       const shardopt_pipeline_options *options,
                                                       shardopt_pipeline *out);
+/* INVALID_STATE while a batch of the pipeline runs (from a stage). */
 SHARDOPT_API shardopt_status shardopt_pipeline_destroy(shardopt_pipeline pipeline);
 /* Collective over the optimizer's world: one batch and one optimizer step; result may be NULL.
  * A failing callback or stage aborts the pipeline group, so every stage returns an error at once
  * (INVALID_STATE naming the rank and the callback's return code, or shardopt_model_error's
- * message when the callback set one). */
+ * message when the callback set one). While the batch runs the optimizer is the batch's, as it is
+ * its training loop's inside train: a call that changes it or is collective (destroy included),
+ * from a stage or another thread, is INVALID_STATE ("not while a pipeline batch is running on this
+ * optimizer"); so is run_batch from a stage. A stage may read it (queries, tensor_parameters). */
 SHARDOPT_API shardopt_status shardopt_pipeline_run_batch(shardopt_pipeline pipeline, shardopt_pipeline_result *result);
 /* From a forward callback: sets the output's element count and returns its buffer in *data. */
 SHARDOPT_API shardopt_status shardopt_activation_resize(shardopt_activation output, size_t count, void **data);

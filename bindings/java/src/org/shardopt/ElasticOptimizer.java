@@ -54,7 +54,7 @@ public class ElasticOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TI
     public int getGeneration() { return (int) status(shardopt_elastic_status::getGeneration); }
     public long getCheckpointsPublished() { return status(shardopt_elastic_status::getCheckpoints_published); }
     /** Collective: a checkpoint now, at a step boundary; IOException when its files could not be written. */
-    public void checkpoint() throws IOException { shardopt_native.shardopt_optimizer_checkpoint_now(m()); }
+    public void checkpoint() throws IOException { shardopt_native.shardopt_optimizer_checkpoint_now(h()); }
     /** Collective: waits for the checkpoint being written and publishes it (at the end of training). */
-    public void finishCheckpoint() throws IOException { shardopt_native.shardopt_optimizer_finish_checkpoint(m()); }
+    public void finishCheckpoint() throws IOException { shardopt_native.shardopt_optimizer_finish_checkpoint(h()); }
 }

@@ -17,7 +17,6 @@ public final class PipelineRunner<A> implements AutoCloseable {
     private final ShardedOptimizer<?, ?, ?> optimizer;
     private final SWIGTYPE_p_shardopt_optimizer_s optimizerHandle;
     private final Bridge bridge;
-    private volatile Thread running;
     /** 1F1B over p micro-batches. */
     public PipelineRunner(ShardedOptimizer<?, ?, ?> optimizer, PipelineStage<A> stage) { this(optimizer, stage, 0, PipelineSchedule.ONE_F_ONE_B, 0); }
     public PipelineRunner(ShardedOptimizer<?, ?, ?> optimizer, PipelineStage<A> stage, int numMicroBatches, PipelineSchedule schedule) {
@@ -46,7 +45,6 @@ public final class PipelineRunner<A> implements AutoCloseable {
     public PipelineBatchResult runBatch() {
         if (bridge.pipe == 0) throw new IllegalStateException("the PipelineRunner was closed");
         if (optimizer.h() != optimizerHandle) throw new IllegalStateException("the PipelineRunner's optimizer was reset since the runner was made");
-        optimizer.batch(running = Thread.currentThread());
         shardopt_pipeline_result r = new shardopt_pipeline_result();
         bridge.failure = null;
         try {
@@ -55,14 +53,11 @@ public final class PipelineRunner<A> implements AutoCloseable {
         } catch (RuntimeException e) {
             if (bridge.failure instanceof Error) throw (Error) bridge.failure;
             throw bridge.failure != null ? (RuntimeException) bridge.failure : e;
-        } finally {
-            optimizer.batch(running = null);
         }
     }
 
-    /** Releases the native pipeline; later runBatch calls throw IllegalStateException. */
+    /** Releases the native pipeline (the library refuses from a stage); later runBatch calls throw IllegalStateException. */
     @Override public void close() {
-        if (running != null) throw new IllegalStateException("not while runBatch is running (called from a stage callback?)");
         if (bridge.pipe != 0) shardopt_native.shardopt_pipeline_destroy(bridge);
         bridge.pipe = 0;
     }

@@ -30,7 +30,6 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     private final Map<Integer, Lifetime> gathered = new HashMap<>(); // FSDP units handed out by gather()
     private String closedBy;
     private boolean stoppedEarly;
-    private volatile Thread batchThread; // a PipelineRunner batch running on this optimizer
     /** strategy: what the class sets in its copy of the configuration's options, checked now with them. */
     ShardedOptimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config, Consumer<shardopt_sharding_options> strategy) {
         this.wrapped = Objects.requireNonNull(wrapped, "wrappedOptimizer");
@@ -78,7 +77,6 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     }
 
     private ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters, Precision modelT) {
-        notInBatch();
         if (handle != null) throw new IllegalStateException("the optimizer is already initialized");
         Precision given = layout.getPrecision(), p = modelT != null ? modelT : given != null ? given : Precision.of(initial, Precision.FLOAT32);
         if (given != null && given != p)
@@ -140,21 +138,6 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return handle;
     }
 
-    /** h() for what changes the optimizer: refused during a pipeline batch (during training the library refuses it). */
-    SWIGTYPE_p_shardopt_optimizer_s m() { notInBatch(); return h(); }
-    /** PipelineRunner: a batch runs on this optimizer on thread t (null: it ended). */
-    void batch(Thread t) {
-        if (t != null) notInBatch();
-        batchThread = t;
-    }
-
-    private void notInBatch() {
-        Thread t = batchThread;
-        if (t != null)
-            throw new IllegalStateException("not while a pipeline batch is running on this optimizer ("
-                    + (t == Thread.currentThread() ? "called from a stage callback" : "called from another thread") + ")");
-    }
-
     public boolean isInitialized() { return handle != null; }
     public ParameterLayout getParameterLayout() { return layout; }
     /** The element type of the parameters, once initialized. */
@@ -164,11 +147,11 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override public Optimizer<T, TInput, TOutput> getWrappedOptimizer() { return wrapped; }
     @Override public ShardingConfiguration<T> getShardingConfiguration() { return config; }
     @Override public OptimizerOptions<T, TInput, TOutput> getOptions() { return wrapped.getOptions(); }
-    @Override public void synchronizeOptimizerState() { shardopt_native.shardopt_optimizer_synchronize_state(m()); }
+    @Override public void synchronizeOptimizerState() { shardopt_native.shardopt_optimizer_synchronize_state(h()); }
     /** Collective: true on every rank when any rank's last optimize stopped early (AiDotNet's Max-allreduce vote). */
     @Override public boolean shouldEarlyStop() { return shouldEarlyStop(stoppedEarly); }
     /** Collective: true on every rank when any rank votes true. */
-    public boolean shouldEarlyStop(boolean vote) { return shardopt_native.shardopt_optimizer_should_early_stop(m(), vote ? 1 : 0) != 0; }
+    public boolean shouldEarlyStop(boolean vote) { return shardopt_native.shardopt_optimizer_should_early_stop(h(), vote ? 1 : 0) != 0; }
     /** AiDotNet's Optimize(inputData), collective: trains the wrapped optimizer's model on XTrain/YTrain, scores
      *  XValidation/YValidation after each epoch when given, and the best solution on every set given; the model receives
      *  the best solution. The first call creates the native optimizer from the model (element type: the model's T). */
@@ -217,7 +200,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return null;
     }
 
-    /** m(), created first from the wrapped optimizer's model when there is one (optimize, deserialize and loadModel work
+    /** h(), created first from the wrapped optimizer's model when there is one (optimize, deserialize and loadModel work
      *  on a new optimizer in AiDotNet's form). */
     private SWIGTYPE_p_shardopt_optimizer_s ensure() {
         IGradientModel<T, TInput, TOutput> model = wrapped.getModel();
@@ -227,7 +210,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             initialize(model.getParameterLayout(), model.getParameters(), null, t == Double.class ? Precision.FLOAT64 : t == Float.class ? Precision.FLOAT32 : null);
         }
 
-        return m();
+        return h();
     }
 
     /** What the trampoline of shardopt_java.i calls: the model (its views valid during the call) and a custom schedule's
@@ -281,7 +264,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     }
 
     private OptimizationResult train(GradientModel model, long[] sizes) {
-        SWIGTYPE_p_shardopt_optimizer_s x = m();
+        SWIGTYPE_p_shardopt_optimizer_s x = h();
         OptimizerOptions<T, TInput, TOutput> oo = wrapped.getOptions();
         shardopt_training_options t = oo.run(oo.getLearningRateSchedule());
         shardopt_training_result r = new shardopt_training_result();
@@ -320,7 +303,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     // ---- checkpoints (collective: every rank calls with the same arguments); a failed load changes nothing ----
     /** The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank. */
-    @Override public byte[] serialize() throws IOException { return shardopt_native.shardopt_optimizer_serialize(m()); }
+    @Override public byte[] serialize() throws IOException { return shardopt_native.shardopt_optimizer_serialize(h()); }
     /** Loads bytes from {@link #serialize}; IOException when they are corrupt, IllegalArgumentException for another layout. */
     @Override public void deserialize(byte[] data) throws IOException {
         shardopt_native.shardopt_optimizer_deserialize(ensure(), ByteBuffer.allocateDirect(data.length).put(data), data.length);
@@ -330,7 +313,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override public void saveModel(String path) throws IOException { saveModel(path, false); }
     /** consolidated: rank 0 writes one file (and model.safetensors). */
     public void saveModel(String path, boolean consolidated) throws IOException {
-        shardopt_native.shardopt_optimizer_save(m(), Objects.requireNonNull(path, "path"), consolidated ? 1 : 0);
+        shardopt_native.shardopt_optimizer_save(h(), Objects.requireNonNull(path, "path"), consolidated ? 1 : 0);
     }
 
     /** Loads a checkpoint of either form, of any strategy and world size; IOException when missing, unreadable or corrupt. */
@@ -351,7 +334,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     /** Packed copy into out: a float[]/double[] (the layout's type) or a direct buffer of getElementCount() elements. */
     public void getParameters(Object out) {
         checkData(out, getElementCount(), precision, "out", false);
-        shardopt_native.shardopt_optimizer_get_parameters(m(), out);
+        shardopt_native.shardopt_optimizer_get_parameters(h(), out);
     }
 
     /** As {@link #getParameters(Object)}; count must be getElementCount(). */
@@ -377,19 +360,19 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public void setParameters(Buffer values) { setParameters((Object) values); }
     private void setParameters(Object values) {
         checkData(values, getElementCount(), precision, "values", false);
-        shardopt_native.shardopt_optimizer_set_parameters(m(), values);
+        shardopt_native.shardopt_optimizer_set_parameters(h(), values);
     }
 
     /** FSDP: the unit's full parameters (collective), valid until release(bucket) or close. */
     public NativeView gather(int bucket) {
-        long address = shardopt_native.shardopt_optimizer_gather(m(), bucket);
+        long address = shardopt_native.shardopt_optimizer_gather(h(), bucket);
         Lifetime l = new Lifetime("FSDP unit " + bucket), old = gathered.put(bucket, l);
         if (old != null) old.invalidate("the unit was gathered again");
         return view(address, getBucketSize(bucket), l);
     }
 
     public void release(int bucket) {
-        shardopt_native.shardopt_optimizer_release(m(), bucket);
+        shardopt_native.shardopt_optimizer_release(h(), bucket);
         Lifetime l = gathered.remove(bucket);
         if (l != null) l.invalidate("release(" + bucket + ") was called");
     }
@@ -397,16 +380,16 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     // ---- learning rate and the step protocol ----
     /** The rate the next step uses (the options' or configuration's at creation, setLearningRate's, a checkpoint's). */
     public double getLearningRate() { return shardopt_native.shardopt_optimizer_learning_rate(h()); }
-    public void setLearningRate(double lr) { shardopt_native.shardopt_optimizer_set_learning_rate(m(), lr); }
+    public void setLearningRate(double lr) { shardopt_native.shardopt_optimizer_set_learning_rate(h(), lr); }
     public long getStepCount() { return shardopt_native.shardopt_optimizer_step_count(h()); }
-    public void zeroGrad() { shardopt_native.shardopt_optimizer_zero_grad(m()); }
+    public void zeroGrad() { shardopt_native.shardopt_optimizer_zero_grad(h()); }
     public NativeView getBucketGradient(int bucket) { long[] g = shardopt_native.shardopt_optimizer_bucket_grad(h(), bucket); return view(g[0], g[1], life); }
     public NativeView getTensorGradient(int tensor) { long[] g = shardopt_native.shardopt_optimizer_tensor_grad(h(), tensor); return view(g[0], g[1], life); }
-    public void gradReady(int bucket) { shardopt_native.shardopt_optimizer_grad_ready(m(), bucket); }
+    public void gradReady(int bucket) { shardopt_native.shardopt_optimizer_grad_ready(h(), bucket); }
     public StepResult step() {
         shardopt_step_result r = new shardopt_step_result();
         try {
-            shardopt_native.shardopt_optimizer_step(m(), r);
+            shardopt_native.shardopt_optimizer_step(h(), r);
             return new StepResult(r);
         } finally {
             r.delete(); // at once: a step is frequent
@@ -422,9 +405,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return new MemoryStats(m);
     }
 
-    /** Frees the native optimizer (refused, changing nothing, from its training loop or a pipeline batch). */
+    /** Frees the native optimizer (the library refuses, changing nothing, from its training loop or a pipeline batch). */
     private void release() {
-        notInBatch();
         if (handle != null) shardopt_native.shardopt_optimizer_destroy(handle);
         handle = null;
         external = null;
