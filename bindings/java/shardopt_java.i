@@ -84,26 +84,16 @@ static int so_iae(JNIEnv *env, const char *format, ...) {
     (*env)->ThrowNew(env, (*env)->FindClass(env, "java/lang/IllegalArgumentException"), m);
     return 0;
 }
-static const char *so_text(JNIEnv *env, jobject o, char *to, size_t size) { /* o.toString() */
-    jstring s = (jstring)(*env)->CallObjectMethod(env, o, (*env)->GetMethodID(env, (*env)->FindClass(env, "java/lang/Object"),
-                                                                                 "toString", "()Ljava/lang/String;"));
-    const char *c = s ? (*env)->GetStringUTFChars(env, s, NULL) : NULL;
-    snprintf(to, size, "%s", c ? c : "?");
-    if (c) (*env)->ReleaseStringUTFChars(env, s, c);
-    return to;
-}
 static int so_mem_get(JNIEnv *env, jobject o, const char *what, int out, so_mem *m) {
     static const char *const kind[] = {"[F", "[D", "java/nio/FloatBuffer", "java/nio/DoubleBuffer"};
+    static const uint16_t one = 1;
+    const char *native = *(const unsigned char *)&one ? "LITTLE_ENDIAN" : "BIG_ENDIAN";
     jclass order, buffer;
-    jobject mine, native;
-    char a[64], b[64];
     int k = 0;
     memset(m, 0, sizeof *m);
     if (!o) return (*env)->ThrowNew(env, (*env)->FindClass(env, "java/lang/NullPointerException"), what), 0;
     while (k < 4 && !(*env)->IsInstanceOf(env, o, (*env)->FindClass(env, kind[k]))) ++k;
-    if (k == 4)
-        return so_iae(env, "%s must be a float[], double[], or a direct FloatBuffer or DoubleBuffer, not %s", what,
-                      so_text(env, (*env)->GetObjectClass(env, o), a, sizeof a));
+    if (k == 4) return so_iae(env, "%s must be a float[], double[], or a direct FloatBuffer or DoubleBuffer", what);
     m->dtype = k % 2 ? SHARDOPT_F64 : SHARDOPT_F32;
     if (k < 2) {
         if (!(m->n = (size_t)(*env)->GetArrayLength(env, o))) return m->p = so_empty, 1;
@@ -114,11 +104,11 @@ static int so_mem_get(JNIEnv *env, jobject o, const char *what, int out, so_mem 
     if (!(m->p = (*env)->GetDirectBufferAddress(env, o)))
         return so_iae(env, "%s must be a direct buffer (ByteBuffer.allocateDirect)", what);
     order = (*env)->FindClass(env, "java/nio/ByteOrder"), buffer = (*env)->FindClass(env, "java/nio/Buffer");
-    mine = (*env)->CallObjectMethod(env, o, (*env)->GetMethodID(env, (*env)->FindClass(env, kind[k]), "order", "()Ljava/nio/ByteOrder;"));
-    native = (*env)->CallStaticObjectMethod(env, order, (*env)->GetStaticMethodID(env, order, "nativeOrder", "()Ljava/nio/ByteOrder;"));
-    if (!(*env)->IsSameObject(env, mine, native))
+    if (!(*env)->IsSameObject(env, (*env)->CallObjectMethod(env, o, (*env)->GetMethodID(env, (*env)->FindClass(env, kind[k]), "order",
+                                                                                         "()Ljava/nio/ByteOrder;")),
+                              (*env)->GetStaticObjectField(env, order, (*env)->GetStaticFieldID(env, order, native, "Ljava/nio/ByteOrder;"))))
         return so_iae(env, "%s is in %s byte order; native code reads %s (make it with ByteBuffer.allocateDirect(n).order("
-                      "ByteOrder.nativeOrder()))", what, so_text(env, mine, a, sizeof a), so_text(env, native, b, sizeof b));
+                      "ByteOrder.nativeOrder()))", what, native[0] == 'L' ? "BIG_ENDIAN" : "LITTLE_ENDIAN", native);
     m->p = (char *)m->p + (*env)->CallIntMethod(env, o, (*env)->GetMethodID(env, buffer, "position", "()I")) * (k % 2 ? 8 : 4);
     m->n = (size_t)(*env)->CallIntMethod(env, o, (*env)->GetMethodID(env, buffer, "remaining", "()I"));
     return 1;
@@ -134,11 +124,13 @@ static jarray so_gather_scatter(JNIEnv *env, shardopt_comm comm, jobject data, i
     jarray out;
     if (!so_mem_get(env, data, "data", 0, m)) return NULL;
     shardopt_comm_size(comm, &ws); /* a bad handle fails the call itself */
-    if (!gather && m->n % (size_t)ws)
-        return so_iae(env, "reduceScatter: data has %zu elements, not a multiple of the world size %d", m->n, ws), NULL;
     n = gather ? m->n * (size_t)ws : m->n / (size_t)ws;
-    out = m->dtype == SHARDOPT_F64 ? (jarray)(*env)->NewDoubleArray(env, (jsize)n) : (jarray)(*env)->NewFloatArray(env, (jsize)n);
-    return out && so_mem_get(env, out, "the result", 1, r) ? out : NULL;
+    if (!gather && m->n % (size_t)ws)
+        so_iae(env, "reduceScatter: data has %zu elements, not a multiple of the world size %d", m->n, ws), out = NULL;
+    else out = m->dtype == SHARDOPT_F64 ? (jarray)(*env)->NewDoubleArray(env, (jsize)n) : (jarray)(*env)->NewFloatArray(env, (jsize)n);
+    if (out && so_mem_get(env, out, "the result", 1, r)) return out;
+    so_mem_release(env, m); /* failed: nothing else will */
+    return NULL;
 }
 
 #define SO_SETTER(wrapper) (sizeof(wrapper) > 5 && !memcmp((wrapper) + sizeof(wrapper) - 5, "_set", 4)) /* folded */
@@ -193,7 +185,7 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
 %apply shardopt_status SO_LONGS { shardopt_status shardopt_optimizer_tensor_info, shardopt_status shardopt_optimizer_element_count,
     shardopt_status shardopt_optimizer_bucket_grad, shardopt_status shardopt_optimizer_tensor_grad, shardopt_status shardopt_stage_call_grad };
 %apply shardopt_status SO_BYTES { shardopt_status shardopt_optimizer_serialize };
-%apply shardopt_status SO_ARRAY { shardopt_status shardopt_allgather, shardopt_status shardopt_reduce_scatter };
+%apply shardopt_status SO_ARRAY { shardopt_status shardopt_allgather, shardopt_status shardopt_reduce_scatter, shardopt_status shardopt_scatter };
 %apply shardopt_status SO_COMM { shardopt_status shardopt_comm_create_inprocess_member, shardopt_status shardopt_comm_create_from_env,
     shardopt_status shardopt_comm_create_single };
 %apply shardopt_status SO_PARAMS { shardopt_status shardopt_params_create };
@@ -240,9 +232,9 @@ SO_MEM1((const void *buffer, size_t count, shardopt_dtype dtype), "data", 0, $1 
 SO_MEM1((void *packed, size_t count), "out", 1, $1 = m.p; $2 = m.n;)
 SO_MEM1((const void *packed, size_t count), "values", 0, $1 = m.p; $2 = m.n;)
 SO_MEM1((void *param_buffer, size_t param_count), "parameters", 1, $1 = m.p; $2 = m.n;) /* a direct buffer: it outlives the call */
-SO_MEM(const void *initial, (so_mem m), if ($input && !so_mem_get(jenv, $input, "initial", 0, &m)) return $null;
-       $1 = $input ? m.p : NULL;,
-       "if ($input) so_mem_release(jenv, &m$argnum);")
+SO_MEM(const void *initial, (so_mem m, jobject o), o = $input; m.array = NULL;, "so_mem_release(jenv, &m$argnum);")
+%typemap(check) const void *initial /* after the other arguments, which then have nothing to release when it fails */
+    %{ if (o$argnum && !so_mem_get(jenv, o$argnum, "initial", 0, &m$argnum)) return $null; $1 = o$argnum ? m$argnum.p : NULL; %}
 %define SO_GATHER_SCATTER(COUNT, GATHER) /* the result, a new array, is returned */
 SO_MEM((const void *send, void *recv, size_t COUNT, shardopt_dtype dtype), (so_mem m, so_mem r, jarray out = NULL),
        if (!(out = so_gather_scatter(jenv, arg1, $input, GATHER, &m, &r))) return $null;
@@ -251,6 +243,13 @@ SO_MEM((const void *send, void *recv, size_t COUNT, shardopt_dtype dtype), (so_m
 %enddef
 SO_GATHER_SCATTER(send_count, 1)
 SO_GATHER_SCATTER(recv_count, 0)
+%typemap(in, numinputs=0) (void **recv, size_t *recv_count) (void *d = NULL, size_t n = 0) "$1 = &d; $2 = &n;"
+%typemap(argout) (void **recv, size_t *recv_count) %{ /* scatter: this rank's part, an array of the buffer's type */
+    if (d$argnum && arg4 == SHARDOPT_F64 && ($result = (*jenv)->NewDoubleArray(jenv, (jsize)n$argnum)))
+        (*jenv)->SetDoubleArrayRegion(jenv, $result, 0, (jsize)n$argnum, (const jdouble *)d$argnum);
+    else if (d$argnum && ($result = (*jenv)->NewFloatArray(jenv, (jsize)n$argnum)))
+        (*jenv)->SetFloatArrayRegion(jenv, $result, 0, (jsize)n$argnum, (const jfloat *)d$argnum);
+    shardopt_buffer_free(d$argnum); %}
 %typemap(jni) void *DIRECT, shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "jobject"
 %typemap(jtype) void *DIRECT "java.nio.Buffer"
 %typemap(jstype) void *DIRECT "java.nio.Buffer"

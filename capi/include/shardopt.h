@@ -186,6 +186,13 @@ SHARDOPT_API shardopt_status shardopt_allgather(shardopt_comm comm, const void *
                                                 shardopt_dtype dtype);
 SHARDOPT_API shardopt_status shardopt_broadcast(shardopt_comm comm, void *buffer, size_t count, shardopt_dtype dtype,
                                                 int root);
+/* Root's buffer of count elements (a multiple of the world size; ignored on the other ranks, whose
+ * count need not be known) split in rank order: each rank's part, count / size elements, in *recv,
+ * allocated by the library (release it with shardopt_buffer_free), its element count in
+ * *recv_count. Every rank passes the same dtype and root. A count that is not a multiple of the
+ * world size (or a NULL buffer) on root is INVALID_ARGUMENT on every rank. */
+SHARDOPT_API shardopt_status shardopt_scatter(shardopt_comm comm, const void *buffer, size_t count, shardopt_dtype dtype,
+                                              int root, void **recv, size_t *recv_count);
 /* Like allreduce, but only root's recv is written (recv may be NULL on other ranks). */
 SHARDOPT_API shardopt_status shardopt_reduce(shardopt_comm comm, const void *send, void *recv, size_t count,
                                              shardopt_dtype dtype, shardopt_reduce_op op, int root);

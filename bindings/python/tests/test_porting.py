@@ -34,7 +34,7 @@ def test_every_collective_in_both_element_types(dtype):
         assert g.dtype == dtype and g.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
         rs = b.reduce_scatter(np.arange(8, dtype=dtype))
         assert rs.dtype == dtype and rs.tolist() == [4 * (2 * r), 4 * (2 * r + 1)]
-        sc = b.scatter(np.arange(8, dtype=dtype) * 10 if r == 1 else None, root=1, count=2, dtype=dtype)
+        sc = b.scatter(np.arange(8, dtype=dtype) * 10 if r == 1 else None, root=1, dtype=dtype)
         assert sc.dtype == dtype and sc.tolist() == [20 * r, 20 * r + 10]
         if r % 2 == 0:
             b.send(np.array([r, r + 0.5], dtype), r + 1, tag=7)

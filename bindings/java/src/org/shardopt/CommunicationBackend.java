@@ -1,8 +1,5 @@
 package org.shardopt;
 
-import java.lang.reflect.Array;
-import java.util.Arrays;
-import org.shardopt.ParameterLayout.Precision;
 import org.shardopt.internal.SWIGTYPE_p_shardopt_comm_s;
 import org.shardopt.internal.shardopt_native;
 
@@ -40,34 +37,12 @@ public class CommunicationBackend<T> implements AutoCloseable {
     /** data (worldSize * k elements on every rank) reduced with op over ranks; this rank gets its slice of k. */
     public float[] reduceScatter(float[] data, ReductionOperation op) { return (float[]) shardopt_native.shardopt_reduce_scatter(handle(), data, op(op)); }
     public double[] reduceScatter(double[] data, ReductionOperation op) { return (double[]) shardopt_native.shardopt_reduce_scatter(handle(), data, op(op)); }
-    /** root's data (worldSize * k elements) split in rank order: each rank gets its slice of k (the others pass null).
-     *  The C ABI has no scatter: root broadcasts k (-1 when it rejects its data, so every rank fails at once), then the data. */
-    public float[] scatter(float[] data, int root) { return (float[]) scatterAny(data, root, Precision.FLOAT32); }
-    public double[] scatter(double[] data, int root) { return (double[]) scatterAny(data, root, Precision.FLOAT64); }
+    /** root's data (worldSize * k elements) split in rank order: each rank gets its slice of k (the others pass null,
+     *  which is no data on root); the library's shardopt_scatter, so a mistake on root fails every rank at once. */
+    public float[] scatter(float[] data, int root) { return (float[]) shardopt_native.shardopt_scatter(handle(), data != null ? data : new float[0], root); }
+    public double[] scatter(double[] data, int root) { return (double[]) shardopt_native.shardopt_scatter(handle(), data != null ? data : new double[0], root); }
     public float[] scatter(float[] data) { return scatter(data, 0); }
     public double[] scatter(double[] data) { return scatter(data, 0); }
-    private Object scatterAny(Object data, int root, Precision type) {
-        int size = getWorldSize(), rank = getRank();
-        if (root < 0 || root >= size) throw new IllegalArgumentException("root " + root + " outside [0, " + size + ")");
-        double[] k = {-1};
-        RuntimeException rootError = null;
-        try {
-            int n = rank == root ? Array.getLength(java.util.Objects.requireNonNull(data, "data")) : 0;
-            if (n % size != 0) throw new IllegalArgumentException("scatter: data has " + n + " elements, not a multiple of the world size " + size);
-            if (rank == root) k[0] = n / size;
-        } catch (RuntimeException e) {
-            rootError = e;
-        }
-
-        broadcast(k, root);
-        if (rootError != null) throw rootError;
-        if (k[0] < 0) throw new IllegalArgumentException("scatter: root rank " + root + " rejected its data");
-        int n = (int) k[0];
-        Object all = rank == root ? data : type.array((long) n * size);
-        broadcast(all, root);
-        return all instanceof float[] ? Arrays.copyOfRange((float[]) all, rank * n, rank * n + n) : Arrays.copyOfRange((double[]) all, rank * n, rank * n + n);
-    }
-
     /** Point to point (buffered): data to rank dest with tag (>= 0). */
     public void send(Object data, int dest, int tag) { shardopt_native.shardopt_send(handle(), data, dest, tag); }
     public void send(Object data, int dest) { send(data, dest, 0); }
