@@ -21,12 +21,6 @@ class GradientCompression(enum.IntEnum):
     parse = classmethod(lambda cls, value: parse_enum(cls, value, "gradient compression"))
 
 
-def _name(name):
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a tensor needs a non-empty name (got {name!r})")
-    return name
-
-
 def _count(name, what, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"tensor '{name}': {what} must be an integer, not {type(value).__name__}")
@@ -48,11 +42,11 @@ class ParameterLayout(NativeResource):
     def add(self, name, count, tp_replicated=False):
         if isinstance(count, tuple) and len(count) == 2:
             return self.add_matrix(name, *count, tp_replicated)
-        _n.shardopt_params_add(self._handle, _name(name), _count(name, "count", count), int(tp_replicated))
+        _n.shardopt_params_add(self._handle, name, _count(name, "count", count), int(tp_replicated))
         return self
 
     def add_matrix(self, name, rows, cols, tp_replicated=False):
-        _n.shardopt_params_add_matrix(self._handle, _name(name), _count(name, "rows", rows), _count(name, "cols", cols),
+        _n.shardopt_params_add_matrix(self._handle, name, _count(name, "rows", rows), _count(name, "cols", cols),
                                       int(tp_replicated))
         return self
 
