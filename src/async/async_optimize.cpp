@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "../sharding/epoch_order.hpp"
-#include "../sharding/epoch_progress.hpp"
-#include "../sharding/vector_ops.hpp"
+#include "../optim/vector_ops.hpp"
+#include "../training/epoch_order.hpp"
+#include "../training/epoch_progress.hpp"
 #include "async_state.hpp"
 #include "session.hpp"
 #include "shardopt/batch_split.hpp"
@@ -51,12 +51,12 @@ OptimizeResult AsyncSgdOptimizer::optimize(const ModelFunction &model, const Opt
 
     const auto started = Clock::now();
     AsyncSgdStats stats;
-    EpochProgress progress(
+    training::EpochProgress progress(
         o, n * elem, [&s](void *packed) { s.view_to_packed(packed); },
         [this](bool vote) { return should_early_stop(vote); });
     OptimizeResult &result = progress.result();
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
-        const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
+        const std::vector<std::int64_t> order = training::epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
         // The epoch's clocks: one per batch, as far as max_iterations allows.
         std::vector<std::int64_t> clock_samples;
         for (std::int64_t start = 0; start < o.num_samples; start += batch) {

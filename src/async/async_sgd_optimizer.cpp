@@ -4,8 +4,8 @@
 
 #include "../sharding/engine/host_space.hpp"
 #include "../sharding/engine/rank_agreement.hpp"
+#include "../params/owned_segments.hpp"
 #include "../sharding/memory_plan.hpp"
-#include "../sharding/owned_segments.hpp"
 #include "async_state.hpp"
 #include "shardopt/error.hpp"
 #include "wire.hpp"

@@ -10,8 +10,9 @@
 #include <cstring>
 #include <functional>
 
-#include "../async_save.hpp"
-#include "../checkpoint_target.hpp"
+#include "../../checkpoint/async_save.hpp"
+#include "../../checkpoint/checkpoint_target.hpp"
+#include "../placement.hpp"
 #include "rank_agreement.hpp"
 #include "step_engine.hpp"
 #include "shardopt/error.hpp"
@@ -119,7 +120,8 @@ Communicator &StepEngine::host_comm(Communicator &comm) {
 
 class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
   public:
-    explicit CheckpointView(StepEngine &engine) : e_(engine), state_(std::size_t(engine.state_slots_)) {
+    explicit CheckpointView(StepEngine &engine)
+        : e_(engine), placement_(placement_of(engine.plan_, engine.grid_)), state_(std::size_t(engine.state_slots_)) {
         e_.wait_param_gathers(); // the parameters they write are the ones saved or replaced
     }
 
@@ -129,8 +131,7 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
     int state_slots() const override { return e_.state_slots_; }
     const ShardingOptions &sharding() const override { return e_.options_; }
     std::int64_t step_count() const override { return e_.step_count_; }
-    const StrategyPlan &plan() const override { return e_.plan_; }
-    const HybridGrid &grid() const override { return e_.grid_; }
+    const checkpoint::Placement &placement() const override { return placement_; }
     int micro_step() const override { return e_.micro_step_; }
     const std::vector<OwnedSegment> &chunk_segments() const override { return e_.chunk_segments_; }
 
@@ -175,6 +176,7 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
 
   private:
     StepEngine &e_;
+    const checkpoint::Placement placement_;
     std::vector<unsigned char> params_;              // host_part(-1), once asked for
     std::vector<std::vector<unsigned char>> state_; // host_part(k), once asked for
 };

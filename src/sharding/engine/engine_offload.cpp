@@ -12,7 +12,7 @@
 #include <string>
 
 #include "../memory_plan.hpp"
-#include "../vector_ops.hpp"
+#include "../../optim/vector_ops.hpp"
 #include "shardopt/error.hpp"
 #include "step_engine.hpp"
 

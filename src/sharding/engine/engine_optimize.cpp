@@ -8,9 +8,9 @@
 #include <cstring>
 #include <vector>
 
-#include "../epoch_order.hpp"
-#include "../epoch_progress.hpp"
-#include "../vector_ops.hpp"
+#include "../../training/epoch_order.hpp"
+#include "../../training/epoch_progress.hpp"
+#include "../../optim/vector_ops.hpp"
 #include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
 #include "step_engine.hpp"
@@ -46,12 +46,12 @@ OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOp
     std::vector<unsigned char> params(n * elem), grads(n * elem);
     std::vector<std::int64_t> samples;
 
-    EpochProgress progress(
+    training::EpochProgress progress(
         o, n * elem, [this](void *packed) { get_parameters(packed); },
         [this](bool vote) { return should_early_stop(vote); });
     OptimizeResult &result = progress.result();
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
-        const std::vector<std::int64_t> order = epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
+        const std::vector<std::int64_t> order = training::epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);
         double epoch_loss_sum = 0.0;
         std::int64_t epoch_samples = 0;
         bool hit_limit = false;

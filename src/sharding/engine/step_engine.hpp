@@ -18,7 +18,7 @@
 #include "../hybrid_grid.hpp"
 #include "../offload/offload_plan.hpp"
 #include "../offload/offload_schedule.hpp"
-#include "../owned_segments.hpp"
+#include "../../params/owned_segments.hpp"
 #include "../strategies/strategy_plan.hpp"
 #include "offload_lanes.hpp"
 #include "space.hpp"

@@ -3,7 +3,7 @@
 #include <limits>
 #include <utility>
 
-namespace shardopt {
+namespace shardopt::training {
 
 EpochProgress::EpochProgress(const OptimizeOptions &options, std::size_t packed_bytes,
                              std::function<void(void *)> read_packed, std::function<bool(bool)> agree_stop)
@@ -41,4 +41,4 @@ OptimizeResult EpochProgress::finish() {
     return std::move(result_);
 }
 
-} // namespace shardopt
+} // namespace shardopt::training

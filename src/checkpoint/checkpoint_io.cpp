@@ -7,13 +7,13 @@
 #include <cstring>
 #include <random>
 
-#include "../checkpoint/atomic_file.hpp"
-#include "../checkpoint/collective_errors.hpp"
-#include "../checkpoint/container_format.hpp"
-#include "../checkpoint/manifest.hpp"
-#include "../checkpoint/resharding.hpp"
-#include "../checkpoint/safetensors_writer.hpp"
+#include "atomic_file.hpp"
 #include "checkpoint_target.hpp"
+#include "collective_errors.hpp"
+#include "container_format.hpp"
+#include "manifest.hpp"
+#include "resharding.hpp"
+#include "safetensors_writer.hpp"
 #include "stage_layouts.hpp"
 #include "shardopt/error.hpp"
 
@@ -96,7 +96,7 @@ bool host_is_little_endian() {
 
 void check_checkpointable(const CheckpointTarget &target, const char *what) {
     require(host_is_little_endian(), ErrorCode::unsupported, "checkpoints need a little-endian host");
-    require(target.grid().tp_size == 1, ErrorCode::unsupported,
+    require(target.placement().tp_size == 1, ErrorCode::unsupported,
             std::string(what) + ": checkpoints of hybrid grids with tensor parallelism are not supported "
                                 "(tensors split across ranks); pipeline stages are");
     require(target.micro_step() == 0, ErrorCode::invalid_state,
@@ -124,7 +124,7 @@ Manifest manifest_of(const CheckpointTarget &target, int world_size) {
 } // namespace
 
 std::size_t CheckpointTarget::part_elements(int k) const {
-    const bool sharded = k < 0 ? plan().params_sharded() : plan().state_sharded();
+    const bool sharded = k < 0 ? placement().params_sharded : placement().state_sharded;
     return sharded ? layout().shard_count() : layout().padded_count();
 }
 
@@ -151,7 +151,7 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
     const std::int64_t step_count = target.step_count();
     // Pipeline stages: the manifest and every shard file describe the whole model.
     ModelLayout model;
-    run_agreed(world, [&] { model = model_layout(world, target.grid(), layout); });
+    run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); });
     const LayoutInfo &info = model.info;
     const std::string manifest_path = join_path(dir, kManifestFile);
 
@@ -199,7 +199,7 @@ std::unique_ptr<ShardedSave> begin_sharded_save(CheckpointTarget &target, const 
     save->manifest = manifest_of(target, world.size());
     // Pipeline stages: the manifest and every shard file describe the whole model.
     ModelLayout model;
-    run_agreed(world, [&] { model = model_layout(world, target.grid(), layout); });
+    run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); });
     save->manifest.layout = model.info;
     const std::size_t elem = layout.element_size();
 
@@ -219,9 +219,9 @@ std::unique_ptr<ShardedSave> begin_sharded_save(CheckpointTarget &target, const 
     // Every rank writes its chunk of every bucket (LocalSGD: its whole replica, since the
     // replicas differ), params and each state slot.
     // HSDP: the shard groups are replicas of one another; only the first one's ranks write data.
-    const StrategyPlan &plan = target.plan();
-    std::vector<OwnedSegment> segs = plan.reduce_grads() ? target.chunk_segments() : whole_tensors(layout);
-    if (target.grid().replica && target.grid().replica_rank != 0) segs.clear();
+    const Placement &placement = target.placement();
+    std::vector<OwnedSegment> segs = placement.by_chunk ? target.chunk_segments() : whole_tensors(layout);
+    if (placement.replica_copy) segs.clear();
     std::size_t copied = 0;
     if (copy) { // the target's memory changes with the next step: one buffer for all of it
         for (const auto &s : segs) copied += s.count * elem;
@@ -229,10 +229,10 @@ std::unique_ptr<ShardedSave> begin_sharded_save(CheckpointTarget &target, const 
         copied = 0;
     }
     for (int k = -1; k < target.state_slots(); ++k) {
-        const bool sharded = k < 0 ? plan.params_sharded() : plan.state_sharded();
+        const bool sharded = k < 0 ? placement.params_sharded : placement.state_sharded;
         const unsigned char *base = target.host_part(k);
         for (const auto &s : segs) {
-            const std::size_t at = sharded && plan.reduce_grads() ? s.local : s.flat;
+            const std::size_t at = sharded && placement.by_chunk ? s.local : s.flat;
             const unsigned char *bytes = base + at * elem;
             if (copy) {
                 unsigned char *to = save->copies.front().data() + copied;
@@ -340,7 +340,7 @@ std::vector<unsigned char> serialize(CheckpointTarget &target) {
     const ParameterSet &layout = target.layout();
     ModelLayout model;
     run_agreed(world, [&] { check_checkpointable(target, "serialize"); });
-    run_agreed(world, [&] { model = model_layout(world, target.grid(), layout); }); // collective
+    run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); }); // collective
     const std::size_t elem = layout.element_size(), n = layout.element_count();
     std::vector<unsigned char> params(n * elem);
     target.gather_packed(-1, params.data()); // collective (FSDP, hybrid)
@@ -425,7 +425,7 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
     Manifest meta;
     ModelLayout model;
     run_agreed(world, [&] { check_checkpointable(target, bytes ? "deserialize" : "load"); });
-    run_agreed(world, [&] { model = model_layout(world, target.grid(), layout); }); // collective
+    run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); }); // collective
     run_agreed(world, [&] {
         std::shared_ptr<ByteSource> msource;
         std::string base_dir;
@@ -504,10 +504,10 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
             current = target.host_part(k);
             new_state.emplace_back(current, current + target.part_elements(k) * elem);
         }
-        const StrategyPlan &plan = target.plan();
+        const Placement &placement = target.placement();
         const std::vector<OwnedSegment> whole = whole_tensors(layout);
         for (int k = -1; k < slots; ++k) {
-            const bool sharded = k < 0 ? plan.params_sharded() : plan.state_sharded();
+            const bool sharded = k < 0 ? placement.params_sharded : placement.state_sharded;
             unsigned char *base = k < 0 ? new_params.data() : new_state[std::size_t(k)].data();
             for (const auto &s : sharded ? target.chunk_segments() : whole)
                 index.read(part_name(k), saved_index[std::size_t(s.tensor)], s.flat - layout.tensor(s.tensor).offset,

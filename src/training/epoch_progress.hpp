@@ -8,7 +8,7 @@
 
 #include "shardopt/sharded_optimizer.hpp"
 
-namespace shardopt {
+namespace shardopt::training {
 
 class EpochProgress {
   public:
@@ -36,4 +36,4 @@ class EpochProgress {
     bool kept_ = false; // best_parameters holds a snapshot
 };
 
-} // namespace shardopt
+} // namespace shardopt::training
