@@ -10,6 +10,7 @@
 #include "../optim/vector_ops.hpp"
 #include "../training/epoch_order.hpp"
 #include "../training/epoch_progress.hpp"
+#include "../training/optimize_options.hpp"
 #include "async_state.hpp"
 #include "session.hpp"
 #include "shardopt/batch_split.hpp"
@@ -33,15 +34,13 @@ void scatter_packed(const ParameterSet &layout, const unsigned char *packed, uns
 
 } // namespace
 
-OptimizeResult AsyncSgdOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &o) {
-    require(bool(model), ErrorCode::invalid_argument, "optimize: model function is null");
-    require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
-    require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
-    require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
-    require(o.first_epoch >= 0, ErrorCode::invalid_argument, "optimize: first_epoch must be >= 0");
-    require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
-            "optimize: max_iterations, patience and min_delta must be >= 0");
-    State &s = *state_;
+OptimizeResult AsyncSgdOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
+    training::check_optimize_options(model, options);
+    return state_->optimize(model, options);
+}
+
+OptimizeResult AsyncSgdOptimizer::State::optimize(const ModelFunction &model, const OptimizeOptions &o) {
+    State &s = *this;
     const int ranks = s.size(), rank = s.rank();
     const ParameterSet &layout = s.layout;
     const std::int64_t batch = o.batch_size == 0 ? o.num_samples : std::min(o.batch_size, o.num_samples);
@@ -53,7 +52,7 @@ OptimizeResult AsyncSgdOptimizer::optimize(const ModelFunction &model, const Opt
     AsyncSgdStats stats;
     training::EpochProgress progress(
         o, n * elem, [&s](void *packed) { s.view_to_packed(packed); },
-        [this](bool vote) { return should_early_stop(vote); });
+        [this](bool vote) { return early_stop_vote(vote); });
     OptimizeResult &result = progress.result();
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
         const std::vector<std::int64_t> order = training::epoch_order(o.num_samples, o.shuffle, o.seed, o.first_epoch + epoch);

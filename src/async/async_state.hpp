@@ -40,6 +40,13 @@ struct AsyncSgdOptimizer::State {
     void set_from_packed(const void *packed);
     // The master shard from the view (after the view was written whole).
     void master_from_view();
+    // The learning rate from now on (checked by the caller).
+    void set_lr(double lr);
+    // True on every rank when any rank votes to stop (collective over the world).
+    bool early_stop_vote(bool local_vote);
+    // The training loop, epoch by epoch a session (async_optimize.cpp); arguments checked by the
+    // caller (training::check_optimize_options).
+    OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
 };
 
 } // namespace shardopt

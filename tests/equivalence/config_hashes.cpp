@@ -184,7 +184,7 @@ struct RankOutcome {
 };
 
 std::uint64_t bytes_sent(ShardedOptimizer &o) { return o.bytes_sent(); }
-std::uint64_t bytes_sent(engine::StepEngine &e) { return e.traffic(); }
+std::uint64_t bytes_sent(engine::StepEngine &e) { return e.bytes_sent(); }
 
 // One step of the protocol: buckets in reverse, FSDP units gathered and released around them,
 // gradients through bucket_grad (even steps) or grad(t) (odd steps).

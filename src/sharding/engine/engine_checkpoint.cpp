@@ -168,7 +168,7 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
         // The rules' bias corrections count from the restored step.
         for (BucketUpdate &u : e_.updates_) u.updater->set_step_count(step_count);
         e_.step_count_ = step_count;
-        e_.set_lr(lr);
+        e_.set_learning_rate(lr);
         e_.restore_compression_state(rank_state);
         params_.clear();
         for (auto &mirror : state_) mirror.clear();
@@ -209,7 +209,7 @@ void StepEngine::deserialize(const void *data, std::size_t size) {
     checkpoint::deserialize(view, data, size);
 }
 
-void StepEngine::synchronize_state() {
+void StepEngine::synchronize_optimizer_state() {
     wait_param_gathers();
     check_state_agreement(host_comm(*grid_.shard), step_count_, layout_, optimizer_);
     const DType dtype = layout_.dtype();

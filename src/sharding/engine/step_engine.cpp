@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../../comm/finish_quietly.hpp"
+#include "../../training/step_loop.hpp"
 #include "../memory_plan.hpp"
 #include "rank_agreement.hpp"
 #include "shardopt/error.hpp"
@@ -110,10 +111,10 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
     }
     note_buffers();
     if (initial) set_initial_parameters(initial);
-    traffic_at_last_step_ = traffic();
+    traffic_at_last_step_ = bytes_sent();
 }
 
-std::uint64_t StepEngine::traffic() const {
+std::uint64_t StepEngine::bytes_sent() const {
     // host_comm()'s wrappers report the grid communicator they forward to: not counted again.
     std::vector<const Communicator *> seen;
     std::uint64_t total = 0;
@@ -152,10 +153,7 @@ void StepEngine::finish_in_flight() noexcept {
     for (auto &unit : units_) finish_quietly(unit.work);
 }
 
-void StepEngine::set_lr(double lr) {
-    OptimizerOptions changed = optimizer_;
-    changed.lr = lr;
-    changed.validate();
+void StepEngine::set_learning_rate(double lr) {
     optimizer_.lr = lr;
     for (auto &u : updates_) u.updater->set_lr(lr);
 }
@@ -253,7 +251,6 @@ void StepEngine::release_all_units() {
 }
 
 void StepEngine::get_parameters(void *packed_host) {
-    require(packed_host != nullptr, ErrorCode::invalid_argument, "get_parameters: null buffer");
     wait_param_gathers();
     auto *packed = static_cast<unsigned char *>(packed_host);
     std::vector<unsigned char> bucket(layout_.max_bucket_padded() * elem_);
@@ -282,7 +279,6 @@ void StepEngine::get_parameters(void *packed_host) {
 }
 
 void StepEngine::set_parameters(const void *packed_host) {
-    require(packed_host != nullptr, ErrorCode::invalid_argument, "set_parameters: null buffer");
     wait_param_gathers();
     const auto *packed = static_cast<const unsigned char *>(packed_host);
     // The whole resident buffer (full or shard) is composed on the host, padding zeroed, and
@@ -645,10 +641,37 @@ StepResult StepEngine::step() {
 }
 
 std::uint64_t StepEngine::take_traffic() {
-    const std::uint64_t now = traffic();
+    const std::uint64_t now = bytes_sent();
     const std::uint64_t moved = now - traffic_at_last_step_;
     traffic_at_last_step_ = now;
     return moved;
+}
+
+ShardedOptimizer::GridPosition StepEngine::grid_position() const noexcept {
+    return ShardedOptimizer::GridPosition{grid_.pp_rank, grid_.tp_rank, grid_.dp_rank,
+                                          grid_.pp_size, grid_.tp_size, grid_.dp_size};
+}
+
+StepResult StepEngine::step_on_packed_gradient(const void *packed_grad) {
+    const auto *packed = static_cast<const unsigned char *>(packed_grad);
+    zero_grad();
+    std::size_t at = 0;
+    for (int b = 0; b < layout_.bucket_count(); ++b) {
+        const std::size_t count = layout_.bucket(b).count;
+        // The copy follows bucket_grad's clearing (on the compute stream for a device space).
+        space_->copy_from_host(bucket_grad(b), packed + at * elem_, count * elem_);
+        at += count;
+        grad_ready(b);
+    }
+    return step();
+}
+
+double StepEngine::allreduce_over_data(double value, ReduceOp op) {
+    return space_->allreduce_scalar(*grid_.data, value, op);
+}
+
+OptimizeResult StepEngine::optimize(const ModelFunction &model, const OptimizeOptions &options) {
+    return training::step_loop(*this, model, options);
 }
 
 MemoryStats StepEngine::memory_stats() const {

@@ -18,6 +18,7 @@
 #include "../hybrid_grid.hpp"
 #include "../offload/offload_plan.hpp"
 #include "../offload/offload_schedule.hpp"
+#include "../optimizer_backend.hpp"
 #include "../../params/owned_segments.hpp"
 #include "../strategies/strategy_plan.hpp"
 #include "offload_lanes.hpp"
@@ -26,7 +27,7 @@
 
 namespace shardopt::engine {
 
-class StepEngine {
+class StepEngine final : public OptimizerBackend {
   public:
     // Collective over comm (builds the hybrid grid). `initial`: host, packed, null for zeros.
     // `external_params`: the caller's parameter buffer (memory of the space, padded_count
@@ -38,42 +39,49 @@ class StepEngine {
     StepEngine(const StepEngine &) = delete;
     StepEngine &operator=(const StepEngine &) = delete;
 
-    Communicator &world() const noexcept { return *comm_; }
-    const OptimizerOptions &optimizer_options() const noexcept { return optimizer_; }
+    Communicator &communicator() noexcept override { return *comm_; }
+    const OptimizerOptions &optimizer_options() const noexcept override { return optimizer_; }
     const Space &space() const noexcept { return *space_; }
-    const ParameterSet &layout() const noexcept { return layout_; }
-    const ShardingOptions &options() const noexcept { return options_; }
+    const ParameterSet &layout() const noexcept override { return layout_; }
+    const ShardingOptions &options() const noexcept override { return options_; }
     const HybridGrid &grid() const noexcept { return grid_; }
-    std::int64_t step_count() const noexcept { return step_count_; }
-    void set_lr(double lr);
+    std::int64_t step_count() const noexcept override { return step_count_; }
+    void set_learning_rate(double lr) override;
+    ShardedOptimizer::GridPosition grid_position() const noexcept override;
+    CommunicatorPtr data_group() const noexcept override { return grid_.data; }
+    CommunicatorPtr tensor_group() const noexcept override { return grid_.tensor; }
+    CommunicatorPtr pipeline_group() const noexcept override { return grid_.pipeline; }
 
-    void *parameters();
-    void *tensor_parameters(int t);
-    void *gather(int b);
-    void release(int b);
-    void get_parameters(void *packed_host);
-    void set_parameters(const void *packed_host);
+    void *parameters() override;
+    void *tensor_parameters(int t) override;
+    void *gather(int b) override;
+    void release(int b) override;
+    void get_parameters(void *packed_host) override;
+    void set_parameters(const void *packed_host) override;
 
-    void zero_grad();
-    void *bucket_grad(int b);
-    void *grad(int t);
-    void grad_ready(int b);
-    StepResult step();
+    void zero_grad() override;
+    void *bucket_grad(int b) override;
+    void *grad(int t) override;
+    void grad_ready(int b) override;
+    StepResult step() override;
+    // Every bucket's gradient from a packed host buffer, then step().
+    StepResult step_on_packed_gradient(const void *packed_grad) override;
+    double allreduce_over_data(double value, ReduceOp op) override;
 
-    MemoryStats memory_stats() const;
+    MemoryStats memory_stats() const override;
     // Bytes moved so far over every communicator the engine uses (Communicator::bytes_sent).
-    std::uint64_t traffic() const;
+    std::uint64_t bytes_sent() const override;
 
     // --- checkpoints and state (engine_checkpoint.cpp) ---
-    void save(const std::string &dir, CheckpointForm form);
-    std::unique_ptr<AsyncCheckpoint> save_async(const std::string &dir);
-    void load(const std::string &dir);
-    std::vector<unsigned char> serialize();
-    void deserialize(const void *data, std::size_t size);
-    void synchronize_state();
-    bool should_early_stop(bool local_vote);
-    // The training loop (engine_optimize.cpp): host gradients copied in.
-    OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options);
+    void save(const std::string &dir, CheckpointForm form) override;
+    std::unique_ptr<AsyncCheckpoint> save_async(const std::string &dir) override;
+    void load(const std::string &dir) override;
+    std::vector<unsigned char> serialize() override;
+    void deserialize(const void *data, std::size_t size) override;
+    void synchronize_optimizer_state() override;
+    bool should_early_stop(bool local_vote) override;
+    // The training loop (src/training/step_loop.cpp) over this engine.
+    OptimizeResult optimize(const ModelFunction &model, const OptimizeOptions &options) override;
 
   private:
     class CheckpointView; // the engine as a checkpoint::CheckpointTarget
@@ -116,8 +124,6 @@ class StepEngine {
     unsigned char *param_at(const OwnedSegment &s) const;
     double global_sum_of_squares();
     void update_and_gather(double clip);
-    // One step of the training loop on a packed host gradient.
-    StepResult step_on_packed_gradient(const unsigned char *packed_grad);
     void wait_param_gather(int b);
     void wait_param_gathers();
     void average_params();
