@@ -8,7 +8,6 @@
 #include "engine/host_space.hpp"
 #include "engine/step_engine.hpp"
 #include "optimizer_backend.hpp"
-#include "shardopt/async_sgd.hpp"
 #include "shardopt/error.hpp"
 #include "strategies/strategy_plan.hpp"
 
