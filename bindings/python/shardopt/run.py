@@ -1,4 +1,4 @@
-"""shardopt.run: the launcher. Starts N local ranks of a Python script (or any program) over UCX.
+"""Start N local ranks of a Python script (or any program) over UCX: the packaged launcher.
 
     python -m shardopt.run -n 4 script.py ARGS        # 4 processes of `python script.py ARGS`
     python -m shardopt.run -n 2 -m package.module ARGS
