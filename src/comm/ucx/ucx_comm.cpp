@@ -234,6 +234,43 @@ void UcxComm::run_recv(const Call &call) {
     }
 }
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+} // namespace
+
+bool UcxComm::arena_calls_agree(std::uint64_t seq) const {
+    // Exchange::spin's policy: spin (yielding when ranks outnumber cores, or once a peer is
+    // late) for at most spin_time(), reading the clock only every 256 polls.
+    constexpr unsigned kPureSpins = 2048;
+    const ShmArena &arena = *arena_;
+    unsigned polls = 0;
+    Clock::time_point until{};
+    for (int k = 1; k < size(); ++k) {
+        const int p = (rank() + k) % size();
+        while (!arena.published(p, seq)) {
+            if (shares_cores_ || polls > kPureSpins)
+                sched_yield();
+            else
+                cpu_relax();
+            if (++polls % 256 == 0) {
+                const auto now = Clock::now();
+                if (until == Clock::time_point{})
+                    until = now + spin_time();
+                else if (now >= until)
+                    return false;
+            }
+        }
+        if (!arena.same_call(p, seq)) return false;
+    }
+    return true;
+}
+
 void UcxComm::run_collective(const Call &call) {
     const std::uint64_t seq = next_seq_++;
     std::size_t payload_bytes = 0;
@@ -246,13 +283,26 @@ void UcxComm::run_collective(const Call &call) {
         return;
     }
     const bool in_arena = arena_ && shm_fits(call, size(), ShmArena::kCapacity);
-    const bool by_cma = arena_ && !in_arena && cma_applicable(call, *this);
-    if (in_arena) payload = shm_payload(call, rank(), size(), payload_bytes);
+    if (in_arena) {
+        // The latency path: publish, watch the peers' slots, compute. No Exchange unless the
+        // spin runs out (then it blocks with the deadline, lost-peer and abort checks) or a
+        // peer's call differs (then it reports the mismatch).
+        payload = shm_payload(call, rank(), size(), payload_bytes);
+        arena_->publish(seq, wire_header(*this, call, seq), payload, payload_bytes, call.send, call.recv);
+        if (arena_calls_agree(seq)) {
+            test_hook::stop_point(test_hook::shm, seq);
+            shm_result(*this, *arena_, call, seq);
+            return;
+        }
+        Exchange ex(*this, call, seq, 0, nullptr, 0, true);
+        shm_collective(ex);
+        ex.finish();
+        return;
+    }
+    const bool by_cma = arena_ && cma_applicable(call, *this);
     Exchange ex(*this, call, seq, 0, payload, payload_bytes);
     if (size() == 1) {
         local_collective(ex);
-    } else if (in_arena) {
-        shm_collective(ex);
     } else if (by_cma) {
         cma_collective(ex);
     } else {
