@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <cstdlib>
 #include <exception>
 
 #include "../reduction.hpp"
@@ -51,7 +52,11 @@ constexpr std::size_t kReducePieceBytes = ShmArena::kRingPieceBytes;
 constexpr std::size_t kStreamBlockBytes = 8 << 10;
 // Hand-offs of outputs smaller than this (they fit in the caches) use ordinary stores: streaming
 // ones would push the output out to memory just before the caller reads it.
-constexpr std::size_t kStreamFromBytes = 16 << 20;
+static std::size_t stream_from_bytes() { // EXPERIMENT
+    static const std::size_t b = std::getenv("X_STREAM") ? std::strtoull(std::getenv("X_STREAM"), nullptr, 10) : (16 << 20);
+    return b;
+}
+#define kStreamFromBytes stream_from_bytes()
 
 struct Context {
     Exchange &ex;

@@ -1,6 +1,7 @@
 #include "shm_arena.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -81,6 +82,7 @@ void ShmArena::publish(std::uint64_t seq, const WireHeader &header, const void *
     s.buffers = Buffers{pid_, std::uint64_t(reinterpret_cast<std::uintptr_t>(send)),
                         std::uint64_t(reinterpret_cast<std::uintptr_t>(recv))};
     __atomic_store_n(&s.published, seq + 1, __ATOMIC_RELEASE);
+    note_cpu(sched_getcpu());
     ring();
 }
 

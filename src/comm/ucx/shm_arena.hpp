@@ -131,6 +131,12 @@ class ShmArena {
     void set_staged(std::uint64_t seq, int to, std::uint64_t pieces);
     std::uint64_t staged(int from, int to, std::uint64_t seq) const;
 
+    // The CPU this rank last ran on, as of its last publish or note_cpu(): ranks that outnumber
+    // the cores yield theirs only to a peer they wait for that last ran on the same one
+    // (UcxComm::arena_calls_agree).
+    void note_cpu(int cpu) { __atomic_store_n(&bell_of(rank_).cpu, cpu, __ATOMIC_RELAXED); }
+    int cpu_of(int rank) const { return __atomic_load_n(&bell_of(rank).cpu, __ATOMIC_RELAXED); }
+
     // Sleeping waits: every publish or finish of a rank rings its bell (a futex word),
     // waking ranks that sleep on it. Sleeps on `rank`'s bell unless ready() holds; returns when
     // it rang or after `max`.
@@ -185,10 +191,12 @@ class ShmArena {
         return ((seq + 1) << kCountBits) | count;
     }
     static std::uint64_t count_in(std::uint64_t word, std::uint64_t seq);
-    // One line per rank ahead of the slots: its bell and how many ranks sleep on it.
+    // One line per rank ahead of the slots: its bell, how many ranks sleep on it, and the CPU
+    // it last ran on.
     struct alignas(64) Bell {
         std::uint32_t count;
         std::uint32_t sleepers;
+        std::int32_t cpu;
     };
 
     Bell &bell_of(int rank) const { return reinterpret_cast<Bell *>(base_)[rank]; }

@@ -245,20 +245,45 @@ inline void cpu_relax() {
 } // namespace
 
 bool UcxComm::arena_calls_agree(std::uint64_t seq) const {
-    // Exchange::spin's policy: spin (yielding when ranks outnumber cores, or once a peer is
-    // late) for at most spin_time(), reading the clock only every 256 polls.
+    // Spins for at most spin_time(), reading the clock only every 256 polls (or yield). With a core each,
+    // the peers answer within a few hundred nanoseconds: pure spinning, yielding only once a
+    // peer is late (a peer descheduled by some other process needs the core). When ranks
+    // outnumber cores, a yield hands the core to another process, which costs microseconds
+    // here (two context switches): this rank yields only when a peer it waits for last ran on
+    // this CPU (it cannot be running now, and may be waiting for this core), else it spins,
+    // since that peer runs elsewhere and will publish shortly; a peer that moved is caught by
+    // yielding after kPureSpins polls anyway. So each CPU switches ranks about once per
+    // collective instead of ping-ponging between ranks that all wait on the other CPU.
     constexpr unsigned kPureSpins = 2048;
     const ShmArena &arena = *arena_;
-    unsigned polls = 0;
+    const int n = size(), me = rank();
+    unsigned polls = 0, since_yield = 0;
     Clock::time_point until{};
-    for (int k = 1; k < size(); ++k) {
-        const int p = (rank() + k) % size();
+    int cpu = shares_cores_ ? sched_getcpu() : -1;
+    for (int k = 1; k < n; ++k) {
+        const int p = (me + k) % n;
         while (!arena.published(p, seq)) {
-            if (shares_cores_ || polls > kPureSpins)
+            bool yield = since_yield > kPureSpins;
+            int here = -1; // a peer this rank waits for that last ran on this CPU
+            if (shares_cores_ && !yield)
+                for (int q = p; q != me; q = (q + 1) % n)
+                    if (!arena.published(q, seq) && arena.cpu_of(q) == cpu) {
+                        here = q;
+                        break;
+                    }
+            yield |= here >= 0;
+            if (yield) {
                 sched_yield();
-            else
+                since_yield = 0;
+                if (shares_cores_) {
+                    cpu = sched_getcpu();
+                    arena_->note_cpu(cpu);
+                }
+            } else {
                 cpu_relax();
-            if (++polls % 256 == 0) {
+                ++since_yield;
+            }
+            if (++polls % 256 == 0 || yield) { // a yield takes microseconds: the clock is cheap beside it
                 const auto now = Clock::now();
                 if (until == Clock::time_point{})
                     until = now + spin_time();
