@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
 
 #include "cpu_dispatch.hpp"
 #include "kernel_support.hpp"
@@ -51,17 +50,10 @@ template <typename T, class L2, class Decoupled, class AmsGrad>
 // four or five streams at once), which leaves the core waiting on memory between bursts of the
 // sqrt and the two divisions. Measured on the 2-core Zen (docs/benchmarks.md).
 constexpr std::size_t kPrefetchBytes = 1024;
-inline std::size_t prefetch_bytes() {
-    static const std::size_t b = [] {
-        const char *e = std::getenv("SHARDOPT_ADAM_PREFETCH");
-        return e ? std::size_t(std::strtoul(e, nullptr, 10)) : kPrefetchBytes;
-    }();
-    return b;
-}
 
 // One pass over p, g, m, v (and v_max): every element is read and written once, no temporaries.
 // The range goes a cache line of parameters at a time, each line's elements in one vectorized
-// block, the lines `prefetch_bytes()` ahead requested first.
+// block, the lines kPrefetchBytes ahead requested first.
 template <typename T, class L2, class Decoupled, class AmsGrad>
 [[gnu::always_inline]] inline void update_loop(const Segment<T> &seg, const AdamScalars<T> k) {
     T *__restrict param = seg.param;
@@ -70,10 +62,10 @@ template <typename T, class L2, class Decoupled, class AmsGrad>
     T *__restrict v = seg.state[1];
     T *__restrict v_max = seg.state[2];
     constexpr std::size_t kBlock = 64 / sizeof(T);
-    const std::size_t ahead = prefetch_bytes() / sizeof(T);
+    constexpr std::size_t ahead = kPrefetchBytes / sizeof(T);
     const std::size_t n = seg.count;
     std::size_t i = 0;
-    if (ahead > 0 && n > ahead + kBlock)
+    if (n > ahead + kBlock)
         for (; i + ahead + kBlock <= n; i += kBlock) { // prefetches stay inside the arrays
             __builtin_prefetch(param + i + ahead);
             __builtin_prefetch(grad + i + ahead);
@@ -81,7 +73,8 @@ template <typename T, class L2, class Decoupled, class AmsGrad>
             __builtin_prefetch(v + i + ahead);
             if constexpr (AmsGrad::value) __builtin_prefetch(v_max + i + ahead);
 #pragma GCC ivdep
-            for (std::size_t j = 0; j < kBlock; ++j) update_element<T, L2, Decoupled, AmsGrad>(param, grad, m, v, v_max, i + j, k);
+            for (std::size_t j = 0; j < kBlock; ++j)
+                update_element<T, L2, Decoupled, AmsGrad>(param, grad, m, v, v_max, i + j, k);
         }
     for (; i < n; ++i) update_element<T, L2, Decoupled, AmsGrad>(param, grad, m, v, v_max, i, k);
 }
