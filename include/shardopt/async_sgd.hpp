@@ -135,6 +135,7 @@ class AsyncSgdOptimizer {
     struct State; // src/async/async_state.hpp
 
   private:
+    friend class AsyncSgdBackend; // ShardedOptimizer's backend for async_sgd (src/async/async_sgd_backend.cpp)
     explicit AsyncSgdOptimizer(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;
 };

@@ -232,9 +232,7 @@ struct OptimizeResult {
     bool stopped_early = false;
 };
 
-namespace engine {
-class StepEngine; // src/sharding/engine/step_engine.hpp
-}
+class OptimizerBackend;  // src/sharding/optimizer_backend.hpp
 class AsyncSgdOptimizer; // shardopt/async_sgd.hpp
 
 class ShardedOptimizer {
@@ -323,7 +321,7 @@ class ShardedOptimizer {
     // Strategy async_sgd: the asynchronous optimizer behind this one (its statistics), else null.
     // It trains through optimize() only: the step protocol (zero_grad ... step) throws
     // Error(unsupported), gather/release and tensor_parameters give its view of the parameters.
-    AsyncSgdOptimizer *async_sgd() noexcept { return async_.get(); }
+    AsyncSgdOptimizer *async_sgd() noexcept;
 
     // --- checkpoints (all collective over the world; see src/checkpoint/) ---
     // Contents: parameters, optimizer state, step count, learning rate, optimizer and sharding
@@ -358,10 +356,9 @@ class ShardedOptimizer {
     void deserialize(const std::vector<unsigned char> &bytes) { deserialize(bytes.data(), bytes.size()); }
 
   private:
-    explicit ShardedOptimizer(std::unique_ptr<engine::StepEngine> engine);
-    explicit ShardedOptimizer(std::unique_ptr<AsyncSgdOptimizer> async);
-    std::unique_ptr<engine::StepEngine> engine_; // every strategy but async_sgd
-    std::unique_ptr<AsyncSgdOptimizer> async_;   // async_sgd
+    explicit ShardedOptimizer(std::unique_ptr<OptimizerBackend> backend);
+    // The step engine (every strategy but async_sgd) or asynchronous SGD: every call forwards to it.
+    std::unique_ptr<OptimizerBackend> backend_;
 };
 
 } // namespace shardopt

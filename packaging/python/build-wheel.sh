@@ -48,8 +48,6 @@ cp "$ROOT"/bindings/python/shardopt/*.py "$STAGE/shardopt/"
 cp "$PKG/shardopt_native.py" "$PKG/_shardopt_native.so" "$STAGE/shardopt/"
 SONAME=$(cd "$PKG" && ls libshardopt.so.[0-9]* | grep -E '^libshardopt\.so\.[0-9]+$' | head -1)
 cp -L "$PKG/$SONAME" "$STAGE/shardopt/$SONAME"            # the soname the module needs, as a file
-cp "$ROOT/tools/shardopt-run" "$STAGE/shardopt/_shardopt_run.py"   # python -m shardopt.run's engine
-cp "$ROOT/tools/shardopt_elastic.py" "$STAGE/shardopt/_shardopt_elastic.py"   # its --elastic mode
 # The loader runs before the SWIG module (libucx's UCX, nvidia-nccl's NCCL).
 if ! grep -q "_native_loader" "$STAGE/shardopt/__init__.py"; then
   "$PY" - "$STAGE/shardopt/__init__.py" <<'PYEOF'

@@ -1,11 +1,12 @@
-// AsyncSgdOptimizer's checkpoints: the checkpoint operations of src/sharding over a view of its
+// AsyncSgdOptimizer's checkpoints: the checkpoint operations of src/checkpoint over a view of its
 // state. Between sessions every rank's view holds the parameters and each owner the state of its
 // shard: ZeRO-1's layout (full parameters, state by chunk), so the files are the other strategies'
 // and load into any of them, at any world size, and back.
 #include <algorithm>
 
-#include "../sharding/checkpoint_target.hpp"
-#include "../sharding/owned_segments.hpp"
+#include "../checkpoint/checkpoint_target.hpp"
+#include "../params/owned_segments.hpp"
+#include "../sharding/placement.hpp"
 #include "async_state.hpp"
 
 namespace shardopt {
@@ -14,7 +15,8 @@ namespace {
 class AsyncCheckpointView final : public checkpoint::CheckpointTarget {
   public:
     explicit AsyncCheckpointView(AsyncSgdOptimizer::State &s)
-        : s_(s), chunks_(owned_chunks(s.layout, s.rank())), state_(std::size_t(s.owner->state_slots())) {}
+        : s_(s), placement_(placement_of(s.plan, s.grid)), chunks_(owned_chunks(s.layout, s.rank())),
+          state_(std::size_t(s.owner->state_slots())) {}
 
     Communicator &world() override { return *s_.world; }
     const ParameterSet &layout() const override { return s_.layout; }
@@ -22,8 +24,7 @@ class AsyncCheckpointView final : public checkpoint::CheckpointTarget {
     int state_slots() const override { return s_.owner->state_slots(); }
     const ShardingOptions &sharding() const override { return s_.sharding; }
     std::int64_t step_count() const override { return s_.step_count; }
-    const StrategyPlan &plan() const override { return s_.plan; }
-    const HybridGrid &grid() const override { return s_.grid; }
+    const checkpoint::Placement &placement() const override { return placement_; }
     int micro_step() const override { return 0; }
     const std::vector<OwnedSegment> &chunk_segments() const override { return chunks_; }
 
@@ -56,6 +57,7 @@ class AsyncCheckpointView final : public checkpoint::CheckpointTarget {
 
   private:
     AsyncSgdOptimizer::State &s_;
+    const checkpoint::Placement placement_;
     std::vector<OwnedSegment> chunks_;
     std::vector<std::vector<unsigned char>> state_; // host_part(k), once asked for
 };

@@ -1,13 +1,12 @@
-// AsyncSgdOptimizer as a training::TrainingTarget: train() (src/training) runs the epochs, the
-// schedule, the validation and early stopping as for every strategy; each epoch is one
-// asynchronous session, this rank's worker running its steps as the clock keeper hands it
-// versions, its step labelled t on its slice of the epoch's batch t.
+// Asynchronous SGD's epochs for train() (src/training runs the epochs, the schedule, the
+// validation and early stopping as for every strategy): each epoch is one asynchronous session,
+// this rank's worker running its steps as the clock keeper hands it versions, its step labelled t
+// on its slice of the epoch's batch first_batch + t.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 
-#include "../sharding/vector_ops.hpp"
+#include "../optim/vector_ops.hpp"
 #include "../training/trainer.hpp"
 #include "async_state.hpp"
 #include "session.hpp"
@@ -30,41 +29,43 @@ void scatter_packed(const ParameterSet &layout, const unsigned char *packed, uns
     }
 }
 
-class AsyncTraining final : public training::TrainingTarget {
+// The optimizer's state as the training loop's Trainee, for AsyncSgdOptimizer's own train() (as a
+// ShardedOptimizer's backend, AsyncSgdBackend is the Trainee).
+class StateTrainee final : public training::Trainee {
   public:
-    AsyncTraining(AsyncSgdOptimizer &opt, AsyncSgdOptimizer::State &s) : opt_(opt), s_(s) {}
-    const ParameterSet &layout() const override { return s_.layout; }
-    int data_rank() const override { return s_.rank(); }
-    int data_size() const override { return s_.size(); }
-    void read_parameters(void *packed) override { s_.view_to_packed(packed); }
-    double average_over_data(double value) override {
-        double out = 0.0;
-        s_.world->allreduce(&value, &out, 1, DType::f64, ReduceOp::avg);
-        return out;
-    }
-    bool agree_stop(bool vote) override { return opt_.should_early_stop(vote); }
-    void agree(std::uint64_t value, const char *what) override {
-        std::uint64_t lo = value, hi = value;
-        s_.world->allreduce(&value, &lo, 1, DType::i64, ReduceOp::min);
-        s_.world->allreduce(&value, &hi, 1, DType::i64, ReduceOp::max);
-        require(lo == hi, ErrorCode::mismatch,
-                std::string(what) + " differ across ranks (every rank must train with the same options)");
-    }
-    double learning_rate() const override { return s_.optimizer.lr; }
-    void set_learning_rate(double lr) override { opt_.set_learning_rate(lr); }
-    training::EpochOutcome run_epoch(const training::EpochPlan &plan) override;
-
-    AsyncSgdStats stats;
+    explicit StateTrainee(AsyncSgdOptimizer::State &s) : s_(s) {}
+    const ParameterSet &layout() const noexcept override { return s_.layout; }
+    CommunicatorPtr data_group() const noexcept override { return s_.world; }
+    void get_parameters(void *packed) override { s_.view_to_packed(packed); }
+    double allreduce_over_data(double value, ReduceOp op) override { return s_.allreduce_over_world(value, op); }
+    bool should_early_stop(bool local_vote) override { return s_.early_stop_vote(local_vote); }
+    double learning_rate() const noexcept override { return s_.optimizer.lr; }
+    void set_learning_rate(double lr) override { s_.set_lr(lr); }
+    training::EpochOutcome run_epoch(const training::EpochPlan &plan) override { return s_.run_epoch(plan); }
 
   private:
-    AsyncSgdOptimizer &opt_;
     AsyncSgdOptimizer::State &s_;
 };
 
-training::EpochOutcome AsyncTraining::run_epoch(const training::EpochPlan &plan) {
-    AsyncSgdOptimizer::State &s = s_;
+} // namespace
+
+TrainingResult AsyncSgdOptimizer::train(const BatchFunction &model, const TrainingOptions &options) {
+    require(bool(model), ErrorCode::invalid_argument, "train: the model is null");
+    options.validate();
+    StateTrainee trainee(*state_);
+    return training::train(trainee, model, options);
+}
+
+double AsyncSgdOptimizer::State::allreduce_over_world(double value, ReduceOp op) {
+    double out = 0.0;
+    world->allreduce(&value, &out, 1, DType::f64, op);
+    return out;
+}
+
+training::EpochOutcome AsyncSgdOptimizer::State::run_epoch(const training::EpochPlan &plan) {
+    State &s = *this;
+    if (plan.starts_call) s.stats = AsyncSgdStats{}; // what this train() call sees
     const int ranks = s.size(), rank = s.rank();
-    const ParameterSet &layout = s.layout;
     const std::int64_t n = std::int64_t(plan.order->size()), batch = plan.batch;
     const std::size_t elem = layout.element_size(), count = layout.element_count();
     std::vector<unsigned char> params(count * elem), grads(count * elem);
@@ -84,7 +85,6 @@ training::EpochOutcome AsyncTraining::run_epoch(const training::EpochPlan &plan)
     std::int64_t applied = 0;
     try {
         for (;;) {
-            // The step labelled handed.label, on this rank's slice of batch first_batch + label.
             const std::int64_t start = (plan.first_batch + handed.label) * batch;
             const std::int64_t batch_n = std::min(batch, n - start);
             const BatchSlice slice = batch_slice(start, batch_n, rank, ranks);
@@ -105,20 +105,20 @@ training::EpochOutcome AsyncTraining::run_epoch(const training::EpochPlan &plan)
                 b.step = first_step + handed.label;
                 loss = (*plan.model)(b);
             }
-            stats.model_seconds += seconds_since(t0);
+            s.stats.model_seconds += seconds_since(t0);
             if (slice.weight != 1.0) scale(grads.data(), count, layout.dtype(), slice.weight);
             loss *= slice.weight;
             scatter_packed(layout, grads.data(), s.gradient.data());
             session.push(handed.label, handed.version, loss, s.gradient.data());
-            ++stats.steps;
+            ++s.stats.steps;
             t0 = Clock::now();
             const async::Session::Handed next = session.receive();
-            stats.wait_seconds += seconds_since(t0);
+            s.stats.wait_seconds += seconds_since(t0);
             if (next.label >= session.clocks()) {
                 handed = next;
                 break;
             }
-            stats.max_own_lead = std::max(stats.max_own_lead, int(next.label - next.version));
+            s.stats.max_own_lead = std::max(s.stats.max_own_lead, int(next.label - next.version));
             handed = next;
         }
         applied = session.finish();
@@ -130,29 +130,17 @@ training::EpochOutcome AsyncTraining::run_epoch(const training::EpochPlan &plan)
                 " updates");
     s.step_count += applied;
     const async::ReplyHeader &account = handed.account;
-    stats.updates += applied;
-    stats.late_gradients += account.late_gradients;
-    stats.skipped_clocks += account.skipped_clocks;
-    stats.max_staleness = std::max(stats.max_staleness, int(account.max_staleness));
-    stats.max_lead = std::max(stats.max_lead, int(account.max_lead));
-    stats.seconds += seconds_since(started);
+    s.stats.updates += applied;
+    s.stats.late_gradients += account.late_gradients;
+    s.stats.skipped_clocks += account.skipped_clocks;
+    s.stats.max_staleness = std::max(s.stats.max_staleness, int(account.max_staleness));
+    s.stats.max_lead = std::max(s.stats.max_lead, int(account.max_lead));
+    s.stats.seconds += seconds_since(started);
 
     training::EpochOutcome out;
     out.batches = applied;
     out.mean_loss = account.epoch_loss; // the keeper's: the mean over the epoch's samples
     return out;
-}
-
-} // namespace
-
-TrainingResult AsyncSgdOptimizer::train(const BatchFunction &model, const TrainingOptions &options) {
-    AsyncTraining target(*this, *state_);
-    struct KeepStats { // what this call saw, however it ends
-        AsyncTraining &t;
-        State &s;
-        ~KeepStats() { s.stats = t.stats; }
-    } keep{target, *state_};
-    return training::train(target, model, options);
 }
 
 } // namespace shardopt

@@ -4,8 +4,8 @@
 
 #include "../sharding/engine/host_space.hpp"
 #include "../sharding/engine/rank_agreement.hpp"
+#include "../params/owned_segments.hpp"
 #include "../sharding/memory_plan.hpp"
-#include "../sharding/owned_segments.hpp"
 #include "async_state.hpp"
 #include "shardopt/error.hpp"
 #include "wire.hpp"
@@ -116,12 +116,16 @@ std::int64_t AsyncSgdOptimizer::step_count() const noexcept { return state_->ste
 Communicator &AsyncSgdOptimizer::communicator() noexcept { return *state_->world; }
 const AsyncSgdStats &AsyncSgdOptimizer::stats() const noexcept { return state_->stats; }
 
+void AsyncSgdOptimizer::State::set_lr(double lr) {
+    optimizer.lr = lr;
+    owner->set_lr(lr);
+}
+
 void AsyncSgdOptimizer::set_learning_rate(double lr) {
     OptimizerOptions changed = state_->optimizer;
     changed.lr = lr;
     changed.validate();
-    state_->optimizer.lr = lr;
-    state_->owner->set_lr(lr);
+    state_->set_lr(lr);
 }
 
 void *AsyncSgdOptimizer::parameters() { return state_->view.data(); }
@@ -149,11 +153,13 @@ void AsyncSgdOptimizer::synchronize_optimizer_state() {
     s.master_from_view();
 }
 
-bool AsyncSgdOptimizer::should_early_stop(bool local_vote) {
+bool AsyncSgdOptimizer::State::early_stop_vote(bool local_vote) {
     double vote = local_vote ? 1.0 : 0.0, any = 0.0;
-    state_->world->allreduce(&vote, &any, 1, DType::f64, ReduceOp::max);
+    world->allreduce(&vote, &any, 1, DType::f64, ReduceOp::max);
     return any != 0.0;
 }
+
+bool AsyncSgdOptimizer::should_early_stop(bool local_vote) { return state_->early_stop_vote(local_vote); }
 
 MemoryStats AsyncSgdOptimizer::memory_stats() const {
     const State &s = *state_;

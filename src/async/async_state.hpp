@@ -9,6 +9,7 @@
 #include "../sharding/engine/space.hpp"
 #include "../sharding/hybrid_grid.hpp"
 #include "../sharding/strategies/strategy_plan.hpp"
+#include "../training/trainee.hpp"
 #include "channels.hpp"
 #include "shard_owner.hpp"
 #include "shardopt/async_sgd.hpp"
@@ -40,6 +41,14 @@ struct AsyncSgdOptimizer::State {
     void set_from_packed(const void *packed);
     // The master shard from the view (after the view was written whole).
     void master_from_view();
+    // The learning rate from now on (checked by the caller).
+    void set_lr(double lr);
+    // True on every rank when any rank votes to stop (collective over the world).
+    bool early_stop_vote(bool local_vote);
+    // `value` reduced over the world (every rank gets the result).
+    double allreduce_over_world(double value, ReduceOp op);
+    // An epoch of train() as one asynchronous session (async_optimize.cpp).
+    training::EpochOutcome run_epoch(const training::EpochPlan &plan);
 };
 
 } // namespace shardopt

@@ -11,7 +11,7 @@
 
 #include "../params/aligned_buffer.hpp"
 #include "../sharding/engine/space.hpp"
-#include "../sharding/owned_segments.hpp"
+#include "../params/owned_segments.hpp"
 #include "shardopt/optim.hpp"
 #include "shardopt/params.hpp"
 

@@ -5,7 +5,6 @@
 #include <cstdint>
 
 #include "cuda_check.hpp"
-#include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::cuda {

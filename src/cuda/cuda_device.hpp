@@ -4,6 +4,14 @@
 #include <cstddef>
 #include <string>
 
+namespace shardopt::cuda {
+
+// CUDA devices this process can use (0 without a driver or GPU): the public
+// shardopt::cuda::device_count of shardopt/device_optimizer.hpp, defined here.
+int device_count() noexcept;
+
+} // namespace shardopt::cuda
+
 namespace shardopt::cuda::detail {
 
 // The device to use for `requested` (-1: the current one). Throws Error(unsupported) when no

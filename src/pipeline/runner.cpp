@@ -10,7 +10,7 @@
 #include <string>
 
 #include "../comm/finish_quietly.hpp"
-#include "../sharding/vector_ops.hpp"
+#include "../optim/vector_ops.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt {

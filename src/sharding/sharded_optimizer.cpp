@@ -1,35 +1,22 @@
-// ShardedOptimizer: the public front of the one step engine (engine/step_engine.hpp) over the
-// memory space the options choose, or, for strategy async_sgd, of an AsyncSgdOptimizer (src/async),
-// which trains through optimize() on its own threads instead of the step protocol.
+// ShardedOptimizer: the public front of one OptimizerBackend (optimizer_backend.hpp), the step
+// engine over the memory space the options choose (engine/step_engine.hpp) or, for strategy
+// async_sgd, asynchronous SGD (src/async). The checks every backend shares run here, once.
 #include "shardopt/sharded_optimizer.hpp"
 
 #include "../training/optimize_options.hpp"
-
+#include "../training/trainer.hpp"
 #include "engine/cuda_space.hpp"
 #include "engine/host_space.hpp"
 #include "engine/step_engine.hpp"
-#include "hybrid_grid.hpp"
+#include "optimizer_backend.hpp"
 #include "sharding_configuration.hpp"
-#include "shardopt/async_sgd.hpp"
 #include "shardopt/error.hpp"
+#include "strategies/strategy_plan.hpp"
 
 namespace shardopt {
-namespace {
 
-[[noreturn]] void no_step_protocol(const char *call) {
-    throw Error(ErrorCode::unsupported,
-                std::string(call) + ": the async_sgd strategy trains through optimize() (its workers and parameter "
-                                    "servers run their own clock), not the step protocol");
-}
-
-} // namespace
-
-ShardedOptimizer::ShardedOptimizer(std::unique_ptr<engine::StepEngine> engine) : engine_(std::move(engine)) {
-    require(engine_ != nullptr, ErrorCode::invalid_argument, "engine is null");
-}
-
-ShardedOptimizer::ShardedOptimizer(std::unique_ptr<AsyncSgdOptimizer> async) : async_(std::move(async)) {
-    require(async_ != nullptr, ErrorCode::invalid_argument, "asynchronous optimizer is null");
+ShardedOptimizer::ShardedOptimizer(std::unique_ptr<OptimizerBackend> backend) : backend_(std::move(backend)) {
+    require(backend_ != nullptr, ErrorCode::invalid_argument, "optimizer backend is null");
 }
 
 ShardedOptimizer::~ShardedOptimizer() = default;
@@ -42,134 +29,82 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(CommunicatorPtr comm,
     ResolvedConfiguration resolved = resolve_configuration(std::move(layout), optimizer, sharding);
     const ShardingOptions &options = resolved.sharding;
     validate_sharding_options(options);
+    std::unique_ptr<OptimizerBackend> backend;
     if (options.strategy == Strategy::async_sgd) {
         require(external_params == nullptr, ErrorCode::unsupported,
                 "caller-owned parameters are not supported for async_sgd (DDP, ZeRO-1, ZeRO-2 and Local SGD only)");
-        return std::unique_ptr<ShardedOptimizer>(new ShardedOptimizer(AsyncSgdOptimizer::create(
-            std::move(comm), std::move(resolved.layout), resolved.optimizer, options.async_staleness, options, initial)));
+        backend = make_async_sgd_backend(std::move(comm), std::move(resolved.layout), resolved.optimizer, options,
+                                         initial);
+    } else {
+        std::unique_ptr<engine::Space> space =
+            options.memory == MemorySpace::cuda ? engine::make_cuda_space(*comm, options.cuda_stream, options.update_threads)
+                                                : engine::make_host_space(options.update_threads);
+        backend = std::make_unique<engine::StepEngine>(std::move(space), std::move(comm), std::move(resolved.layout),
+                                                       resolved.optimizer, options, initial, external_params);
     }
-    std::unique_ptr<engine::Space> space = options.memory == MemorySpace::cuda
-                                               ? engine::make_cuda_space(*comm, options.cuda_stream, options.update_threads)
-                                               : engine::make_host_space(options.update_threads);
-    return std::unique_ptr<ShardedOptimizer>(new ShardedOptimizer(std::make_unique<engine::StepEngine>(
-        std::move(space), std::move(comm), std::move(resolved.layout), resolved.optimizer, options, initial,
-        external_params)));
+    return std::unique_ptr<ShardedOptimizer>(new ShardedOptimizer(std::move(backend)));
 }
 
-int ShardedOptimizer::rank() const noexcept { return async_ ? async_->rank() : engine_->world().rank(); }
-int ShardedOptimizer::world_size() const noexcept { return async_ ? async_->world_size() : engine_->world().size(); }
-const ShardingOptions &ShardedOptimizer::options() const noexcept {
-    return async_ ? async_->options() : engine_->options();
-}
-const ParameterSet &ShardedOptimizer::layout() const noexcept { return async_ ? async_->layout() : engine_->layout(); }
-const OptimizerOptions &ShardedOptimizer::optimizer_options() const noexcept {
-    return async_ ? async_->optimizer_options() : engine_->optimizer_options();
-}
+int ShardedOptimizer::rank() const noexcept { return backend_->communicator().rank(); }
+int ShardedOptimizer::world_size() const noexcept { return backend_->communicator().size(); }
+const ShardingOptions &ShardedOptimizer::options() const noexcept { return backend_->options(); }
+const ParameterSet &ShardedOptimizer::layout() const noexcept { return backend_->layout(); }
+const OptimizerOptions &ShardedOptimizer::optimizer_options() const noexcept { return backend_->optimizer_options(); }
 void ShardedOptimizer::set_learning_rate(double lr) {
-    if (async_) return async_->set_learning_rate(lr);
-    engine_->set_lr(lr);
+    OptimizerOptions changed = backend_->optimizer_options();
+    changed.lr = lr;
+    changed.validate();
+    backend_->set_learning_rate(lr);
 }
-std::int64_t ShardedOptimizer::step_count() const noexcept {
-    return async_ ? async_->step_count() : engine_->step_count();
-}
-Communicator &ShardedOptimizer::communicator() noexcept { return async_ ? async_->communicator() : engine_->world(); }
+std::int64_t ShardedOptimizer::step_count() const noexcept { return backend_->step_count(); }
+Communicator &ShardedOptimizer::communicator() noexcept { return backend_->communicator(); }
 
-ShardedOptimizer::GridPosition ShardedOptimizer::grid_position() const noexcept {
-    if (async_) return GridPosition{0, 0, async_->rank(), 1, 1, async_->world_size()};
-    const HybridGrid &g = engine_->grid();
-    return GridPosition{g.pp_rank, g.tp_rank, g.dp_rank, g.pp_size, g.tp_size, g.dp_size};
-}
-CommunicatorPtr ShardedOptimizer::data_group() const noexcept {
-    return async_ ? async_->communicator().shared_from_this() : engine_->grid().data;
-}
-CommunicatorPtr ShardedOptimizer::tensor_group() const noexcept { return async_ ? nullptr : engine_->grid().tensor; }
-CommunicatorPtr ShardedOptimizer::pipeline_group() const noexcept {
-    return async_ ? nullptr : engine_->grid().pipeline;
-}
+ShardedOptimizer::GridPosition ShardedOptimizer::grid_position() const noexcept { return backend_->grid_position(); }
+CommunicatorPtr ShardedOptimizer::data_group() const noexcept { return backend_->data_group(); }
+CommunicatorPtr ShardedOptimizer::tensor_group() const noexcept { return backend_->tensor_group(); }
+CommunicatorPtr ShardedOptimizer::pipeline_group() const noexcept { return backend_->pipeline_group(); }
 
-void *ShardedOptimizer::parameters() { return async_ ? async_->parameters() : engine_->parameters(); }
-void *ShardedOptimizer::tensor_parameters(int t) {
-    if (!async_) return engine_->tensor_parameters(t);
-    const auto &tl = async_->layout().tensor(t);
-    return static_cast<unsigned char *>(async_->parameters()) + tl.offset * async_->layout().element_size();
-}
+void *ShardedOptimizer::parameters() { return backend_->parameters(); }
+void *ShardedOptimizer::tensor_parameters(int t) { return backend_->tensor_parameters(t); }
 void ShardedOptimizer::get_parameters(void *packed) {
-    if (async_) return async_->get_parameters(packed);
-    engine_->get_parameters(packed);
+    require(packed != nullptr, ErrorCode::invalid_argument, "get_parameters: null buffer");
+    backend_->get_parameters(packed);
 }
 void ShardedOptimizer::set_parameters(const void *packed) {
-    if (async_) return async_->set_parameters(packed);
-    engine_->set_parameters(packed);
+    require(packed != nullptr, ErrorCode::invalid_argument, "set_parameters: null buffer");
+    backend_->set_parameters(packed);
 }
-void *ShardedOptimizer::gather(int bucket) {
-    if (!async_) return engine_->gather(bucket);
-    const auto &bl = async_->layout().bucket(bucket);
-    return static_cast<unsigned char *>(async_->parameters()) + bl.offset * async_->layout().element_size();
-}
-void ShardedOptimizer::release(int bucket) {
-    if (async_) {
-        async_->layout().bucket(bucket); // range check
-        return;
-    }
-    engine_->release(bucket);
-}
+void *ShardedOptimizer::gather(int bucket) { return backend_->gather(bucket); }
+void ShardedOptimizer::release(int bucket) { backend_->release(bucket); }
 
-void ShardedOptimizer::zero_grad() {
-    if (async_) no_step_protocol("zero_grad");
-    engine_->zero_grad();
-}
-void *ShardedOptimizer::bucket_grad(int bucket) {
-    if (async_) no_step_protocol("bucket_grad");
-    return engine_->bucket_grad(bucket);
-}
-void *ShardedOptimizer::grad(int tensor) {
-    if (async_) no_step_protocol("grad");
-    return engine_->grad(tensor);
-}
-void ShardedOptimizer::grad_ready(int bucket) {
-    if (async_) no_step_protocol("grad_ready");
-    engine_->grad_ready(bucket);
-}
-StepResult ShardedOptimizer::step() {
-    if (async_) no_step_protocol("step");
-    return engine_->step();
-}
+void ShardedOptimizer::zero_grad() { backend_->zero_grad(); }
+void *ShardedOptimizer::bucket_grad(int bucket) { return backend_->bucket_grad(bucket); }
+void *ShardedOptimizer::grad(int tensor) { return backend_->grad(tensor); }
+void ShardedOptimizer::grad_ready(int bucket) { backend_->grad_ready(bucket); }
+StepResult ShardedOptimizer::step() { return backend_->step(); }
 
-void ShardedOptimizer::synchronize_optimizer_state() {
-    if (async_) return async_->synchronize_optimizer_state();
-    engine_->synchronize_state();
-}
-bool ShardedOptimizer::should_early_stop(bool local_vote) {
-    return async_ ? async_->should_early_stop(local_vote) : engine_->should_early_stop(local_vote);
-}
-MemoryStats ShardedOptimizer::memory_stats() const { return async_ ? async_->memory_stats() : engine_->memory_stats(); }
-std::uint64_t ShardedOptimizer::bytes_sent() const { return async_ ? async_->bytes_sent() : engine_->traffic(); }
+void ShardedOptimizer::synchronize_optimizer_state() { backend_->synchronize_optimizer_state(); }
+bool ShardedOptimizer::should_early_stop(bool local_vote) { return backend_->should_early_stop(local_vote); }
+MemoryStats ShardedOptimizer::memory_stats() const { return backend_->memory_stats(); }
+std::uint64_t ShardedOptimizer::bytes_sent() const { return backend_->bytes_sent(); }
 TrainingResult ShardedOptimizer::train(const BatchFunction &model, const TrainingOptions &options) {
-    return async_ ? async_->train(model, options) : engine_->train(model, options);
+    require(bool(model), ErrorCode::invalid_argument, "train: the model is null");
+    options.validate();
+    return training::train(*backend_, model, options);
 }
 OptimizeResult ShardedOptimizer::optimize(const ModelFunction &model, const OptimizeOptions &options) {
+    training::check_optimize_options(model, options);
     return training::optimize_result_of(
         train(training::batch_function_of(model), training::training_options_of(options)));
 }
+AsyncSgdOptimizer *ShardedOptimizer::async_sgd() noexcept { return backend_->async_sgd(); }
 
-void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) {
-    if (async_) return async_->save(dir, form);
-    engine_->save(dir, form);
-}
+void ShardedOptimizer::save(const std::string &dir, CheckpointForm form) { backend_->save(dir, form); }
 std::unique_ptr<AsyncCheckpoint> ShardedOptimizer::save_async(const std::string &dir) {
-    if (async_)
-        throw Error(ErrorCode::unsupported, "save_async: asynchronous SGD checkpoints with save() (its owners hold "
-                                            "state that a step-boundary snapshot would miss)");
-    return engine_->save_async(dir);
+    return backend_->save_async(dir);
 }
-void ShardedOptimizer::load(const std::string &dir) {
-    if (async_) return async_->load(dir);
-    engine_->load(dir);
-}
-std::vector<unsigned char> ShardedOptimizer::serialize() { return async_ ? async_->serialize() : engine_->serialize(); }
-void ShardedOptimizer::deserialize(const void *data, std::size_t size) {
-    if (async_) return async_->deserialize(data, size);
-    engine_->deserialize(data, size);
-}
+void ShardedOptimizer::load(const std::string &dir) { backend_->load(dir); }
+std::vector<unsigned char> ShardedOptimizer::serialize() { return backend_->serialize(); }
+void ShardedOptimizer::deserialize(const void *data, std::size_t size) { backend_->deserialize(data, size); }
 
 } // namespace shardopt

@@ -6,8 +6,8 @@
 
 namespace shardopt::training {
 
-TrainingOptions training_options_of(const OptimizeOptions &o) {
-    // optimize()'s own checks and words, which its callers know.
+void check_optimize_options(const ModelFunction &model, const OptimizeOptions &o) {
+    require(bool(model), ErrorCode::invalid_argument, "optimize: model function is null");
     require(o.num_samples > 0, ErrorCode::invalid_argument, "optimize: num_samples must be > 0");
     require(o.batch_size >= 0, ErrorCode::invalid_argument, "optimize: batch_size must be >= 0");
     require(o.epochs >= 1, ErrorCode::invalid_argument, "optimize: epochs must be >= 1");
@@ -15,6 +15,9 @@ TrainingOptions training_options_of(const OptimizeOptions &o) {
     require(o.start_iteration >= 0, ErrorCode::invalid_argument, "optimize: start_iteration must be >= 0");
     require(o.max_iterations >= 0 && o.patience >= 0 && o.min_delta >= 0.0, ErrorCode::invalid_argument,
             "optimize: max_iterations, patience and min_delta must be >= 0");
+}
+
+TrainingOptions training_options_of(const OptimizeOptions &o) {
     TrainingOptions t;
     t.num_samples = o.num_samples;
     t.batch_size = o.batch_size; // 0 = the whole set in both
@@ -33,7 +36,6 @@ TrainingOptions training_options_of(const OptimizeOptions &o) {
 }
 
 BatchFunction batch_function_of(const ModelFunction &model) {
-    require(bool(model), ErrorCode::invalid_argument, "optimize: model function is null");
     return [model](const Batch &b) { return model(b.params, b.grad, b.samples, b.sample_count); };
 }
 

@@ -4,13 +4,16 @@
 #include <cstring>
 #include <vector>
 
-#include "../sharding/vector_ops.hpp"
+#include "../optim/vector_ops.hpp"
+#include "trainer.hpp"
 #include "shardopt/batch_split.hpp"
 
 namespace shardopt::training {
 
-EpochOutcome run_synchronous_epoch(const EpochPlan &plan, const SynchronousSteps &steps) {
-    const ParameterSet &layout = *steps.layout;
+EpochOutcome run_synchronous_epoch(const EpochPlan &plan, Trainee &trainee,
+                                   const std::function<StepResult(const void *packed_grad)> &step_on) {
+    const ParameterSet &layout = trainee.layout();
+    const CommunicatorPtr data = trainee.data_group();
     const std::size_t elem = layout.element_size(), n = layout.element_count();
     const std::int64_t total = std::int64_t(plan.order->size());
     std::vector<unsigned char> params(n * elem), grads(n * elem);
@@ -21,13 +24,13 @@ EpochOutcome run_synchronous_epoch(const EpochPlan &plan, const SynchronousSteps
     for (std::int64_t k = plan.first_batch; k < plan.end_batch; ++k) {
         const std::int64_t start = k * plan.batch, batch_n = std::min(plan.batch, total - start);
         const std::int64_t step = plan.steps_before + k;
-        const BatchSlice slice = batch_slice(start, batch_n, steps.data_rank, steps.data_size);
+        const BatchSlice slice = batch_slice(start, batch_n, data->rank(), data->size());
         samples.resize(std::size_t(slice.size()));
         for (std::int64_t i = slice.begin; i < slice.end; ++i)
             samples[std::size_t(i - slice.begin)] = (*plan.order)[std::size_t(i)];
         if (k > plan.first_batch && plan.before_step) plan.before_step(step);
 
-        steps.read_parameters(params.data());
+        trainee.get_parameters(params.data());
         std::memset(grads.data(), 0, grads.size());
         double local_loss = 0.0;
         if (!samples.empty()) {
@@ -42,9 +45,9 @@ EpochOutcome run_synchronous_epoch(const EpochPlan &plan, const SynchronousSteps
         }
         if (slice.weight != 1.0) scale(grads.data(), n, layout.dtype(), slice.weight);
         local_loss *= slice.weight;
-        const StepResult stepped = steps.step(grads.data());
+        const StepResult stepped = step_on(grads.data());
         if (plan.after_step && *plan.after_step) (*plan.after_step)(stepped);
-        const double batch_loss = steps.average_over_data(local_loss);
+        const double batch_loss = trainee.allreduce_over_data(local_loss, ReduceOp::avg);
         // Every rank sees the same average: all stop together, instead of skipping steps forever.
         require_finite_loss(batch_loss, Dataset::training, plan.epoch, step, "the data-parallel ranks");
         loss_sum += batch_loss * double(batch_n);

@@ -1,21 +1,16 @@
 // An epoch's batches as synchronous steps: each rank computes the gradient of its slice of the
 // global batch, weighted so the average over the ranks is the whole batch's mean gradient, and
-// every rank takes one step on it. The step engine's TrainingTarget::run_epoch.
+// every rank takes one step on it. The step engine's Trainee::run_epoch.
 #pragma once
 
-#include "trainer.hpp"
+#include <functional>
+
+#include "trainee.hpp"
 
 namespace shardopt::training {
 
-// What a synchronous epoch needs of the optimizer.
-struct SynchronousSteps {
-    const ParameterSet *layout;
-    int data_rank, data_size;
-    std::function<void(void *packed)> read_parameters;          // host, packed
-    std::function<StepResult(const void *packed_grad)> step;    // one step on a host packed gradient
-    std::function<double(double)> average_over_data;
-};
-
-EpochOutcome run_synchronous_epoch(const EpochPlan &plan, const SynchronousSteps &steps);
+// `step` takes one optimizer step on this rank's packed host gradient.
+EpochOutcome run_synchronous_epoch(const EpochPlan &plan, Trainee &trainee,
+                                   const std::function<StepResult(const void *packed_grad)> &step);
 
 } // namespace shardopt::training

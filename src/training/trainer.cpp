@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "../sharding/epoch_order.hpp"
+#include "epoch_order.hpp"
 #include "shardopt/batch_split.hpp"
 #include "shardopt/error.hpp"
 
@@ -68,12 +68,21 @@ std::uint64_t options_fingerprint(const TrainingOptions &o) {
     return h;
 }
 
+// Every data-parallel rank trains with the same options, else every one fails with Error(mismatch).
+// The two 32-bit halves of the fingerprint are exact in a double.
+void require_agreement(Trainee &trainee, std::uint64_t fingerprint) {
+    bool same = true;
+    for (const double half : {double(fingerprint >> 32), double(fingerprint & 0xffffffffu)})
+        same = same && trainee.allreduce_over_data(half, ReduceOp::max) == -trainee.allreduce_over_data(-half, ReduceOp::max);
+    require(same, ErrorCode::mismatch, "train: the training options differ across ranks (every rank must train with the "
+                                       "same options)");
+}
+
 class Loop {
   public:
-    Loop(TrainingTarget &target, const BatchFunction &model, const TrainingOptions &o)
-        : target_(target), model_(model), o_(o), packed_bytes_(target.layout().element_count() *
-                                                                 target.layout().element_size()),
-          keeper_(o.tolerance) {}
+    Loop(Trainee &trainee, const BatchFunction &model, const TrainingOptions &o)
+        : target_(trainee), model_(model), o_(o),
+          packed_bytes_(trainee.layout().element_count() * trainee.layout().element_size()), keeper_(o.tolerance) {}
 
     TrainingResult run() {
         const std::int64_t n = o_.num_samples, batch = o_.effective_batch();
@@ -95,6 +104,7 @@ class Loop {
             const std::vector<std::int64_t> order = epoch_order(n, o_.shuffle, o_.seed, epoch);
             EpochPlan plan;
             plan.epoch = epoch;
+            plan.starts_call = !ran_an_epoch_;
             plan.order = &order;
             plan.batch = batch;
             plan.steps_before = step;
@@ -105,8 +115,11 @@ class Loop {
             plan.after_step = &o_.after_step;
             if (plan.first_batch < plan.end_batch && per_step) per_step(step + plan.first_batch);
             const double first_rate = target_.learning_rate();
-            const EpochOutcome outcome =
-                plan.first_batch < plan.end_batch ? target_.run_epoch(plan) : EpochOutcome{};
+            EpochOutcome outcome;
+            if (plan.first_batch < plan.end_batch) {
+                outcome = target_.run_epoch(plan);
+                ran_an_epoch_ = true;
+            }
             step += plan.end_batch;
             const bool hit_limit = o_.max_steps > 0 && step >= o_.max_steps;
             if (outcome.batches == 0) { // done before a resume
@@ -116,7 +129,7 @@ class Loop {
             end_epoch(epoch, outcome, first_rate, step);
             if (hit_limit) break;
             if (o_.early_stopping && e + 1 < o_.max_epochs &&
-                target_.agree_stop(keeper_.epochs_without_progress() >= o_.patience)) {
+                target_.should_early_stop(keeper_.epochs_without_progress() >= o_.patience)) {
                 result_.stopped_early = true;
                 break;
             }
@@ -135,7 +148,7 @@ class Loop {
         double validation_loss = std::numeric_limits<double>::quiet_NaN();
         if (o_.num_validation_samples > 0) {
             current_.resize(packed_bytes_);
-            target_.read_parameters(current_.data());
+            target_.get_parameters(current_.data());
             validation_loss = evaluate(Dataset::validation, o_.num_validation_samples, current_.data(), epoch, step);
         }
         ++result_.epochs;
@@ -155,13 +168,14 @@ class Loop {
 
     void keep_current() {
         result_.best_parameters.resize(packed_bytes_);
-        target_.read_parameters(result_.best_parameters.data());
+        target_.get_parameters(result_.best_parameters.data());
         kept_ = true;
     }
 
     // The mean loss over a whole set at `params`: each data-parallel rank takes its slice.
     double evaluate(Dataset dataset, std::int64_t count, const void *params, int epoch, std::int64_t step) {
-        const BatchSlice slice = batch_slice(0, count, target_.data_rank(), target_.data_size());
+        const CommunicatorPtr data = target_.data_group();
+        const BatchSlice slice = batch_slice(0, count, data->rank(), data->size());
         double local = 0.0;
         if (slice.size() > 0) {
             const std::vector<std::int64_t> samples = slice.indices();
@@ -174,7 +188,7 @@ class Loop {
             b.step = step;
             local = model_(b) * slice.weight;
         }
-        const double loss = target_.average_over_data(local);
+        const double loss = target_.allreduce_over_data(local, ReduceOp::avg);
         require_finite_loss(loss, dataset, epoch, step, "the data-parallel ranks");
         return loss;
     }
@@ -189,7 +203,7 @@ class Loop {
             result_.test_loss = evaluate(Dataset::test, o_.num_test_samples, best, epoch, step);
     }
 
-    TrainingTarget &target_;
+    Trainee &target_;
     const BatchFunction &model_;
     const TrainingOptions &o_;
     std::size_t packed_bytes_;
@@ -197,6 +211,7 @@ class Loop {
     TrainingResult result_;
     std::vector<unsigned char> current_;
     bool kept_ = false;
+    bool ran_an_epoch_ = false;
 };
 
 } // namespace
@@ -209,11 +224,9 @@ void require_finite_loss(double loss, Dataset dataset, int epoch, std::int64_t s
                                               " (averaged over " + over + ")");
 }
 
-TrainingResult train(TrainingTarget &target, const BatchFunction &model, const TrainingOptions &options) {
-    require(bool(model), ErrorCode::invalid_argument, "train: the model is null");
-    options.validate();
-    target.agree(options_fingerprint(options), "training options");
-    return Loop(target, model, options).run();
+TrainingResult train(Trainee &trainee, const BatchFunction &model, const TrainingOptions &options) {
+    require_agreement(trainee, options_fingerprint(options));
+    return Loop(trainee, model, options).run();
 }
 
 } // namespace shardopt::training

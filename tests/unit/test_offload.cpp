@@ -601,7 +601,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_and_set_parameters_keep_the_master_weights) {
             runs.offloaded->set_parameters(shifted.data());
             runs.host->set_parameters(shifted.data());
             runs.device->set_parameters(shifted.data());
-            runs.offloaded->synchronize_state();
+            runs.offloaded->synchronize_optimizer_state();
             for (int step = 5; step < 7; ++step) {
                 runs.offloaded->get_parameters(q.data());
                 train_step(*runs.offloaded, q, comm.rank(), step, c);

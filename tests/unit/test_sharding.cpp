@@ -287,6 +287,40 @@ BOOST_AUTO_TEST_CASE(misuse_is_reported) {
     });
 }
 
+// ShardedOptimizer checks the arguments every backend shares once, before it forwards: the step
+// engine (each strategy) and asynchronous SGD refuse the same bad arguments with the same words.
+BOOST_AUTO_TEST_CASE(shared_checks_are_the_same_for_every_backend) {
+    run_inprocess(2, [](Communicator &comm) {
+        const auto sgd = OptimizerOptions::defaults(OptimizerKind::sgd);
+        const ModelFunction model = [](const void *, void *, const std::int64_t *, std::size_t) { return 0.0; };
+        for (Strategy s : {Strategy::ddp, Strategy::zero2, Strategy::fsdp, Strategy::local_sgd, Strategy::async_sgd}) {
+            auto opt = ShardedOptimizer::create(comm.shared_from_this(), big_layout(64 << 10), sgd, with(s));
+            OptimizeOptions o;
+            o.num_samples = 8;
+            expect_error(ErrorCode::invalid_argument, "optimize: model function is null",
+                         [&] { opt->optimize(ModelFunction(), o); });
+            auto bad = o;
+            bad.num_samples = 0;
+            expect_error(ErrorCode::invalid_argument, "optimize: num_samples must be > 0", [&] { opt->optimize(model, bad); });
+            bad = o;
+            bad.first_epoch = -1;
+            expect_error(ErrorCode::invalid_argument, "optimize: first_epoch must be >= 0", [&] { opt->optimize(model, bad); });
+            bad = o;
+            bad.start_iteration = -1; // async SGD's own loop did not check this one before
+            expect_error(ErrorCode::invalid_argument, "optimize: start_iteration must be >= 0",
+                         [&] { opt->optimize(model, bad); });
+            bad = o;
+            bad.patience = -1;
+            expect_error(ErrorCode::invalid_argument, "patience", [&] { opt->optimize(model, bad); });
+            expect_error(ErrorCode::invalid_argument, "get_parameters: null buffer", [&] { opt->get_parameters(nullptr); });
+            expect_error(ErrorCode::invalid_argument, "set_parameters: null buffer", [&] { opt->set_parameters(nullptr); });
+            expect_error(ErrorCode::invalid_argument, "lr", [&] { opt->set_learning_rate(-1.0); });
+            std::lock_guard<std::mutex> lock(shardopt::testing::assertion_mutex());
+            BOOST_TEST(opt->optimizer_options().lr == sgd.lr); // unchanged by the refused call
+        }
+    });
+}
+
 // A billion f32 parameters under DDP on 4 ranks of one host (64 GB) is refused before anything
 // is allocated, with the estimate in the message.
 BOOST_AUTO_TEST_CASE(model_too_big_is_refused_up_front) {

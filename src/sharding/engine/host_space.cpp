@@ -5,7 +5,7 @@
 
 #include "../../optim/parallel_update.hpp"
 #include "../../params/aligned_buffer.hpp"
-#include "../vector_ops.hpp"
+#include "../../optim/vector_ops.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::engine {

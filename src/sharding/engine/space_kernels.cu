@@ -1,6 +1,6 @@
 // The CUDA space's passes over gradient memory. Built like the optimizer's kernels (no FMA
 // contraction, IEEE rounding, no flush to zero): each element sees the same operations, rounded
-// the same way, as in the CPU passes of sharding/vector_ops.cpp.
+// the same way, as in the CPU passes of optim/vector_ops.cpp.
 #include <algorithm>
 #include <string>
 

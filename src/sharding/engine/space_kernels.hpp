@@ -1,7 +1,7 @@
 // Host entry points of the CUDA space's element-wise kernels (space_kernels.cu). Each enqueues
 // on `stream` and returns at once; a bad launch is thrown as Error by check_launch. Element
 // types: f32 and f64 (Error(invalid_argument) for any other), as the CPU passes in
-// sharding/vector_ops.cpp, whose arithmetic they repeat operation for operation.
+// optim/vector_ops.cpp, whose arithmetic they repeat operation for operation.
 #pragma once
 
 #include <cuda_runtime_api.h>

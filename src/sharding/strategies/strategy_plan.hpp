@@ -1,5 +1,5 @@
 // StrategyPlan: what a strategy keeps on each rank, which collective reduces each bucket's
-// gradient, and what happens after the update. The engine (../engine/step_engine.cpp) runs any
+// gradient, and what happens after the update. The engine (../engine/step_engine.hpp) runs any
 // plan; each strategy's own file here (ddp.cpp, zero1.cpp, zero2.cpp, fsdp.cpp, local_sgd.cpp,
 // async_sgd.cpp) says what its plan is and why. Hybrid is a grid (../hybrid_grid.hpp) with one of the four
 // data-parallel plans inside each data group.

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-namespace shardopt {
+namespace shardopt::training {
 
 // 0..n-1, or (shuffle) a Fisher-Yates permutation drawn from (seed, epoch) by a fixed, portable
 // generator (splitmix64), the same on every rank, build and platform.
 std::vector<std::int64_t> epoch_order(std::int64_t n, bool shuffle, std::uint64_t seed, int epoch);
 
-} // namespace shardopt
+} // namespace shardopt::training

@@ -7,7 +7,7 @@
 
 namespace shardopt::checkpoint {
 
-ModelLayout model_layout(Communicator &world, const HybridGrid &grid, const ParameterSet &layout) {
+ModelLayout model_layout(Communicator &world, const Placement &grid, const ParameterSet &layout) {
     ModelLayout m;
     m.info.dtype = layout.dtype();
     if (grid.pp_size == 1) {
@@ -17,7 +17,7 @@ ModelLayout model_layout(Communicator &world, const HybridGrid &grid, const Para
         m.root = {0};
         return m;
     }
-    // Each stage's rank with dp = tp = 0 broadcasts its tensors (hybrid_grid.hpp's rank order).
+    // Each stage's rank with dp = tp = 0 broadcasts its tensors (the rank order of Placement, the hybrid grid's).
     for (int s = 0; s < grid.pp_size; ++s) {
         const int root = s * grid.dp_size * grid.tp_size;
         std::string names;

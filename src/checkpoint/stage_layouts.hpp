@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "../checkpoint/manifest.hpp"
-#include "hybrid_grid.hpp"
+#include "checkpoint_target.hpp"
+#include "manifest.hpp"
 
 namespace shardopt::checkpoint {
 
@@ -22,7 +22,7 @@ struct ModelLayout {
 
 // Collective over `world` (host buffers) when the grid has pipeline stages; otherwise this
 // rank's layout. Error(invalid_argument) when two stages hold tensors of the same name.
-ModelLayout model_layout(Communicator &world, const HybridGrid &grid, const ParameterSet &layout);
+ModelLayout model_layout(Communicator &world, const Placement &grid, const ParameterSet &layout);
 
 // For each tensor of `mine` (this rank's layout), its index in the checkpoint's layout `saved`,
 // matched by name. `model_tensors`: how many tensors the whole model has (all stages). The

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../params/aligned_buffer.hpp"
+#include "aligned_buffer.hpp"
 
 namespace shardopt {
 

@@ -3,7 +3,7 @@
 #include <numeric>
 #include <utility>
 
-namespace shardopt {
+namespace shardopt::training {
 namespace {
 
 // splitmix64: std::shuffle's generator use is implementation-defined; this one is not.
@@ -28,4 +28,4 @@ std::vector<std::int64_t> epoch_order(std::int64_t n, bool shuffle, std::uint64_
     return order;
 }
 
-} // namespace shardopt
+} // namespace shardopt::training

@@ -1,5 +1,5 @@
-"""shardopt-run --elastic: a job that goes on at another world size when a rank dies or a host is
-cut off (docs/elastic.md).
+"""shardopt.elastic_agent: shardopt-run --elastic, a job that goes on at another world size when a
+rank dies or a host is cut off (docs/elastic.md). shardopt.run's launcher hands --elastic jobs here.
 
   coordinator, on the master host (runs L ranks here):
     shardopt-run --elastic --min N --max M -n L [--hosts H --listen ADDR:PORT --token T]

@@ -1,13 +1,14 @@
-// The checkpoint operations (save, serialize, load) over what they need of the engine: its
-// layout, plan and options, and its storage shown as host bytes (src/sharding/engine/
-// engine_checkpoint.cpp copies device memory through host mirrors). They write and read one file
-// format (checkpoint_io.cpp), whatever the memory space, world size and strategy, so a
-// checkpoint loads into any of them.
+// The checkpoint operations (save, serialize, load) over what they need of an optimizer: its
+// layout, options and placement across the ranks, and its storage shown as host bytes (the step
+// engine, src/sharding/engine/engine_state.cpp, copies device memory through host mirrors;
+// asynchronous SGD, src/async/async_checkpoint.cpp, shows its view and owner). They write and
+// read one file format (save.cpp, serialize.cpp, load.cpp), whatever the memory space, world
+// size and strategy, so a checkpoint loads into any of them.
 //
 // Parts: part k < 0 is the parameters, k >= 0 optimizer state slot k. Each is laid out as the
-// engine lays out its storage: the full padded flat buffer, or this rank's shard buffer
-// when the plan shards it (params_sharded, state_sharded), elements of the layout's dtype at the
-// positions the owned segments give (OwnedSegment::flat, or ::local in a shard buffer).
+// optimizer lays out its storage: the full padded flat buffer, or this rank's shard buffer
+// when its placement shards it (params_sharded, state_sharded), elements of the layout's dtype at
+// the positions the owned segments give (OwnedSegment::flat, or ::local in a shard buffer).
 #pragma once
 
 #include <cstdint>
@@ -15,14 +16,27 @@
 #include <string>
 #include <vector>
 
-#include "../checkpoint/container_format.hpp"
-#include "../checkpoint/manifest.hpp"
-#include "hybrid_grid.hpp"
-#include "owned_segments.hpp"
-#include "strategies/strategy_plan.hpp"
+#include "../params/owned_segments.hpp"
+#include "container_format.hpp"
+#include "manifest.hpp"
 #include "shardopt/error.hpp"
+#include "shardopt/sharded_optimizer.hpp"
 
 namespace shardopt::checkpoint {
+
+// Where a target's parts lie across the ranks: what its strategy's plan and process grid say, as
+// far as checkpoints go (src/sharding/placement.hpp makes one of them).
+struct Placement {
+    bool params_sharded = false; // part -1 is this rank's shard buffer, else the full padded buffer
+    bool state_sharded = false;  // parts k >= 0 likewise
+    // The rank holds (and writes) its chunk of every bucket, chunk_segments(); or, when the
+    // ranks' copies differ (LocalSGD's replicas), every tensor whole.
+    bool by_chunk = true;
+    // HSDP: this rank's shard group is a replica of the first one, whose ranks write the data.
+    bool replica_copy = false;
+    // The hybrid grid's sizes and this rank's pipeline stage (rank = (pp * dp_size + dp) * tp_size + tp).
+    int pp_size = 1, tp_size = 1, dp_size = 1, pp_rank = 0;
+};
 
 class CheckpointTarget {
   public:
@@ -37,9 +51,7 @@ class CheckpointTarget {
     virtual int state_slots() const = 0;
     virtual const ShardingOptions &sharding() const = 0;
     virtual std::int64_t step_count() const = 0;
-    virtual const StrategyPlan &plan() const = 0;
-    // Grid sizes and the HSDP replica position (its communicators are not used).
-    virtual const HybridGrid &grid() const = 0;
+    virtual const Placement &placement() const = 0;
     // Micro-steps of gradient accumulation done since the last update.
     virtual int micro_step() const = 0;
     // Chunk group_rank of every bucket (see owned_chunks).

@@ -1,0 +1,241 @@
+// save(): the consolidated form (serialize()'s bytes as the manifest file, the parameters again as
+// safetensors), or the sharded form in the parts an asynchronous save runs apart (every rank its
+// shard file, then rank 0 the manifest that makes the checkpoint exist).
+#include <cstring>
+
+#include "atomic_file.hpp"
+#include "checkpoint_target.hpp"
+#include "collective_errors.hpp"
+#include "container_format.hpp"
+#include "resharding.hpp"
+#include "safetensors_writer.hpp"
+#include "stage_layouts.hpp"
+#include "target_manifest.hpp"
+#include "shardopt/error.hpp"
+
+namespace shardopt::checkpoint {
+namespace {
+
+class CountingSink final : public ByteSink {
+  public:
+    explicit CountingSink(ByteSink &inner) : inner_(inner) {}
+    void write(const void *data, std::size_t n) override {
+        inner_.write(data, n);
+        bytes += n;
+    }
+    std::uint64_t bytes = 0;
+
+  private:
+    ByteSink &inner_;
+};
+
+} // namespace
+
+void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form) {
+    Communicator &world = target.world();
+    const ParameterSet &layout = target.layout();
+    run_agreed(world, [&] {
+        require(form == CheckpointForm::sharded || form == CheckpointForm::consolidated, ErrorCode::invalid_argument,
+                "save: invalid checkpoint form");
+    });
+    if (form == CheckpointForm::sharded) {
+        // The three parts of an asynchronous save, run back to back over the target's own memory.
+        const std::unique_ptr<ShardedSave> save = begin_sharded_save(target, dir, false);
+        write_shard(*save);
+        test_delay_point();
+        publish_sharded_save(world, *save);
+        return;
+    }
+    run_agreed(world, [&] {
+        require(!dir.empty(), ErrorCode::invalid_argument, "save: empty checkpoint directory");
+        check_checkpointable(target, "save");
+    });
+    const std::size_t elem = layout.element_size();
+    const std::int64_t step_count = target.step_count();
+    // Pipeline stages: the manifest and every shard file describe the whole model.
+    ModelLayout model;
+    run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); });
+    const LayoutInfo &info = model.info;
+    const std::string manifest_path = join_path(dir, kManifestFile);
+
+    const std::vector<unsigned char> bytes = serialize(target); // collective; rank 0's are the file
+    run_agreed(world, [&] {
+        if (world.rank() != 0) return;
+        make_directories(dir);
+        write_file_atomically(manifest_path, [&](ByteSink &sink) { sink.write(bytes.data(), bytes.size()); });
+        // The parameters again, for other tools: read them back from the bytes just written.
+        MemorySource source(bytes.data(), bytes.size());
+        const Container c = read_container(source);
+        std::size_t total = 0;
+        for (const auto &t : info.tensors) total += t.count;
+        std::vector<unsigned char> packed(total * elem);
+        SegmentIndex index(info);
+        index.add(std::make_shared<MemorySource>(bytes.data(), bytes.size()), std::make_shared<Container>(c));
+        std::size_t at = 0;
+        for (int t = 0; t < int(info.tensors.size()); ++t) {
+            const std::size_t n = info.tensors[std::size_t(t)].count;
+            index.read("param", t, 0, n, packed.data() + at * elem);
+            at += n;
+        }
+        write_file_atomically(join_path(dir, kSafetensorsFile), [&](ByteSink &sink) {
+            write_safetensors(sink, info, packed.data(),
+                              {{"producer", "shardopt"}, {"step_count", std::to_string(step_count)}});
+        });
+        // Shard files of an earlier sharded save are no longer referenced.
+        for (const auto &name : list_directory(dir))
+            if (is_shard_file_name(name) || name.find(".tmp.") != std::string::npos)
+                remove_file_quietly(join_path(dir, name));
+        fsync_directory(dir);
+    });
+}
+
+std::unique_ptr<ShardedSave> begin_sharded_save(CheckpointTarget &target, const std::string &dir, bool copy) {
+    Communicator &world = target.world();
+    const ParameterSet &layout = target.layout();
+    run_agreed(world, [&] {
+        require(!dir.empty(), ErrorCode::invalid_argument, "save: empty checkpoint directory");
+        check_checkpointable(target, "save");
+    });
+    auto save = std::make_unique<ShardedSave>();
+    save->dir = dir;
+    save->step_count = target.step_count();
+    save->manifest = manifest_of(target, world.size());
+    // Pipeline stages: the manifest and every shard file describe the whole model.
+    ModelLayout model;
+    run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); });
+    save->manifest.layout = model.info;
+    const std::size_t elem = layout.element_size();
+
+    std::int64_t gen_bits = 0;
+    if (world.rank() == 0) {
+        const std::string g = new_generation();
+        gen_bits = std::int64_t(std::stoull(g, nullptr, 16));
+    }
+    world.broadcast(&gen_bits, 1, DType::i64, 0);
+    const std::string generation = hex64(std::uint64_t(gen_bits));
+    save->manifest.kind = "sharded-manifest";
+    save->manifest.generation = generation;
+    run_agreed(world, [&] {
+        if (world.rank() == 0) make_directories(dir);
+    });
+
+    // Every rank writes its chunk of every bucket (LocalSGD: its whole replica, since the
+    // replicas differ), params and each state slot.
+    // HSDP: the shard groups are replicas of one another; only the first one's ranks write data.
+    const Placement &placement = target.placement();
+    std::vector<OwnedSegment> segs = placement.by_chunk ? target.chunk_segments() : whole_tensors(layout);
+    if (placement.replica_copy) segs.clear();
+    std::size_t copied = 0;
+    if (copy) { // the target's memory changes with the next step: one buffer for all of it
+        for (const auto &s : segs) copied += s.count * elem;
+        save->copies.emplace_back(copied * std::size_t(target.state_slots() + 1));
+        copied = 0;
+    }
+    for (int k = -1; k < target.state_slots(); ++k) {
+        const bool sharded = k < 0 ? placement.params_sharded : placement.state_sharded;
+        const unsigned char *base = target.host_part(k);
+        for (const auto &s : segs) {
+            const std::size_t at = sharded && placement.by_chunk ? s.local : s.flat;
+            const unsigned char *bytes = base + at * elem;
+            if (copy) {
+                unsigned char *to = save->copies.front().data() + copied;
+                std::memcpy(to, bytes, s.count * elem);
+                bytes = to;
+                copied += s.count * elem;
+            }
+            save->data.push_back({part_name(k), model.base + s.tensor, s.flat - layout.tensor(s.tensor).offset,
+                                  s.count, bytes, s.count * elem});
+        }
+    }
+    save->copies.push_back(target.rank_state()); // moving the first buffer keeps its data in place
+    const std::vector<unsigned char> &own_state = save->copies.back();
+    if (!own_state.empty())
+        save->data.push_back(
+            {rank_state_part(world.rank()), 0, 0, own_state.size(), own_state.data(), own_state.size()});
+    save->shard_header = {{"format", kFormatName},
+                          {"kind", "shard"},
+                          {"rank", world.rank()},
+                          {"world_size", world.size()},
+                          {"generation", generation},
+                          {"layout", layout_to_json(save->manifest.layout)}};
+    save->file = shard_file_name(world.rank(), world.size(), generation);
+    return save;
+}
+
+namespace {
+// Runs fn, keeping what it throws in `outcome` instead (the writes run on threads of their own).
+template <typename F> void capture(ShardedSave::Outcome &outcome, F &&fn) noexcept {
+    try {
+        fn();
+    } catch (const Error &e) {
+        outcome = {e.code(), e.what()};
+    } catch (const std::bad_alloc &) {
+        outcome = {ErrorCode::out_of_memory, "out of memory while writing a checkpoint"};
+    } catch (const std::exception &e) {
+        outcome = {ErrorCode::internal, e.what()};
+    }
+}
+} // namespace
+
+void write_shard(ShardedSave &save) noexcept {
+    capture(save.shard_outcome, [&] {
+        write_file_atomically(join_path(save.dir, save.file), [&](ByteSink &sink) {
+            CountingSink counting(sink);
+            save.header_xxh3 = write_container(counting, save.shard_header, save.data);
+            save.bytes = counting.bytes;
+        });
+    });
+}
+
+void agree_sharded_save(Communicator &world, ShardedSave &save) {
+    try {
+        run_agreed(world, [&] {
+            if (save.shard_outcome.code != ErrorCode::ok)
+                throw Error(save.shard_outcome.code, save.shard_outcome.message);
+        });
+    } catch (...) {
+        remove_file_quietly(join_path(save.dir, save.file)); // no manifest will point at it
+        throw;
+    }
+    // What rank 0 needs for the manifest.
+    const std::int64_t mine[2] = {std::int64_t(save.bytes), std::int64_t(save.header_xxh3)};
+    std::vector<std::int64_t> all(2 * std::size_t(world.size()));
+    world.allgather(mine, all.data(), 2, DType::i64);
+    Manifest &manifest = save.manifest;
+    manifest.files.clear();
+    for (int r = 0; r < world.size(); ++r)
+        manifest.files.push_back({shard_file_name(r, world.size(), manifest.generation), r,
+                                  std::uint64_t(all[2 * r]), std::uint64_t(all[2 * r + 1])});
+}
+
+void write_manifest(ShardedSave &save) noexcept {
+    capture(save.manifest_outcome, [&] {
+        write_file_atomically(join_path(save.dir, kManifestFile),
+                              [&](ByteSink &sink) { write_container(sink, manifest_to_json(save.manifest), {}); });
+        // The new checkpoint is in place: older shard files, stale temporaries of interrupted
+        // saves and a safetensors export of an older consolidated save go.
+        const std::string &generation = save.manifest.generation;
+        for (const auto &name : list_directory(save.dir)) {
+            const bool current = name.find("." + generation + ".") != std::string::npos && is_shard_file_name(name);
+            if ((is_shard_file_name(name) && !current) || name.find(".tmp.") != std::string::npos ||
+                name == kSafetensorsFile)
+                remove_file_quietly(join_path(save.dir, name));
+        }
+        fsync_directory(save.dir);
+    });
+}
+
+void agree_manifest(Communicator &world, ShardedSave &save) {
+    run_agreed(world, [&] {
+        if (save.manifest_outcome.code != ErrorCode::ok)
+            throw Error(save.manifest_outcome.code, save.manifest_outcome.message);
+    });
+}
+
+void publish_sharded_save(Communicator &world, ShardedSave &save) {
+    agree_sharded_save(world, save);
+    if (world.rank() == 0) write_manifest(save);
+    agree_manifest(world, save);
+}
+
+} // namespace shardopt::checkpoint

@@ -1,0 +1,59 @@
+#include "update.hpp"
+
+namespace shardopt::engine {
+
+Update::Update(const EngineContext &ctx, const std::vector<OwnedSegment> &owned, int state_slots)
+    : ctx_(ctx), buckets_(std::size_t(ctx.layout.bucket_count())), state_slots_(state_slots) {
+    for (const auto &s : owned) buckets_[std::size_t(ctx.layout.tensor(s.tensor).bucket)].segments.push_back(s);
+}
+
+Update::~Update() = default;
+
+int Update::tensor_stats() const { return buckets_.empty() ? 0 : buckets_.front().updater->tensor_stats(); }
+
+std::vector<double> Update::stats_buffer() const {
+    return std::vector<double>(std::size_t(tensor_stats()) * std::size_t(ctx_.layout.tensor_count()), 0.0);
+}
+
+void Update::set_lr(double lr) {
+    for (auto &u : buckets_) u.updater->set_lr(lr);
+}
+
+void Update::set_step_count(std::int64_t steps) {
+    for (auto &u : buckets_) u.updater->set_step_count(steps);
+}
+
+std::vector<unsigned char> Update::state_to_host(int k) const {
+    const bool sharded = ctx_.plan.state_sharded();
+    const std::size_t elem = ctx_.elem();
+    std::vector<unsigned char> host((sharded ? ctx_.layout.shard_count() : ctx_.layout.padded_count()) * elem, 0);
+    for (const BucketUpdate &u : buckets_)
+        for (std::size_t i = 0; i < u.segments.size(); ++i) {
+            const OwnedSegment &s = u.segments[i];
+            u.updater->read_state(int(i), k, host.data() + (sharded ? s.local : s.flat) * elem);
+        }
+    return host;
+}
+
+void Update::state_from_host(int k, const unsigned char *host) {
+    const bool sharded = ctx_.plan.state_sharded();
+    for (const BucketUpdate &u : buckets_)
+        for (std::size_t i = 0; i < u.segments.size(); ++i) {
+            const OwnedSegment &s = u.segments[i];
+            u.updater->write_state(int(i), k, host + (sharded ? s.local : s.flat) * ctx_.elem());
+        }
+}
+
+std::size_t Update::state_bytes() const {
+    std::size_t total = 0;
+    for (const auto &u : buckets_) total += u.updater->state_bytes();
+    return total;
+}
+
+std::unique_ptr<Update> make_update(const EngineContext &ctx, ParameterStore &params, GradientBuckets &grads,
+                                    const std::vector<OwnedSegment> &owned, int state_slots) {
+    if (ctx.offload.active()) return make_offloaded_update(ctx, params, grads, owned, state_slots);
+    return make_space_update(ctx, params, grads, owned, state_slots);
+}
+
+} // namespace shardopt::engine
