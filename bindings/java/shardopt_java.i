@@ -117,6 +117,11 @@ static void so_mem_release(JNIEnv *env, so_mem *m) {
     if (m->array && m->dtype == SHARDOPT_F64) (*env)->ReleaseDoubleArrayElements(env, m->array, m->p, m->mode);
     else if (m->array) (*env)->ReleaseFloatArrayElements(env, m->array, m->p, m->mode);
 }
+/* m, taken, checked by the library (a shardopt_*_check_array status): else released, and the error thrown */
+static int so_mem_checked(JNIEnv *env, so_mem *m, shardopt_status st) {
+    if (st != SHARDOPT_OK) so_mem_release(env, m), so_throw(env, st);
+    return st == SHARDOPT_OK;
+}
 /* allgather (gather 1) and reduce_scatter (0): data in m, and the result, a new array of data's type, in r */
 static jarray so_gather_scatter(JNIEnv *env, shardopt_comm comm, jobject data, int gather, so_mem *m, so_mem *r) {
     int ws = 1;
@@ -229,12 +234,17 @@ SO_MEM(ARGS, (so_mem m), if (!so_mem_get(jenv, $input, WHAT, OUT, &m)) return $n
 SO_MEM1((const void *send, void *recv, size_t count, shardopt_dtype dtype), "data", 1, $1 = $2 = m.p; $3 = m.n; $4 = m.dtype;)
 SO_MEM1((void *buffer, size_t count, shardopt_dtype dtype), "data", 1, $1 = m.p; $2 = m.n; $3 = m.dtype;)
 SO_MEM1((const void *buffer, size_t count, shardopt_dtype dtype), "data", 0, $1 = m.p; $2 = m.n; $3 = m.dtype;)
-SO_MEM1((void *packed, size_t count), "out", 1, $1 = m.p; $2 = m.n;)
-SO_MEM1((const void *packed, size_t count), "values", 0, $1 = m.p; $2 = m.n;)
-SO_MEM1((void *param_buffer, size_t param_count), "parameters", 1, $1 = m.p; $2 = m.n;) /* a direct buffer: it outlives the call */
+/* the packed parameters and the caller's parameter buffer (direct: it outlives the call), checked by the library */
+%define SO_PACKED(ARGS, WHAT, OUT, CHECK) SO_MEM1(ARGS, WHAT, OUT, if (!so_mem_checked(jenv, &m, CHECK)) return $null; $1 = m.p; $2 = m.n;) %enddef
+SO_PACKED((void *packed, size_t count), "out", 1, shardopt_optimizer_check_array(arg1, "out", m.dtype, m.n))
+SO_PACKED((const void *packed, size_t count), "values", 0, shardopt_optimizer_check_array(arg1, "values", m.dtype, m.n))
+SO_PACKED((void *param_buffer, size_t param_count), "parameters", 1, shardopt_params_check_array(arg2, "parameters", m.dtype, m.n, m.n))
 SO_MEM(const void *initial, (so_mem m, jobject o), o = $input; m.array = NULL;, "so_mem_release(jenv, &m$argnum);")
-%typemap(check) const void *initial /* after the other arguments, which then have nothing to release when it fails */
-    %{ if (o$argnum && !so_mem_get(jenv, o$argnum, "initial", 0, &m$argnum)) return $null; $1 = o$argnum ? m$argnum.p : NULL; %}
+%typemap(check) const void *initial %{ /* after the other arguments, which then have nothing to release when it fails */
+    if (o$argnum && !(so_mem_get(jenv, o$argnum, "initial", 0, &m$argnum)
+                      && so_mem_checked(jenv, &m$argnum, shardopt_params_check_array(arg2, "initial", m$argnum.dtype, m$argnum.n, 0))))
+        return $null;
+    $1 = o$argnum ? m$argnum.p : NULL; %}
 %define SO_GATHER_SCATTER(COUNT, GATHER) /* the result, a new array, is returned */
 SO_MEM((const void *send, void *recv, size_t COUNT, shardopt_dtype dtype), (so_mem m, so_mem r, jarray out = NULL),
        if (!(out = so_gather_scatter(jenv, arg1, $input, GATHER, &m, &r))) return $null;
@@ -303,7 +313,7 @@ SO_OPTIONS(shardopt_elastic_options, shardopt_elastic_options_validate_strict)
 SO_OPTIONS(shardopt_training_options, shardopt_training_options_validate)
 
 /* ---- the C ABI, less what Java does not use ---- */
-%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|params_tensor_count|params_padded_count|training_learning_rate)$";
+%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|params_tensor_count|params_padded_count|training_learning_rate|.*_check_array)$";
 %ignore shardopt_batch;
 %ignore shardopt_status; /* its values: ShardoptException.getStatus() */
 %ignore shardopt_pipeline_stage;

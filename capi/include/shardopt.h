@@ -578,6 +578,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_element_count(shardopt_optimizer
 SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optimizer opt, double lr);
 /* The learning rate the next step uses (after set_learning_rate, or a load: the checkpoint's). */
 SHARDOPT_API shardopt_status shardopt_optimizer_learning_rate(shardopt_optimizer opt, double *lr);
+/* AiDotNet's GetOptions().LearningRate = x, for callers that keep the options they created opt from and
+ * may change them later (the bindings): `options` is read for its lr only. When that differs from the lr
+ * opt last took from its options (at create, or at an earlier call), it becomes the rate of later steps, as
+ * set_learning_rate; otherwise the rate in force (set_learning_rate's, a schedule's, a load's) stays. The
+ * bindings call it before each step, train, pipeline batch and learning-rate query or change. Errors:
+ * INVALID_ARGUMENT (NULL, a bad lr). */
+SHARDOPT_API shardopt_status shardopt_optimizer_follow_options(shardopt_optimizer opt,
+                                                               const shardopt_optimizer_options *options);
 /* Updates applied so far (accumulation micro-steps and skipped steps not counted). */
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps);
 
@@ -593,6 +601,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_get_parameters(shardopt_optimize
 /* Replace all parameters from packed (count = element_count), identical on every rank. */
 SHARDOPT_API shardopt_status shardopt_optimizer_set_parameters(shardopt_optimizer opt, const void *packed,
                                                                size_t count);
+/* For bindings, whose arrays carry their element type and length: checks an array given as `what` (count
+ * elements of dtype) against opt's packed parameters (element_count elements of its dtype), or against params
+ * (of its dtype; need elements, 0: its element count). INVALID_ARGUMENT, e.g. "initial holds float64 elements
+ * but the layout is float32", "values has 3 elements; the layout needs 9". */
+SHARDOPT_API shardopt_status shardopt_optimizer_check_array(shardopt_optimizer opt, const char *what,
+                                                            shardopt_dtype dtype, size_t count);
+SHARDOPT_API shardopt_status shardopt_params_check_array(shardopt_params params, const char *what,
+                                                         shardopt_dtype dtype, size_t count, size_t need);
 /* FSDP: makes unit (bucket) b's full parameters available (collective over the group) and
  * returns them in *params (may be NULL); release frees them. Others: the resident pointer. */
 SHARDOPT_API shardopt_status shardopt_optimizer_gather(shardopt_optimizer opt, int bucket, void **params);

@@ -54,6 +54,8 @@ struct shardopt_optimizer_s {
     // whose buffers the loop is using, and no other thread may use it meanwhile.
     std::atomic<std::thread::id> training_thread{};
     std::atomic<bool> in_pipeline{false};
+    // The lr of the caller's options when opt last took it (create, shardopt_optimizer_follow_options).
+    double options_lr = 0;
 };
 
 namespace shardopt::capi {
@@ -149,6 +151,17 @@ inline void not_null(const void *p, const char *name) {
 inline DType dtype_arg(shardopt_dtype d) {
     require(is_valid(DType(d)), ErrorCode::invalid_argument, "invalid dtype " + std::to_string(int(d)));
     return DType(d);
+}
+// shardopt_*_check_array: an array a binding passes as `what` against `need` elements of set's dtype.
+inline void array_arg(const ParameterSet &set, const char *what, shardopt_dtype dtype, std::size_t count,
+                      std::size_t need) {
+    not_null(what, "what");
+    auto name = [](DType d) { return d == DType::f32 ? "float32" : d == DType::f64 ? "float64" : dtype_name(d); };
+    require(DType(dtype) == set.dtype(), ErrorCode::invalid_argument,
+            std::string(what) + " holds " + (is_valid(DType(dtype)) ? name(DType(dtype)) : "invalid-dtype") +
+                " elements but the layout is " + name(set.dtype()));
+    require(count == need, ErrorCode::invalid_argument,
+            std::string(what) + " has " + std::to_string(count) + " elements; the layout needs " + std::to_string(need));
 }
 inline ReduceOp op_arg(shardopt_reduce_op op) {
     require(is_valid(ReduceOp(op)), ErrorCode::invalid_argument, "invalid reduce op " + std::to_string(int(op)));

@@ -44,7 +44,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
     /** Collective over the optimizer's world: one batch, one optimizer step. */
     public PipelineBatchResult runBatch() {
         if (bridge.pipe == 0) throw new IllegalStateException("the PipelineRunner was closed");
-        if (optimizer.h() != optimizerHandle) throw new IllegalStateException("the PipelineRunner's optimizer was reset since the runner was made");
+        if (optimizer.live() != optimizerHandle) throw new IllegalStateException("the PipelineRunner's optimizer was reset since the runner was made");
         shardopt_pipeline_result r = new shardopt_pipeline_result();
         bridge.failure = null;
         try {

@@ -5,6 +5,7 @@ import java.lang.reflect.ParameterizedType;
 import java.lang.reflect.Type;
 import java.nio.*;
 import java.util.*;
+import java.util.function.BiFunction;
 import java.util.function.Consumer;
 import org.shardopt.NativeView.Lifetime;
 import org.shardopt.ParameterLayout.Precision;
@@ -47,19 +48,6 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     /** Subclasses' collective set-up of the native optimizer just created (ElasticOptimizer). */
     void created(SWIGTYPE_p_shardopt_optimizer_s x) {}
-    /** data, checked to hold exactly count (atLeast: at least count) elements of p (the typemaps check the rest). */
-    static void checkData(Object data, long count, Precision p, String what, boolean atLeast) {
-        Precision type = Precision.of(Objects.requireNonNull(data, what), null);
-        if (type == null)
-            throw new IllegalArgumentException(what + " must be a float[], double[], or a direct FloatBuffer or DoubleBuffer, not " + data.getClass().getName());
-        if (type != p)
-            throw new IllegalArgumentException(what + " holds " + type.name().toLowerCase() + " elements but the layout is " + p.name().toLowerCase()
-                    + (p == Precision.FLOAT32 ? " (use float[] / FloatBuffer)" : " (use double[] / DoubleBuffer)"));
-        long n = data instanceof Buffer ? ((Buffer) data).remaining() : java.lang.reflect.Array.getLength(data);
-        if (atLeast ? n < count : n != count)
-            throw new IllegalArgumentException(what + " has " + n + " elements; the layout needs " + (atLeast ? "at least " : "") + count);
-    }
-
     /** The first n elements of b (a FloatBuffer or DoubleBuffer, or a ByteBuffer in native order) as a new array of p. */
     static Object read(Buffer b, Precision p, int n) {
         Object a = p.array(n);
@@ -82,25 +70,15 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         if (given != null && given != p)
             throw new IllegalArgumentException("the model's T is " + (p == Precision.FLOAT64 ? "Double" : "Float") + " but its ParameterLayout is " + given
                     + ": use new ParameterLayout(), whose element type follows T, or new ParameterLayout(Precision." + p + ")");
-        if (initial != null) checkData(initial, layout.getElementCount(), p, "initial", false);
-        if (parameters instanceof ByteBuffer) throw new IllegalArgumentException("parameters must be a direct FloatBuffer or DoubleBuffer");
-        shardopt_sharding_options s = options();
-        SWIGTYPE_p_shardopt_params_s ps = layout.toNative(p);
+        SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle(); // the typemaps check initial and parameters
+        handle = withNative(layout, p, (ps, s) -> parameters == null ? shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, initial)
+                : shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, initial, parameters));
+        external = parameters;
         try {
-            SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle();
-            if (parameters != null) checkData(parameters, shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()), p, "parameters", true);
-            handle = parameters == null ? shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, initial)
-                   : shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, initial, parameters);
-            external = parameters;
-            try {
-                created(handle);
-            } catch (RuntimeException | Error e) {
-                release();
-                throw e;
-            }
-        } finally {
-            shardopt_native.shardopt_params_destroy(ps);
-            s.delete();
+            created(handle);
+        } catch (RuntimeException | Error e) {
+            release();
+            throw e;
         }
 
         this.layout = layout;
@@ -123,10 +101,16 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     /** Elements a caller-owned parameter buffer needs for layout with this configuration. */
     public long paddedCountFor(ParameterLayout layout) {
-        SWIGTYPE_p_shardopt_params_s ps = layout.toNative(layout.getPrecision() != null ? layout.getPrecision() : Precision.FLOAT32);
+        Precision p = layout.getPrecision() != null ? layout.getPrecision() : Precision.FLOAT32;
+        return withNative(layout, p, (ps, s) -> shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()));
+    }
+
+    /** f of layout's native form (element type p) and this optimizer's sharding options, both freed after. */
+    private <R> R withNative(ParameterLayout layout, Precision p, BiFunction<SWIGTYPE_p_shardopt_params_s, shardopt_sharding_options, R> f) {
         shardopt_sharding_options s = options();
+        SWIGTYPE_p_shardopt_params_s ps = layout.toNative(p);
         try {
-            return shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize());
+            return f.apply(ps, s);
         } finally {
             shardopt_native.shardopt_params_destroy(ps);
             s.delete();
@@ -135,6 +119,13 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     SWIGTYPE_p_shardopt_optimizer_s h() {
         if (handle == null) throw new IllegalStateException("the optimizer is not initialized (or was closed)");
+        return handle;
+    }
+
+    /** h(), whose rate became the options' learning rate if that changed since the library last took it (AiDotNet's
+     *  getOptions().setLearningRate(x) applies from the next step: shardopt_optimizer_follow_options). */
+    SWIGTYPE_p_shardopt_optimizer_s live() {
+        shardopt_native.shardopt_optimizer_follow_options(h(), wrapped.options.rule);
         return handle;
     }
 
@@ -264,7 +255,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     }
 
     private OptimizationResult train(GradientModel model, long[] sizes) {
-        SWIGTYPE_p_shardopt_optimizer_s x = h();
+        SWIGTYPE_p_shardopt_optimizer_s x = live();
         OptimizerOptions<T, TInput, TOutput> oo = wrapped.getOptions();
         shardopt_training_options t = oo.run(oo.getLearningRateSchedule());
         shardopt_training_result r = new shardopt_training_result();
@@ -306,7 +297,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override public byte[] serialize() throws IOException { return shardopt_native.shardopt_optimizer_serialize(h()); }
     /** Loads bytes from {@link #serialize}; IOException when they are corrupt, IllegalArgumentException for another layout. */
     @Override public void deserialize(byte[] data) throws IOException {
-        shardopt_native.shardopt_optimizer_deserialize(ensure(), ByteBuffer.allocateDirect(data.length).put(data), data.length);
+        ensure();
+        shardopt_native.shardopt_optimizer_deserialize(live(), ByteBuffer.allocateDirect(data.length).put(data), data.length);
     }
 
     /** Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing. */
@@ -317,7 +309,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     }
 
     /** Loads a checkpoint of either form, of any strategy and world size; IOException when missing, unreadable or corrupt. */
-    @Override public void loadModel(String path) throws IOException { shardopt_native.shardopt_optimizer_load(ensure(), Objects.requireNonNull(path, "path")); }
+    @Override public void loadModel(String path) throws IOException {
+        ensure();
+        shardopt_native.shardopt_optimizer_load(live(), Objects.requireNonNull(path, "path")); // the checkpoint's rate wins
+    }
 
     // ---- layout and parameters ----
     public int getTensorCount() { return shardopt_native.shardopt_optimizer_tensor_count(h()); }
@@ -332,10 +327,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public NativeView getParameters() { return view(shardopt_native.shardopt_optimizer_parameters(h()), getPaddedCount(), life); }
     public NativeView getTensorParameters(int t) { return view(shardopt_native.shardopt_optimizer_tensor_parameters(h(), t), getTensorSize(t), life); }
     /** Packed copy into out: a float[]/double[] (the layout's type) or a direct buffer of getElementCount() elements. */
-    public void getParameters(Object out) {
-        checkData(out, getElementCount(), precision, "out", false);
-        shardopt_native.shardopt_optimizer_get_parameters(h(), out);
-    }
+    public void getParameters(Object out) { shardopt_native.shardopt_optimizer_get_parameters(h(), out); }
 
     /** As {@link #getParameters(Object)}; count must be getElementCount(). */
     public void getParameters(Object out, long count) {
@@ -355,13 +347,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     }
 
     /** Collective under FSDP: sets the packed parameters (the layout's type, getElementCount() elements). */
-    public void setParameters(float[] values) { setParameters((Object) values); }
-    public void setParameters(double[] values) { setParameters((Object) values); }
-    public void setParameters(Buffer values) { setParameters((Object) values); }
-    private void setParameters(Object values) {
-        checkData(values, getElementCount(), precision, "values", false);
-        shardopt_native.shardopt_optimizer_set_parameters(h(), values);
-    }
+    public void setParameters(float[] values) { shardopt_native.shardopt_optimizer_set_parameters(h(), values); }
+    public void setParameters(double[] values) { shardopt_native.shardopt_optimizer_set_parameters(h(), values); }
+    public void setParameters(Buffer values) { shardopt_native.shardopt_optimizer_set_parameters(h(), values); }
 
     /** FSDP: the unit's full parameters (collective), valid until release(bucket) or close. */
     public NativeView gather(int bucket) {
@@ -378,9 +366,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     }
 
     // ---- learning rate and the step protocol ----
-    /** The rate the next step uses (the options' or configuration's at creation, setLearningRate's, a checkpoint's). */
-    public double getLearningRate() { return shardopt_native.shardopt_optimizer_learning_rate(h()); }
-    public void setLearningRate(double lr) { shardopt_native.shardopt_optimizer_set_learning_rate(h(), lr); }
+    /** The rate the next step uses (the options' or configuration's at creation, setLearningRate's, a checkpoint's, the
+     *  options' again once changed). */
+    public double getLearningRate() { return shardopt_native.shardopt_optimizer_learning_rate(live()); }
+    public void setLearningRate(double lr) { shardopt_native.shardopt_optimizer_set_learning_rate(live(), lr); }
     public long getStepCount() { return shardopt_native.shardopt_optimizer_step_count(h()); }
     public void zeroGrad() { shardopt_native.shardopt_optimizer_zero_grad(h()); }
     public NativeView getBucketGradient(int bucket) { long[] g = shardopt_native.shardopt_optimizer_bucket_grad(h(), bucket); return view(g[0], g[1], life); }
@@ -389,7 +378,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public StepResult step() {
         shardopt_step_result r = new shardopt_step_result();
         try {
-            shardopt_native.shardopt_optimizer_step(h(), r);
+            shardopt_native.shardopt_optimizer_step(live(), r);
             return new StepResult(r);
         } finally {
             r.delete(); // at once: a step is frequent
