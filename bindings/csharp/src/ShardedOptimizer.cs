@@ -223,12 +223,13 @@ namespace Shardopt.DistributedTraining
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         delegate int BatchFn(IntPtr user, IntPtr batch, out double loss);
         /// <summary>The lower-level Optimize, collective: trains on sample indices [0, NumSamples) with the options' BatchSize,
-        /// MaxIterations, ShuffleData, schedule and early stopping. A model exception on one rank is rethrown there and fails
+        /// MaxIterations, ShuffleData, schedule and early stopping, scores each epoch on the validation set's NumValidationSamples
+        /// and the best solution on every set given (0: none). A model exception on one rank is rethrown there and fails
         /// every other rank naming it.</summary>
         public OptimizationResult<float> Optimize(GradientModel model, OptimizationInputData inputData) => Train(model == null ? null : new GradientModel<float>(model), inputData);
         internal OptimizationResult<T> Train<T>(GradientModel<T> model, OptimizationInputData data) where T : struct =>
-            Train<T>(model == null ? null : (BatchModel<T>)((d, p, g, s) => model(p, g, s)), (data ?? throw new ArgumentNullException(nameof(data))).NumSamples, 0, 0);
-        internal unsafe OptimizationResult<T> Train<T>(BatchModel<T> model, long train, long validation, long test) where T : struct
+            Train(model, (data ?? throw new ArgumentNullException(nameof(data))).NumSamples, data.NumValidationSamples, data.NumTestSamples);
+        internal unsafe OptimizationResult<T> Train<T>(GradientModel<T> model, long train, long validation, long test) where T : struct
         {
             if (model == null) throw new ArgumentNullException(nameof(model));
             CheckType<T>("Optimize");
@@ -245,8 +246,8 @@ namespace Shardopt.DistributedTraining
                     var batch = new shardopt_batch(b, false);
                     IntPtr grad = batch.grad;
                     if (grad == IntPtr.Zero) Array.Clear(scratch, 0, n);
-                    l = model(batch.dataset, new ReadOnlySpan<T>((void*)batch.params_, n), grad != IntPtr.Zero ? new Span<T>((void*)grad, n) : scratch,
-                              new ReadOnlySpan<long>((void*)batch.samples, (int)batch.sample_count));
+                    l = model(new ReadOnlySpan<T>((void*)batch.params_, n), grad != IntPtr.Zero ? new Span<T>((void*)grad, n) : scratch,
+                              new ReadOnlySpan<long>((void*)batch.samples, (int)batch.sample_count), (Dataset)batch.dataset);
                 });
                 loss = l;
                 return rc;
@@ -384,8 +385,8 @@ namespace Shardopt.DistributedTraining
                                                "build it as new AdamOptimizer<T, TInput, TOutput>(model, options), or use Optimize(GradientModel<T>, OptimizationInputData)");
             if (d.XTrain == null || d.YTrain == null) throw new ArgumentException("inputData needs XTrain and YTrain");
             bool validation = d.XValidation != null && d.YValidation != null, test = d.XTest != null && d.YTest != null;
-            var r = Train<T>((set, p, g, s) => set == SHARDOPT_DATASET_TRAINING ? model.ComputeLossAndGradient(p, g, d.XTrain, d.YTrain, s)
-                                  : set == SHARDOPT_DATASET_VALIDATION ? model.ComputeLossAndGradient(p, g, d.XValidation, d.YValidation, s)
+            var r = Train<T>((p, g, s, set) => set == Dataset.Training ? model.ComputeLossAndGradient(p, g, d.XTrain, d.YTrain, s)
+                                  : set == Dataset.Validation ? model.ComputeLossAndGradient(p, g, d.XValidation, d.YValidation, s)
                                   : model.ComputeLossAndGradient(p, g, d.XTest, d.YTest, s),
                 model.SampleCount(d.XTrain), validation ? model.SampleCount(d.XValidation) : 0, test ? model.SampleCount(d.XTest) : 0);
             model.SetParameters((T[])r.BestSolution.Clone());

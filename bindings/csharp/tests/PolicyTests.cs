@@ -3,6 +3,7 @@
 // 5-minute timeout); a call from another thread while an optimizer trains is reported by the library as such; the
 // exceptions carry the status code and the rank; the options are checked by the library as they are set.
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
 using System.Linq;
 using System.Threading;
@@ -65,7 +66,7 @@ static partial class ShardoptTests
             {
                 o.Initialize(Nine());
                 if (b.Rank == 1) throw new FormatException("rank 1 gives up");
-                o.Optimize((p, g, s) => 1.0, new OptimizationInputData { NumSamples = 16 });
+                o.Optimize((p, g, s, d) => 1.0, new OptimizationInputData { NumSamples = 16 });
             }
             return 0;
         }).Item2;
@@ -79,7 +80,7 @@ static partial class ShardoptTests
         {
             o.Initialize(Nine());
             Exception fromThread = null, fromCallback = null;
-            o.Optimize((p, g, s) =>
+            o.Optimize((p, g, s, d) =>
             {
                 var t = new Thread(() => { try { o.GetParameters(); } catch (Exception e) { fromThread = e; } });
                 t.Start();
@@ -90,6 +91,27 @@ static partial class ShardoptTests
             Assert(fromThread is InvalidOperationException && fromThread.Message.Contains("called from another thread while this optimizer trains"), $"{fromThread}");
             Assert(fromCallback is InvalidOperationException && fromCallback.Message.Contains("called from inside this optimizer's training loop"), $"{fromCallback}");
             Assert(o.GetParameters().Length == 9, "usable again once Optimize returned");
+        }
+    }
+
+    // The lower-level Optimize has the form of Java's and Python's: the sets' sizes, and the set in each model call.
+    static void LowerLevelOptimizeTakesSets()
+    {
+        using (var b = new InMemoryCommunicationBackend<double>(0, 1, "cs-policy-sets"))
+        using (var o = new DDPOptimizer<double>(new AdamOptimizer(new AdamOptimizerOptions { MaxIterations = 2 }), new ShardingConfiguration<double>(b)))
+        {
+            o.Initialize(Nine());
+            var seen = new Dictionary<Dataset, long>();
+            var r = o.Optimize((p, g, s, d) =>
+            {
+                seen[d] = Math.Max(seen.TryGetValue(d, out long m) ? m : 0, s.ToArray().Max() + 1);
+                return d == Dataset.Training ? 1.0 : d == Dataset.Validation ? 2.0 : 3.0;
+            }, new OptimizationInputData { NumSamples = 8, NumValidationSamples = 4, NumTestSamples = 2 });
+            Assert(seen.Count == 3 && seen[Dataset.Training] == 8 && seen[Dataset.Validation] == 4 && seen[Dataset.Test] == 2,
+                   string.Join(", ", seen.Select(kv => $"{kv.Key}: {kv.Value}")));
+            Assert(r.ValidationResult.Loss == 2.0 && r.ValidationResult.SampleCount == 4 && r.TestResult.Loss == 3.0 && r.TestResult.SampleCount == 2,
+                   $"{r.ValidationResult.Loss} {r.TestResult.Loss}");
+            Assert(r.FitnessHistory.SequenceEqual(new[] { 2.0, 2.0 }), "an epoch's score is its validation loss");
         }
     }
 
@@ -116,5 +138,6 @@ static partial class ShardoptTests
 
     static (string, Action)[] PolicyGroup() => new (string, Action)[] {
         ("ClosedBackendFailsPeersAtOnce", ClosedBackendFailsPeersAtOnce), ("ThrowBeforeOptimizeFailsPeersAtOnce", ThrowBeforeOptimizeFailsPeersAtOnce),
-        ("CallFromAnotherThreadReported", CallFromAnotherThreadReported), ("OptionsAreTheLibrarys", OptionsAreTheLibrarys) };
+        ("CallFromAnotherThreadReported", CallFromAnotherThreadReported), ("OptionsAreTheLibrarys", OptionsAreTheLibrarys),
+        ("LowerLevelOptimizeTakesSets", LowerLevelOptimizeTakesSets) };
 }
