@@ -121,7 +121,6 @@ namespace Shardopt.DistributedTraining
         Pinned external; // the caller's parameter array
         bool disposed, lastStoppedEarly;
         long viewEpoch;
-        double pushedOptionsLr = double.NaN;
         ParameterLayout lastLayout; // what Reset() re-creates the native optimizer from
         Array lastInitial;
         internal ShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration configuration, int strategy, int dtype, Action<shardopt_sharding_options> configure)
@@ -194,7 +193,6 @@ namespace Shardopt.DistributedTraining
                 }
                 finally { shardopt_params_destroy(p); }
             }
-            pushedOptionsLr = WrappedOptimizer.Options.LearningRate;
             lastLayout = layout;
             lastInitial = (T[])initial?.Clone();
             return this;
@@ -218,7 +216,8 @@ namespace Shardopt.DistributedTraining
         public bool ShouldEarlyStop(bool vote) { shardopt_optimizer_should_early_stop(H, vote ? 1 : 0, out int stop); return stop != 0; }
         public double LearningRate { get { shardopt_optimizer_learning_rate(H, out double lr); return lr; } set => SetLearningRate(value); }
         public void SetLearningRate(double lr) => shardopt_optimizer_set_learning_rate(H, lr);
-        internal void SyncOptionsLearningRate() { double lr = WrappedOptimizer.Options.LearningRate; if (!lr.Equals(pushedOptionsLr)) { SetLearningRate(lr); pushedOptionsLr = lr; } }
+        // GetOptions().LearningRate, when changed since the library last took it, is the rate from now on (its rule).
+        internal void SyncOptionsLearningRate() => shardopt_optimizer_follow_options(H, WrappedOptimizer.Options.Native);
         // ---- Optimize: one shardopt_optimizer_train with the options' training settings ----
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         delegate int BatchFn(IntPtr user, IntPtr batch, out double loss);
@@ -296,9 +295,9 @@ namespace Shardopt.DistributedTraining
         {
             if (data == null) throw new ArgumentNullException(nameof(data));
             Ready();
+            SyncOptionsLearningRate(); // first: the checkpoint's rate wins until the options change again
             var h = Expire();
             Pin.Call<byte>(data, (p, n) => shardopt_optimizer_deserialize(h, p, n));
-            pushedOptionsLr = WrappedOptimizer.Options.LearningRate; // the checkpoint's rate wins until the options change
         }
         /// <summary>Saves into directory path (created if missing): sharded (every rank its shard), or consolidated (rank 0).</summary>
         public void SaveModel(string path) => SaveModel(path, false);
@@ -309,8 +308,8 @@ namespace Shardopt.DistributedTraining
         {
             if (path == null) throw new ArgumentNullException(nameof(path));
             Ready();
+            SyncOptionsLearningRate();
             shardopt_optimizer_load(Expire(), path);
-            pushedOptionsLr = WrappedOptimizer.Options.LearningRate;
         }
         // ---- layout, parameters and the step protocol ----
         public int TensorCount { get { shardopt_optimizer_tensor_count(H, out int n); return n; } }

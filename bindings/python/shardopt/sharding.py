@@ -73,7 +73,7 @@ class ShardedOptimizer(NativeResource):
         self._owner = NativeOwner(handle, _n.shardopt_optimizer_destroy,
                                   f"the {type(self).__name__} was closed (this view of its memory is invalid)",
                                   keep=parameters)
-        self._lr_seen, self._init = self._wrapped.options.learning_rate, (layout, initial, parameters)
+        self._init = (layout, initial, parameters)
         return self
 
     def padded_count_for(self, layout):
@@ -95,13 +95,11 @@ class ShardedOptimizer(NativeResource):
         vote = self._last is not None and self._last.stopped_early if vote is None else vote
         return bool(_n.shardopt_optimizer_should_early_stop(self._h, int(bool(vote))))
 
-    def _sync_options_lr(self):  # a learning_rate set on get_options() since we last looked applies from now on
-        if self._wrapped.options.learning_rate != self._lr_seen:
-            self._lr_seen = self._wrapped.options.learning_rate
-            _n.shardopt_optimizer_set_learning_rate(self._h, self._lr_seen)
+    def _sync_options_lr(self):  # a learning_rate set on get_options() since the library took it applies from now on
+        _n.shardopt_optimizer_follow_options(self._h, self._wrapped.options._optimizer)
 
     def _lr_from_native(self):  # after a load the checkpoint's rate is the optimizer's: get_options() shows it
-        self._wrapped.options.learning_rate = self._lr_seen = _n.shardopt_optimizer_learning_rate(self._h)
+        self._wrapped.options.learning_rate = _n.shardopt_optimizer_learning_rate(self._h)
 
     @property
     def learning_rate(self):

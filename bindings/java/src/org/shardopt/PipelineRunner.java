@@ -51,8 +51,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
             shardopt_native.shardopt_pipeline_run_batch(bridge, r);
             return new PipelineBatchResult(r);
         } catch (RuntimeException e) {
-            if (bridge.failure instanceof Error) throw (Error) bridge.failure;
-            throw bridge.failure != null ? (RuntimeException) bridge.failure : e;
+            throw bridge.rethrow(e);
         }
     }
 
@@ -64,12 +63,11 @@ public final class PipelineRunner<A> implements AutoCloseable {
 
     /** What the trampoline of shardopt_java.i calls: copies activations in and out (the stage never holds library memory)
      *  and checks what the stage returns. Its field pipe is the native pipeline. */
-    static final class Bridge {
+    static final class Bridge extends ShardedOptimizer.Callback {
         private final PipelineStage<Object> stage;
         private final ShardedOptimizer<?, ?, ?> optimizer;
         private final Precision precision;
         long pipe;
-        Throwable failure;
         @SuppressWarnings("unchecked")
         Bridge(PipelineStage<?> stage, ShardedOptimizer<?, ?, ?> optimizer, Precision precision) {
             this.stage = (PipelineStage<Object>) java.util.Objects.requireNonNull(stage, "stage");
@@ -91,9 +89,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
                 write(shardopt_nativeJNI.shardopt_activation_resize(output, length(out, "the output of model chunk " + c.getModelChunk())), out);
                 return 0;
             } catch (RuntimeException | Error e) {
-                shardopt_native.shardopt_model_error(e.toString());
-                if (failure == null) failure = e;
-                throw e;
+                throw failed(e);
             } finally {
                 c.end();
             }

@@ -204,14 +204,28 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return h();
     }
 
-    /** What the trampoline of shardopt_java.i calls: the model (its views valid during the call) and a custom schedule's
-     *  rule. A Java exception is told to the library, so every rank's error names it, and kept to rethrow. */
-    static final class Bridge {
+    /** What the trampolines of shardopt_java.i call: a Java exception is told to the library, so every rank's error names
+     *  it, and kept to rethrow in place of the library's error naming it. */
+    static class Callback {
+        Throwable failure;
+        RuntimeException failed(Throwable e) {
+            shardopt_native.shardopt_model_error(e.toString());
+            if (failure == null) failure = e;
+            return rethrow(null);
+        }
+
+        RuntimeException rethrow(RuntimeException libraryError) {
+            if (failure instanceof Error) throw (Error) failure;
+            return failure != null ? (RuntimeException) failure : libraryError;
+        }
+    }
+
+    /** The training loop's callbacks: the model (its views valid during the call) and a custom schedule's rule. */
+    static final class Bridge extends Callback {
         private final GradientModel model;
         private final Precision precision;
         private final LearningRateSchedule.Rule rule;
         private final long params;
-        Throwable failure;
         Bridge(GradientModel model, Precision precision, LearningRateSchedule schedule, long params) {
             this.model = model;
             this.precision = precision;
@@ -239,18 +253,6 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             } catch (RuntimeException | Error e) {
                 throw failed(e);
             }
-        }
-
-        private RuntimeException failed(Throwable e) {
-            shardopt_native.shardopt_model_error(e.toString());
-            if (failure == null) failure = e;
-            return rethrow(null);
-        }
-
-        /** The callback's own exception, in place of the library's error naming it. */
-        RuntimeException rethrow(RuntimeException libraryError) {
-            if (failure instanceof Error) throw (Error) failure;
-            return failure != null ? (RuntimeException) failure : libraryError;
         }
     }
 
