@@ -235,14 +235,18 @@ SO_MEM1((const void *send, void *recv, size_t count, shardopt_dtype dtype), "dat
 SO_MEM1((void *buffer, size_t count, shardopt_dtype dtype), "data", 1, $1 = m.p; $2 = m.n; $3 = m.dtype;)
 SO_MEM1((const void *buffer, size_t count, shardopt_dtype dtype), "data", 0, $1 = m.p; $2 = m.n; $3 = m.dtype;)
 /* the packed parameters and the caller's parameter buffer (direct: it outlives the call), checked by the library */
-%define SO_PACKED(ARGS, WHAT, OUT, CHECK) SO_MEM1(ARGS, WHAT, OUT, if (!so_mem_checked(jenv, &m, CHECK)) return $null; $1 = m.p; $2 = m.n;) %enddef
+%define SO_PACKED(ARGS, WHAT, OUT, CHECK)
+SO_MEM1(ARGS, WHAT, OUT, if (!so_mem_checked(jenv, &m, CHECK)) return $null; $1 = m.p; $2 = m.n;)
+%enddef
 SO_PACKED((void *packed, size_t count), "out", 1, shardopt_optimizer_check_array(arg1, "out", m.dtype, m.n))
 SO_PACKED((const void *packed, size_t count), "values", 0, shardopt_optimizer_check_array(arg1, "values", m.dtype, m.n))
-SO_PACKED((void *param_buffer, size_t param_count), "parameters", 1, shardopt_params_check_array(arg2, "parameters", m.dtype, m.n, m.n))
+SO_PACKED((void *param_buffer, size_t param_count), "parameters", 1, /* the count: create_external's check */
+          shardopt_params_check_array(arg2, "parameters", m.dtype, m.n, m.n))
 SO_MEM(const void *initial, (so_mem m, jobject o), o = $input; m.array = NULL;, "so_mem_release(jenv, &m$argnum);")
 %typemap(check) const void *initial %{ /* after the other arguments, which then have nothing to release when it fails */
     if (o$argnum && !(so_mem_get(jenv, o$argnum, "initial", 0, &m$argnum)
-                      && so_mem_checked(jenv, &m$argnum, shardopt_params_check_array(arg2, "initial", m$argnum.dtype, m$argnum.n, 0))))
+                      && so_mem_checked(jenv, &m$argnum,
+                                        shardopt_params_check_array(arg2, "initial", m$argnum.dtype, m$argnum.n, 0))))
         return $null;
     $1 = o$argnum ? m$argnum.p : NULL; %}
 %define SO_GATHER_SCATTER(COUNT, GATHER) /* the result, a new array, is returned */

@@ -23,9 +23,10 @@ namespace Shardopt.DistributedTraining
     /// <summary>The model of the lower-level Optimize: the mean loss over samples of dataset at the parameters, the mean
     /// gradient written into gradient (zeroed on entry; scratch where only the loss is wanted: validation, test, the best
     /// solution's scores). Spans view the library's memory during the call.</summary>
-    public delegate double GradientModel(ReadOnlySpan<float> parameters, Span<float> gradient, ReadOnlySpan<long> samples, Dataset dataset);
-    public delegate double GradientModel<T>(ReadOnlySpan<T> parameters, Span<T> gradient, ReadOnlySpan<long> samples, Dataset dataset)
-        where T : struct;
+    public delegate double GradientModel(ReadOnlySpan<float> parameters, Span<float> gradient, ReadOnlySpan<long> samples,
+                                         Dataset dataset);
+    public delegate double GradientModel<T>(ReadOnlySpan<T> parameters, Span<T> gradient, ReadOnlySpan<long> samples,
+                                            Dataset dataset) where T : struct;
 
     /// <summary>A dense row-major tensor (the part of AiDotNet's Tensor&lt;T&gt; a model needs).</summary>
     public sealed class Tensor<T> where T : struct

@@ -227,8 +227,10 @@ namespace Shardopt.DistributedTraining
         /// every other rank naming it.</summary>
         public OptimizationResult<float> Optimize(GradientModel model, OptimizationInputData inputData) => Train(model == null ? null : new GradientModel<float>(model), inputData);
         internal OptimizationResult<T> Train<T>(GradientModel<T> model, OptimizationInputData data) where T : struct =>
-            Train(model, (data ?? throw new ArgumentNullException(nameof(data))).NumSamples, data.NumValidationSamples, data.NumTestSamples);
-        internal unsafe OptimizationResult<T> Train<T>(GradientModel<T> model, long train, long validation, long test) where T : struct
+            Train(model, (data ?? throw new ArgumentNullException(nameof(data))).NumSamples, data.NumValidationSamples,
+                  data.NumTestSamples);
+        internal unsafe OptimizationResult<T> Train<T>(GradientModel<T> model, long train, long validation, long test)
+            where T : struct
         {
             if (model == null) throw new ArgumentNullException(nameof(model));
             CheckType<T>("Optimize");
@@ -245,7 +247,8 @@ namespace Shardopt.DistributedTraining
                     var batch = new shardopt_batch(b, false);
                     IntPtr grad = batch.grad;
                     if (grad == IntPtr.Zero) Array.Clear(scratch, 0, n);
-                    l = model(new ReadOnlySpan<T>((void*)batch.params_, n), grad != IntPtr.Zero ? new Span<T>((void*)grad, n) : scratch,
+                    l = model(new ReadOnlySpan<T>((void*)batch.params_, n),
+                              grad != IntPtr.Zero ? new Span<T>((void*)grad, n) : scratch,
                               new ReadOnlySpan<long>((void*)batch.samples, (int)batch.sample_count), (Dataset)batch.dataset);
                 });
                 loss = l;

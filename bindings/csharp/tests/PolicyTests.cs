@@ -98,7 +98,8 @@ static partial class ShardoptTests
     static void LowerLevelOptimizeTakesSets()
     {
         using (var b = new InMemoryCommunicationBackend<double>(0, 1, "cs-policy-sets"))
-        using (var o = new DDPOptimizer<double>(new AdamOptimizer(new AdamOptimizerOptions { MaxIterations = 2 }), new ShardingConfiguration<double>(b)))
+        using (var o = new DDPOptimizer<double>(new AdamOptimizer(new AdamOptimizerOptions { MaxIterations = 2 }),
+                                                new ShardingConfiguration<double>(b)))
         {
             o.Initialize(Nine());
             var seen = new Dictionary<Dataset, long>();
@@ -107,10 +108,11 @@ static partial class ShardoptTests
                 seen[d] = Math.Max(seen.TryGetValue(d, out long m) ? m : 0, s.ToArray().Max() + 1);
                 return d == Dataset.Training ? 1.0 : d == Dataset.Validation ? 2.0 : 3.0;
             }, new OptimizationInputData { NumSamples = 8, NumValidationSamples = 4, NumTestSamples = 2 });
-            Assert(seen.Count == 3 && seen[Dataset.Training] == 8 && seen[Dataset.Validation] == 4 && seen[Dataset.Test] == 2,
+            Assert(seen.Count == 3 && seen[Dataset.Training] == 8 && seen[Dataset.Validation] == 4
+                   && seen[Dataset.Test] == 2,
                    string.Join(", ", seen.Select(kv => $"{kv.Key}: {kv.Value}")));
-            Assert(r.ValidationResult.Loss == 2.0 && r.ValidationResult.SampleCount == 4 && r.TestResult.Loss == 3.0 && r.TestResult.SampleCount == 2,
-                   $"{r.ValidationResult.Loss} {r.TestResult.Loss}");
+            Assert(r.ValidationResult.Loss == 2.0 && r.ValidationResult.SampleCount == 4, $"{r.ValidationResult.Loss}");
+            Assert(r.TestResult.Loss == 3.0 && r.TestResult.SampleCount == 2, $"{r.TestResult.Loss}");
             Assert(r.FitnessHistory.SequenceEqual(new[] { 2.0, 2.0 }), "an epoch's score is its validation loss");
         }
     }

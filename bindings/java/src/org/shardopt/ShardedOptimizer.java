@@ -70,9 +70,11 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         if (given != null && given != p)
             throw new IllegalArgumentException("the model's T is " + (p == Precision.FLOAT64 ? "Double" : "Float") + " but its ParameterLayout is " + given
                     + ": use new ParameterLayout(), whose element type follows T, or new ParameterLayout(Precision." + p + ")");
-        SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle(); // the typemaps check initial and parameters
-        handle = withNative(layout, p, (ps, s) -> parameters == null ? shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, initial)
-                : shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, initial, parameters));
+        SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle(); // the typemaps check the arrays
+        shardopt_optimizer_options o = wrapped.options.rule;
+        handle = withNative(layout, p, (ps, s) -> parameters == null
+                ? shardopt_native.shardopt_optimizer_create(comm, ps, o, s, initial)
+                : shardopt_native.shardopt_optimizer_create_external(comm, ps, o, s, initial, parameters));
         external = parameters;
         try {
             created(handle);
@@ -106,7 +108,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     }
 
     /** f of layout's native form (element type p) and this optimizer's sharding options, both freed after. */
-    private <R> R withNative(ParameterLayout layout, Precision p, BiFunction<SWIGTYPE_p_shardopt_params_s, shardopt_sharding_options, R> f) {
+    private <R> R withNative(ParameterLayout layout, Precision p,
+                             BiFunction<SWIGTYPE_p_shardopt_params_s, shardopt_sharding_options, R> f) {
         shardopt_sharding_options s = options();
         SWIGTYPE_p_shardopt_params_s ps = layout.toNative(p);
         try {
@@ -300,7 +303,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     /** Loads bytes from {@link #serialize}; IOException when they are corrupt, IllegalArgumentException for another layout. */
     @Override public void deserialize(byte[] data) throws IOException {
         ensure();
-        shardopt_native.shardopt_optimizer_deserialize(live(), ByteBuffer.allocateDirect(data.length).put(data), data.length);
+        ByteBuffer bytes = ByteBuffer.allocateDirect(data.length).put(data);
+        shardopt_native.shardopt_optimizer_deserialize(live(), bytes, data.length); // the checkpoint's rate wins
     }
 
     /** Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing. */
@@ -313,7 +317,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     /** Loads a checkpoint of either form, of any strategy and world size; IOException when missing, unreadable or corrupt. */
     @Override public void loadModel(String path) throws IOException {
         ensure();
-        shardopt_native.shardopt_optimizer_load(live(), Objects.requireNonNull(path, "path")); // the checkpoint's rate wins
+        shardopt_native.shardopt_optimizer_load(live(), Objects.requireNonNull(path, "path")); // the checkpoint's rate
     }
 
     // ---- layout and parameters ----
