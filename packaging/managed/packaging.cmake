@@ -13,7 +13,7 @@ set(SO_PKG_WORK ${PROJECT_BINARY_DIR}/packaging-tests)
 if(TARGET shardopt_python)
   add_test(NAME packaging.python_wheel
            COMMAND bash ${PROJECT_SOURCE_DIR}/packaging/python/test-wheel.sh ${PROJECT_BINARY_DIR} ${SO_PKG_WORK}/python)
-  set_tests_properties(packaging.python_wheel PROPERTIES LABELS "packaging;python" TIMEOUT 120 SKIP_RETURN_CODE 77
+  set_tests_properties(packaging.python_wheel PROPERTIES LABELS "packaging;python" TIMEOUT 300 SKIP_RETURN_CODE 77
                        RESOURCE_LOCK packaging_tools ENVIRONMENT "PYTHON=${Python3_EXECUTABLE};JOBS=2")
 endif()
 if(TARGET shardopt_csharp)
