@@ -37,6 +37,11 @@ MemoryStats rank_memory(const ParameterSet &layout, const OptimizerOptions &opti
 struct Link {
     double latency = 0.0;
     double bandwidth = 0.0;
+    // What one connection gets of it (a TCP stream through a shaper, one NIC queue); 0: all of it.
+    double single_flow_bandwidth = 0.0;
+    // The latency of collectives up to 64 KiB (the shared-memory arena, recursive doubling);
+    // 0: latency.
+    double small_latency = 0.0;
 };
 
 // hosts x ranks_per_host ranks. Ranks of one host reach each other through `intra` (shared

@@ -3,8 +3,8 @@
 //
 //   {"name": "...", "hosts": 2, "ranks_per_host": 4, "memory": "host" | "cuda",
 //    "device_memory_bytes": 0, "host_memory_bytes": 25769803776, "cores_per_host": 2,
-//    "intra": {"latency_s": 2e-6, "bandwidth_Bps": 8e9},
-//    "inter": {"latency_s": 6e-5, "bandwidth_Bps": 1.25e8},
+//    "intra": {"latency_s": 2e-6, "bandwidth_Bps": 8e9, "small_latency_s": 5e-7},
+//    "inter": {"latency_s": 6e-5, "bandwidth_Bps": 1.25e8, "single_flow_Bps": 6e7},
 //    "update": {"bandwidth_Bps": 1.8e10, "host_bandwidth_Bps": 2.4e10, "gpu_bandwidth_Bps": 0},
 //    "pcie": {"latency_s": 1e-5, "bandwidth_Bps": 2.5e10}}
 // Fields left out keep the defaults of Cluster (calibrate.sh also writes the levels it measured
@@ -32,10 +32,17 @@ Link link(const json &j, const char *key, Link fallback) {
     if (!j.contains(key)) return fallback;
     const json &l = j.at(key);
     require(l.is_object(), ErrorCode::invalid_argument, std::string("cluster profile: \"") + key + "\" must be an object");
-    return Link{number(l, "latency_s", fallback.latency), number(l, "bandwidth_Bps", fallback.bandwidth)};
+    return Link{number(l, "latency_s", fallback.latency), number(l, "bandwidth_Bps", fallback.bandwidth),
+                number(l, "single_flow_Bps", fallback.single_flow_bandwidth),
+                number(l, "small_latency_s", fallback.small_latency)};
 }
 
-json link_json(const Link &l) { return json{{"latency_s", l.latency}, {"bandwidth_Bps", l.bandwidth}}; }
+json link_json(const Link &l) {
+    return json{{"latency_s", l.latency},
+                {"bandwidth_Bps", l.bandwidth},
+                {"single_flow_Bps", l.single_flow_bandwidth},
+                {"small_latency_s", l.small_latency}};
+}
 
 void positive(double v, const std::string &what) {
     require(std::isfinite(v) && v > 0.0, ErrorCode::invalid_argument, what + " must be > 0 (got " + std::to_string(v) + ")");

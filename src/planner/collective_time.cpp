@@ -38,7 +38,8 @@ Cost one_host(const Cluster &c, Collective kind, double bytes, int n) {
     }
     const int cores = c.cores_per_host > 0 ? c.cores_per_host : n;
     const double crowd = std::max(1.0, double(n) / cores);
-    cost.seconds = c.intra.latency * crowd + traffic / c.intra.bandwidth;
+    const bool small = bytes / n <= kSmallBytes && c.intra.small_latency > 0; // in the arena
+    cost.seconds = (small ? c.intra.small_latency : c.intra.latency) * crowd + traffic / c.intra.bandwidth;
     return cost;
 }
 
@@ -46,12 +47,16 @@ Cost one_host(const Cluster &c, Collective kind, double bytes, int n) {
 Cost across_hosts(const Cluster &c, Collective kind, double bytes, int p, int share) {
     Cost cost;
     if (p <= 1 || bytes <= 0) return cost;
-    const double bw = c.inter.bandwidth / std::max(1, share), a = c.inter.latency;
+    // `share` flows on a host's link split it; one alone gets what a single flow can.
+    double bw = c.inter.bandwidth / std::max(1, share);
+    if (share <= 1 && c.inter.single_flow_bandwidth > 0) bw = std::min(bw, c.inter.single_flow_bandwidth);
+    const double a = c.inter.latency;
     switch (kind) {
     case Collective::allreduce:
         if (bytes <= kSmallBytes) { // recursive doubling; a non-power of two folds the extra ranks in first
             const int rounds = int(std::ceil(std::log2(double(p)))) + ((p & (p - 1)) != 0 ? 1 : 0);
-            cost.seconds = rounds * (a + bytes / bw);
+            const double small = c.inter.small_latency > 0 ? c.inter.small_latency : a;
+            cost.seconds = rounds * (small + bytes / bw);
             cost.sent_inter = rounds * bytes;
         } else {
             cost.seconds = 2.0 * (p - 1) * (a + bytes / p / bw);

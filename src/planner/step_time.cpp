@@ -188,7 +188,8 @@ StepTime simulate_step(const StepModel &m) {
     }
     const Cost norm = collective_cost(c, Collective::allreduce, 8.0, m.world);
     clock += norm.seconds;
-    t.exposed_comm = clock - backward_end;
+    // What the passes waited for (FSDP's gathers, a staging buffer) and what the step waited for.
+    t.exposed_comm = pipelined ? clock - backward_end : std::max(0.0, clock - t.compute);
     t.reduce_comm = reduce_total.seconds;
 
     // The update, bucket by bucket; ZeRO's allgather of bucket b starts once b is updated.
