@@ -81,7 +81,7 @@ for line in open(log):
 def t(level, bytes_, rate=None):
     for d in rows:
         if d.get('level') == level and d.get('bytes') == str(int(bytes_)) and (rate is None or d.get('rate') == rate):
-            return float(d['median_s'])
+            return float(d['min_s'])  # the least disturbed of the iterations (a shared machine)
     return None
 def fit(level, moved, rate=None):  # T(S) = steps alpha + moved S / B from the mid and big sizes
     s1, s2 = float(mid), big

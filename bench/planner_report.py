@@ -21,16 +21,16 @@ def span(values, fmt):
 
 
 order = {'host': 0}
-print('| where | link | ranks | strategy | step measured (s) | step predicted (s) | predicted / measured | '
-      'allreduce 32 MiB measured (s) | predicted (s) | predicted / measured | load |')
+print('| where | link | ranks | strategy | step measured (s, best of 5) | step predicted (s) | predicted / measured | '
+      'allreduce 32 MiB measured (s, best of 5) | predicted (s) | predicted / measured | load |')
 print('|---|---|---|---|---|---|---|---|---|---|---|')
 for key in sorted(rows, key=lambda k: (order.get(k[0], 1), k[1], k[2], ['ddp', 'zero2', 'fsdp'].index(k[3]))):
     runs = rows[key]
     place, rate, ranks, strategy = key
     f = lambda name: [float(r[name]) for r in runs]
-    ratio = [float(r['predicted_step_s']) / float(r['measured_step_median_s']) for r in runs]
-    ar = [float(r['predicted_allreduce_s']) / float(r['measured_allreduce_median_s']) for r in runs]
+    ratio = [float(r['predicted_step_s']) / float(r['measured_step_s']) for r in runs]
+    ar = [float(r['predicted_allreduce_s']) / float(r['measured_allreduce_s']) for r in runs]
     where = 'one host' if place == 'host' else place + ' namespaces'
-    print(f"| {where} | {rate if rate != '-' else 'shm'} | {ranks} | {strategy} | {span(f('measured_step_median_s'), '%.3f')} | "
-          f"{span(f('predicted_step_s'), '%.3f')} | {span(ratio, '%.2f')} | {span(f('measured_allreduce_median_s'), '%.4f')} | "
+    print(f"| {where} | {rate if rate != '-' else 'shm'} | {ranks} | {strategy} | {span(f('measured_step_s'), '%.3f')} | "
+          f"{span(f('predicted_step_s'), '%.3f')} | {span(ratio, '%.2f')} | {span(f('measured_allreduce_s'), '%.4f')} | "
           f"{span(f('predicted_allreduce_s'), '%.4f')} | {span(ar, '%.2f')} | {span(f('load'), '%.1f')} |")

@@ -101,8 +101,12 @@ struct RunSpec {
     // The options every candidate starts from (buckets, staging buffers, prefetch, accumulation,
     // compression, ...): the search varies strategy, grid and offload.
     ShardingOptions base;
+    // Tokens per step, the whole job's (0: one micro-batch per data-parallel rank): with the
+    // model's sequence and micro-batch, how many micro-batches each data-parallel rank runs (the
+    // tensor-parallel collectives' count; a pipeline's micro-batches when not given).
+    double tokens_per_step = 0.0;
     // Pipeline runs: micro-batches per step and schedule.
-    int micro_batches = 0; // 0: 4 x pipeline stages
+    int micro_batches = 0; // 0: from tokens_per_step, else 4 x pipeline stages
     PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
     // What the search tries: strategies (empty: ddp, zero1, zero2, fsdp, and hybrid grids and
     // HSDP over them), tensor-parallel sizes up to the ranks of a host, pipeline sizes.

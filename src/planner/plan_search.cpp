@@ -132,9 +132,15 @@ Plan evaluate(const ModelSpec &model, const Cluster &c, const RunSpec &run, cons
     m.backward = run.compute_seconds * run.backward_share;
     const ModelShape shape = model.layout.tensor_count() > 0 ? ModelShape{} : model_shape(model);
     const double act = double(model.sequence) * model.micro_batch * shape.hidden * double(model.activation_element_bytes);
+    if (run.tokens_per_step > 0 && model.sequence > 0)
+        m.micro_batches = std::max(1.0, std::ceil(run.tokens_per_step / (double(g0.dp_size) * model.sequence * model.micro_batch)));
     if (g0.pp_size > 1) {
         m.pipeline.stages = g0.pp_size;
-        m.pipeline.micro_batches = run.micro_batches > 0 ? run.micro_batches : 4 * g0.pp_size;
+        m.pipeline.micro_batches = run.micro_batches > 0 ? run.micro_batches
+                                   : run.tokens_per_step > 0 && model.sequence > 0 ? int(m.micro_batches)
+                                                                                   : 4 * g0.pp_size;
+        if (run.schedule == PipelineSchedule::interleaved_1f1b) // a multiple of the stages
+            m.pipeline.micro_batches = (m.pipeline.micro_batches + g0.pp_size - 1) / g0.pp_size * g0.pp_size;
         m.pipeline.schedule = run.schedule;
         m.pipeline.virtual_stages = run.schedule == PipelineSchedule::interleaved_1f1b ? 2 : 1;
         validate_pipeline_shape(m.pipeline);

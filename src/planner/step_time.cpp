@@ -227,7 +227,7 @@ StepTime simulate_step(const StepModel &m) {
         out.sent.sent_inter += avg.sent_inter / std::max(1, m.plan.average_every);
     }
     if (m.tensor_collectives > 0 && m.tensor.ranks() > 1) {
-        const int micro_batches = pipelined ? m.pipeline.micro_batches : micro;
+        const double micro_batches = pipelined ? double(m.pipeline.micro_batches) : std::max(m.micro_batches, double(micro));
         const Cost one = collective_cost(c, Collective::allreduce, m.tensor_bytes, m.tensor);
         t.tensor_comm = one.seconds * m.tensor_collectives * micro_batches;
         out.sent.sent_intra += one.sent_intra * m.tensor_collectives * micro_batches;

@@ -32,6 +32,7 @@ struct StepModel {
     // Tensor parallelism: collectives per micro-batch in forward and backward, and their bytes.
     int tensor_collectives = 0;
     double tensor_bytes = 0.0;
+    double micro_batches = 1.0; // per data-parallel rank and step
 };
 
 struct StepTime {

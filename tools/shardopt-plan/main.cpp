@@ -269,6 +269,7 @@ int main(int argc, char **argv) {
             if (!(rate > 0) || !(mfu > 0 && mfu <= 1)) throw Error(ErrorCode::invalid_argument, "--flops-rate > 0, --mfu in (0, 1]");
             run.compute_seconds = 6.0 * P * tokens / (double(c.ranks()) * rate * mfu);
         }
+        run.tokens_per_step = tokens;
         for (const std::string &s : strategies) run.strategies.push_back(strategy_of(s));
         run.base.gradient_accumulation_steps = accumulation;
         run.base.staging_buffers = staging;
