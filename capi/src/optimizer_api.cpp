@@ -158,7 +158,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_parameters(shardopt_optimizer op
 
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_parameters(shardopt_optimizer opt, int tensor, void **params) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_of(opt, /*stage_may_call=*/true);
         tensor_arg(o.layout(), tensor);
         not_null(params, "params");
         *params = o.tensor_parameters(tensor);

@@ -119,7 +119,7 @@ namespace Shardopt.DistributedTraining
         internal readonly int DType;
         SWIGTYPE_p_shardopt_optimizer_s handle;
         Pinned external; // the caller's parameter array
-        bool disposed, pipelineRunning, lastStoppedEarly;
+        bool disposed, lastStoppedEarly;
         long viewEpoch;
         double pushedOptionsLr = double.NaN;
         ParameterLayout lastLayout; // what Reset() re-creates the native optimizer from
@@ -137,7 +137,7 @@ namespace Shardopt.DistributedTraining
         internal shardopt_sharding_options Sharding()
         {
             var s = Pin.Clone(ShardingConfiguration.Native, shardopt_sharding_options.getCPtr, SHARDOPT_SIZEOF_SHARDING_OPTIONS);
-            try { s.strategy = strategy; configure?.Invoke(s); shardopt_sharding_options_validate(s); return s; }
+            try { s.strategy = strategy; configure?.Invoke(s); shardopt_sharding_options_validate_strict(s); return s; }
             catch { s.Dispose(); throw; }
         }
         internal virtual void Created(SWIGTYPE_p_shardopt_optimizer_s native) { }
@@ -345,18 +345,13 @@ namespace Shardopt.DistributedTraining
         internal NativeView<T> TensorGradientT<T>(int tensor) where T : struct { CheckType<T>("TensorGradient"); shardopt_optimizer_tensor_grad(H, tensor, out IntPtr p, out ulong n); return new NativeView<T>(this, p, (long)n, true); }
         internal void GetParametersT<T>(Span<T> packed) where T : struct { CheckType<T>("GetParameters"); var h = H; Pin.Call<T>(packed, (p, n) => shardopt_optimizer_get_parameters(h, p, n)); }
         internal void SetParametersT<T>(ReadOnlySpan<T> packed) where T : struct { CheckType<T>("SetParameters"); var h = H; Pin.Call(packed, (p, n) => shardopt_optimizer_set_parameters(h, p, n)); }
-        // ---- a PipelineRunner batch running natively on this optimizer (Pipeline.cs) ----
-        internal void BeginPipelineBatch()
-        {
-            if (pipelineRunning) throw new InvalidOperationException("a pipeline batch is already running on this optimizer");
-            SyncOptionsLearningRate(); Expire(); pipelineRunning = true;
-        }
-        internal void EndPipelineBatch() { pipelineRunning = false; ++viewEpoch; }
+        // ---- a PipelineRunner batch running natively on this optimizer (Pipeline.cs); meanwhile the library refuses changes ----
+        internal void BeginPipelineBatch() { SyncOptionsLearningRate(); Expire(); }
+        internal void EndPipelineBatch() => ++viewEpoch;
         void DestroyNative()
         {
-            if (pipelineRunning) throw new InvalidOperationException($"not while a pipeline batch is running on this {GetType().Name} (called from a stage callback?)");
+            if (handle != null) { shardopt_optimizer_destroy(handle); handle = null; } // refused (changing nothing) while it trains or runs a batch
             ++viewEpoch;
-            if (handle != null) { var h = handle; handle = null; shardopt_optimizer_destroy(h); }
             external?.Dispose(); external = null;
         }
         public void Dispose() { DestroyNative(); disposed = true; }

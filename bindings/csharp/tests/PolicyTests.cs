@@ -101,7 +101,8 @@ static partial class ShardoptTests
             Assert(c.MinimumParameterGroupSize == 1024 && ShardingConfiguration.CreateForHighBandwidth(b).MinimumParameterGroupSize == 512, "presets");
             var e = Throws<ArgumentException>(() => c.MaxGradNorm = -1);
             Assert(e is IShardoptException && ((IShardoptException)e).StatusCode == 1 && e.Message.Contains("max_grad_norm") && c.MaxGradNorm == 0, e.Message);
-            Assert(Throws<ArgumentException>(() => c.LocalSteps = 0).Message.Contains("LocalSteps cannot be 0"), "0 is no value to set");
+            Assert(Throws<ArgumentException>(() => c.LocalSteps = 0).Message.Contains("local_sgd_period is 0") && c.LocalSteps == 4,
+                   "0 is no value to set (the library's shardopt_sharding_options_validate_strict)");
             var o = new RootMeanSquarePropagationOptimizerOptions();
             Assert(Throws<ArgumentException>(() => o.Epsilon = -1).Message.Contains("eps must be >= 0"), "eps");
             Assert(Throws<ArgumentException>(() => o.EarlyStoppingPatience = 0).Message.Contains("patience"), "patience >= 1");

@@ -17,7 +17,6 @@ public final class PipelineRunner<A> implements AutoCloseable {
     private final ShardedOptimizer<?, ?, ?> optimizer;
     private final SWIGTYPE_p_shardopt_optimizer_s optimizerHandle;
     private final Bridge bridge;
-    private volatile Thread running;
     /** 1F1B over p micro-batches. */
     public PipelineRunner(ShardedOptimizer<?, ?, ?> optimizer, PipelineStage<A> stage) { this(optimizer, stage, 0, PipelineSchedule.ONE_F_ONE_B, 0); }
     public PipelineRunner(ShardedOptimizer<?, ?, ?> optimizer, PipelineStage<A> stage, int numMicroBatches, PipelineSchedule schedule) {
@@ -46,7 +45,6 @@ public final class PipelineRunner<A> implements AutoCloseable {
     public PipelineBatchResult runBatch() {
         if (bridge.pipe == 0) throw new IllegalStateException("the PipelineRunner was closed");
         if (optimizer.h() != optimizerHandle) throw new IllegalStateException("the PipelineRunner's optimizer was reset since the runner was made");
-        optimizer.batch(running = Thread.currentThread());
         shardopt_pipeline_result r = new shardopt_pipeline_result();
         bridge.failure = null;
         try {
@@ -55,14 +53,11 @@ public final class PipelineRunner<A> implements AutoCloseable {
         } catch (RuntimeException e) {
             if (bridge.failure instanceof Error) throw (Error) bridge.failure;
             throw bridge.failure != null ? (RuntimeException) bridge.failure : e;
-        } finally {
-            optimizer.batch(running = null);
         }
     }
 
-    /** Releases the native pipeline; later runBatch calls throw IllegalStateException. */
+    /** Releases the native pipeline (the library refuses from a stage); later runBatch calls throw IllegalStateException. */
     @Override public void close() {
-        if (running != null) throw new IllegalStateException("not while runBatch is running (called from a stage callback?)");
         if (bridge.pipe != 0) shardopt_native.shardopt_pipeline_destroy(bridge);
         bridge.pipe = 0;
     }
@@ -117,10 +112,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
         }
 
         private Object read(long address, long n) {
-            CommunicationBackend.Data d = CommunicationBackend.Data.of(precision, n);
-            java.nio.ByteBuffer b = shardopt_native.so_view(address, n * precision.size()).order(ByteOrder.nativeOrder());
-            if (d.data instanceof float[]) b.asFloatBuffer().get((float[]) d.data); else b.asDoubleBuffer().get((double[]) d.data);
-            return d.data;
+            return ShardedOptimizer.read(shardopt_native.so_view(address, n * precision.size()).order(ByteOrder.nativeOrder()), precision, (int) n);
         }
 
         private void write(long address, Object a) {
@@ -130,11 +122,10 @@ public final class PipelineRunner<A> implements AutoCloseable {
 
         /** o's length, checked to be an array of the parameters' element type. */
         private int length(Object o, String what) {
-            CommunicationBackend.Data d = new CommunicationBackend.Data(o, what);
-            if (d.type != precision || o instanceof java.nio.Buffer)
+            if (!(o instanceof float[] || o instanceof double[]) || Precision.of(o, null) != precision)
                 throw new IllegalArgumentException(what + " is a " + o.getClass().getSimpleName() + ", but the optimizer's parameters are "
                         + precision + ": return a " + (precision == Precision.FLOAT32 ? "float[]" : "double[]"));
-            return (int) d.count;
+            return java.lang.reflect.Array.getLength(o);
         }
     }
 }
