@@ -8,6 +8,7 @@
 // Exit status: 0 when at least one strategy fits; 2 when none does (the table with --all says
 // what each would need) and for input it cannot take (an impossible shape, a zero bandwidth, a
 // bad file), with a message naming what is wrong.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -211,6 +212,9 @@ int main(int argc, char **argv) {
             c.gpu_update_bandwidth = 2.5e12;
             c.pcie = {10e-6, 25e9};
         }
+        for (const char *count : {"--hosts", "--gpus-per-host", "--ranks-per-host", "--cores-per-host"})
+            if (app.count(count) > 0 && app.get_option(count)->as<int>() < 1)
+                throw Error(ErrorCode::invalid_argument, std::string(count) + " must be >= 1");
         if (hosts != 0) c.hosts = hosts;
         if (gpus_per_host != 0 && ranks_per_host != 0)
             throw Error(ErrorCode::invalid_argument, "--gpus-per-host and --ranks-per-host: give one");
@@ -312,7 +316,9 @@ int main(int argc, char **argv) {
             print_table(report, c, all);
         }
         if (report.fitting == 0) {
-            const planner::Plan &best = report.plans.front();
+            const planner::Plan &best = *std::min_element(
+                report.plans.begin(), report.plans.end(),
+                [](const planner::Plan &a, const planner::Plan &b) { return a.device_bytes < b.device_bytes; });
             std::fprintf(stderr,
                          "shardopt-plan: the model fits nowhere: the least any strategy needs is %s (%s: %s); add "
                          "hosts or memory, or lower the reserve\n",
