@@ -24,7 +24,12 @@ order = {'host': 0}
 print('| where | link | ranks | strategy | step measured (s, best of 5) | step predicted (s) | predicted / measured | '
       'allreduce 32 MiB measured (s, best of 5) | predicted (s) | predicted / measured | load |')
 print('|---|---|---|---|---|---|---|---|---|---|---|')
-for key in sorted(rows, key=lambda k: (order.get(k[0], 1), k[1], k[2], ['ddp', 'zero2', 'fsdp'].index(k[3]))):
+def rate_bits(rate):  # '1gbit' < '10gbit'; '-' (shared memory) first
+    digits = ''.join(c for c in rate if c.isdigit())
+    return int(digits) if digits else 0
+
+
+for key in sorted(rows, key=lambda k: (order.get(k[0], 1), rate_bits(k[1]), k[2], ['ddp', 'zero2', 'fsdp'].index(k[3]))):
     runs = rows[key]
     place, rate, ranks, strategy = key
     f = lambda name: [float(r[name]) for r in runs]
