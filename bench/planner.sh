@@ -4,7 +4,7 @@
 # then, for DDP, ZeRO-2 and FSDP, a synthetic training step (bench_planner --mode step: 8 buckets
 # of 4 MiB, Adam, a sleep of COMPUTE_MS per step standing in for forward and backward) and the
 # allreduce of the whole model (32 MiB), measured and predicted:
-#   one host      2, 4 and 8 UCX ranks (ONE_HOST="2 4 8")
+#   one host      2, 4 and 8 UCX ranks (ONE_HOST="2 4 8"; ONE_HOST= skips them)
 #   namespaces    2 x 2 and 4 x 2 (SHAPES), links at 1 and 10 Gbit/s (RATES), hierarchical
 # Lines: name=step strategy=.. ranks=.. hosts=.. measured_step_median_s=.. predicted_step_s=..
 # step_ratio=.. measured_allreduce_median_s=.. predicted_allreduce_s=.. allreduce_ratio=..;
@@ -16,8 +16,8 @@ BUILD=${BUILD:-$ROOT/build}
 BIN=$BUILD/bench/bench_planner
 RUN=$ROOT/tools/shardopt-run
 PROFILES_DIR=${PROFILES_DIR:-$BUILD/calibration}
-ONE_HOST=${ONE_HOST:-2 4 8}
-SHAPES=${SHAPES:-2x2 4x2}
+ONE_HOST=${ONE_HOST-2 4 8}
+SHAPES=${SHAPES-2x2 4x2}
 RATES=${RATES:-1gbit 10gbit}
 STRATEGIES=${STRATEGIES:-ddp zero2 fsdp}
 COMPUTE_MS=${COMPUTE_MS:-200}
