@@ -60,6 +60,7 @@
 %apply unsigned long long *OUTPUT { size_t *count, size_t *padded_count, size_t *size, uint64_t *bytes, size_t *recv_count };
 %apply long long *OUTPUT { int64_t *steps };
 %apply double *OUTPUT { double *lr };
+%apply int *OUTPUT { int32_t *count, int32_t *fitting };
 
 /* Handles: out SWIGTYPE_p_<handle>, null when the library wrote NULL (split with a negative color). */
 %define SO_HANDLE_OUT(HANDLE, PROXY)
@@ -76,6 +77,7 @@ SO_HANDLE_OUT(shardopt_comm, SWIGTYPE_p_shardopt_comm_s)
 SO_HANDLE_OUT(shardopt_params, SWIGTYPE_p_shardopt_params_s)
 SO_HANDLE_OUT(shardopt_optimizer, SWIGTYPE_p_shardopt_optimizer_s)
 SO_HANDLE_OUT(shardopt_pipeline, SWIGTYPE_p_shardopt_pipeline_s)
+SO_HANDLE_OUT(shardopt_plan, SWIGTYPE_p_shardopt_plan_s)
 
 /* Library memory: out IntPtr (parameters, gradients, a gathered unit, serialized bytes, an activation). */
 %typemap(ctype) void **OUT "void **"
@@ -104,6 +106,9 @@ SO_SIZEOF(ELASTIC_STATUS, shardopt_elastic_status)
 SO_SIZEOF(PIPELINE_OPTIONS, shardopt_pipeline_options)
 SO_SIZEOF(PIPELINE_STAGE, shardopt_pipeline_stage)
 SO_SIZEOF(PIPELINE_RESULT, shardopt_pipeline_result)
+SO_SIZEOF(PLAN_CLUSTER, shardopt_plan_cluster)
+SO_SIZEOF(PLAN_REQUEST, shardopt_plan_request)
+SO_SIZEOF(PLAN_ENTRY, shardopt_plan_entry)
 %csconst(1);
 
 /* Not used from C# (arrays of handles, the asynchronous forms, optimize(): train() replaced it). */

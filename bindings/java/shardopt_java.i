@@ -179,6 +179,7 @@ SO_RET(SO_ARRAY, jobject, Object, Object)
 SO_HANDLE(SO_COMM, SWIGTYPE_p_shardopt_comm_s)
 SO_HANDLE(SO_PARAMS, SWIGTYPE_p_shardopt_params_s)
 SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
+SO_HANDLE(SO_PLAN, SWIGTYPE_p_shardopt_plan_s)
 %apply shardopt_status SO_INT { shardopt_status shardopt_comm_rank, shardopt_status shardopt_comm_size, shardopt_status shardopt_params_add,
     shardopt_status shardopt_params_add_matrix, shardopt_status shardopt_optimizer_tensor_count,
     shardopt_status shardopt_optimizer_bucket_count, shardopt_status shardopt_optimizer_should_early_stop };
@@ -188,24 +189,27 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
     shardopt_status shardopt_pipeline_create, shardopt_status shardopt_activation_resize };
 %apply shardopt_status SO_DOUBLE { shardopt_status shardopt_optimizer_learning_rate };
 %apply shardopt_status SO_LONGS { shardopt_status shardopt_optimizer_tensor_info, shardopt_status shardopt_optimizer_element_count,
-    shardopt_status shardopt_optimizer_bucket_grad, shardopt_status shardopt_optimizer_tensor_grad, shardopt_status shardopt_stage_call_grad };
+    shardopt_status shardopt_optimizer_bucket_grad, shardopt_status shardopt_optimizer_tensor_grad, shardopt_status shardopt_stage_call_grad,
+    shardopt_status shardopt_plan_count };
 %apply shardopt_status SO_BYTES { shardopt_status shardopt_optimizer_serialize };
 %apply shardopt_status SO_ARRAY { shardopt_status shardopt_allgather, shardopt_status shardopt_reduce_scatter, shardopt_status shardopt_scatter };
 %apply shardopt_status SO_COMM { shardopt_status shardopt_comm_create_inprocess_member, shardopt_status shardopt_comm_create_from_env,
     shardopt_status shardopt_comm_create_single };
 %apply shardopt_status SO_PARAMS { shardopt_status shardopt_params_create };
 %apply shardopt_status SO_OPT { shardopt_status shardopt_optimizer_create, shardopt_status shardopt_optimizer_create_external };
+%apply shardopt_status SO_PLAN { shardopt_status shardopt_plan_create };
 
 /* ---- outputs (library memory as its address: so_view makes a ByteBuffer of it) ---- */
 %typemap(in, numinputs=0) SWIGTYPE *SO_OUT ($*1_ltype v = 0) "$1 = &v;"
 %typemap(argout) SWIGTYPE *SO_OUT "memcpy(&$result, &v$argnum, sizeof v$argnum);"
 %apply SWIGTYPE *SO_OUT { int *rank, int *size, int *index, int *count, int *stop, size_t *count, int64_t *steps, uint64_t *bytes,
-    double *lr, shardopt_comm *comm, shardopt_comm *out, shardopt_params *out, shardopt_optimizer *out, shardopt_pipeline *out,
+    double *lr, shardopt_comm *comm, shardopt_comm *out, shardopt_params *out, shardopt_optimizer *out, shardopt_pipeline *out, shardopt_plan *out,
     void **params, void **data }
 %typemap(in, numinputs=0) (SWIGTYPE *SO_A, SWIGTYPE *SO_B) ($*1_ltype a = 0, $*2_ltype b = 0) "$1 = &a; $2 = &b;"
 %typemap(argout) (SWIGTYPE *SO_A, SWIGTYPE *SO_B) %{ { jlong v[2] = {(jlong)(uintptr_t)a$argnum, (jlong)b$argnum};
     if (($result = (*jenv)->NewLongArray(jenv, 2))) (*jenv)->SetLongArrayRegion(jenv, $result, 0, 2, v); } %}
-%apply (SWIGTYPE *SO_A, SWIGTYPE *SO_B) { (size_t *count, int *bucket), (size_t *count, size_t *padded_count), (void **grad, size_t *count) }
+%apply (SWIGTYPE *SO_A, SWIGTYPE *SO_B) { (size_t *count, int *bucket), (size_t *count, size_t *padded_count), (void **grad, size_t *count),
+    (int32_t *count, int32_t *fitting) }
 %typemap(in, numinputs=0) (void **data, size_t *size) (void *d = NULL, size_t n = 0) "$1 = &d; $2 = &n;"
 %typemap(argout) (void **data, size_t *size) %{
     if (n$argnum > INT32_MAX - 8) (*jenv)->ThrowNew(jenv, (*jenv)->FindClass(jenv, "java/lang/OutOfMemoryError"), "the checkpoint does not fit a Java array");
@@ -213,7 +217,8 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
         (*jenv)->SetByteArrayRegion(jenv, $result, 0, (jsize)n$argnum, (const jbyte *)d$argnum);
     shardopt_buffer_free(d$argnum); %}
 %typemap(check) shardopt_step_result *result, shardopt_memory_stats *stats, shardopt_elastic_status *status,
-    shardopt_training_result *result, shardopt_pipeline_result *result, const shardopt_pipeline_options *options
+    shardopt_training_result *result, shardopt_pipeline_result *result, const shardopt_pipeline_options *options,
+    shardopt_plan_entry *entry, const shardopt_plan_request *request, const shardopt_plan_cluster *cluster
     "if ($1) *(size_t *)$1 = sizeof *$1; /* struct_size, every struct's first field */"
 %typemap(in, numinputs=0) size_t struct_size "$1 = sizeof *arg1;"
 %immutable struct_size;

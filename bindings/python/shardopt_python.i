@@ -146,6 +146,8 @@ static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v
 %typemap(argout) T * { %append_output(SWIG_NewPointerObj(h$argnum, $descriptor(T), 0)); }
 %enddef
 SO_HANDLE(shardopt_comm) SO_HANDLE(shardopt_params) SO_HANDLE(shardopt_optimizer) SO_HANDLE(shardopt_pipeline)
+SO_HANDLE(shardopt_plan)
+%apply int32_t *OUTPUT { int32_t *count, int32_t *fitting };
 %apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop };
 %apply size_t *OUTPUT { size_t *count, size_t *padded_count };
 %apply double *OUTPUT { double *lr }; %apply int64_t *OUTPUT { int64_t *steps };
@@ -216,7 +218,8 @@ SO_GATHER_SCATTER(recv_count, 0)
 SO_STRUCT(shardopt_optimizer_options) SO_STRUCT(shardopt_sharding_options) SO_STRUCT(shardopt_training_options)
 SO_STRUCT(shardopt_training_result) SO_STRUCT(shardopt_step_result) SO_STRUCT(shardopt_memory_stats)
 SO_STRUCT(shardopt_elastic_options) SO_STRUCT(shardopt_elastic_status) SO_STRUCT(shardopt_pipeline_options)
-SO_STRUCT(shardopt_pipeline_result)
+SO_STRUCT(shardopt_pipeline_result) SO_STRUCT(shardopt_plan_cluster) SO_STRUCT(shardopt_plan_request)
+SO_STRUCT(shardopt_plan_entry)
 
 /* not wrapped: what needs a buffer alive after the call (async collectives, work handles, CUDA streams), the
  * all-ranks-at-once in-process group (each rank claims its own), the first training loop (train replaces it), and

@@ -983,6 +983,86 @@ SHARDOPT_API shardopt_status shardopt_optimizer_checkpoint_now(shardopt_optimize
  * training). A failed write fails it on every rank (IO); the previous checkpoint stays. */
 SHARDOPT_API shardopt_status shardopt_optimizer_finish_checkpoint(shardopt_optimizer opt);
 
+/* ---------------------------------------------------------------------------------------------
+ * The planner: which strategies fit a model on a cluster, and how long a step takes, before
+ * anything runs (docs/planning.md; C++: shardopt/planner.hpp). Memory comes from the library's
+ * own memory plan, the computation its up-front fit check uses, equal to memory_stats(); time from
+ * an alpha-beta model of the library's algorithms. Not collective; no communicator needed.
+ * ------------------------------------------------------------------------------------------- */
+/* Zero means default in every field. A cluster profile (./dev bench calibrate, or written by hand:
+ * docs/planning.md) gives the defaults of the fields left 0. */
+typedef struct shardopt_plan_cluster {
+    size_t struct_size;              /* set by the caller: sizeof(shardopt_plan_cluster) */
+    int32_t hosts;                   /* 0 = 1 (the profile's) */
+    int32_t ranks_per_host;          /* 0 = 1 (the profile's); GPUs per host with CUDA memory */
+    shardopt_memory_space memory;    /* HOST: CPU ranks; CUDA: one GPU per rank */
+    uint64_t device_memory_bytes;    /* a GPU's memory; required with CUDA memory */
+    uint64_t host_memory_bytes;      /* a host's, shared by its ranks; 0 = not checked */
+    double intra_bandwidth;          /* bytes/s between the ranks of a host; 0 = 10e9 */
+    double intra_latency;            /* seconds; 0 = 2e-6 */
+    double inter_bandwidth;          /* bytes/s of a host's link to the others; 0 = 12.5e9 */
+    double inter_latency;            /* seconds; 0 = 20e-6 */
+    double update_bandwidth;         /* a rank's CPU update, bytes through memory per s; 0 = 10e9 */
+    double gpu_update_bandwidth;     /* a GPU's update; 0 = 2.5e12 */
+    double pcie_bandwidth;           /* a GPU's copies to and from host memory; 0 = 25e9 */
+    const char *profile_json;        /* a cluster profile (JSON text), or NULL */
+} shardopt_plan_cluster;
+
+typedef struct shardopt_plan_request {
+    size_t struct_size;              /* set by the caller: sizeof(shardopt_plan_request) */
+    shardopt_params layout;          /* the model's tensors (unplanned), or NULL for... */
+    double parameters;               /* ...a transformer of this many parameters */
+    int32_t layers, hidden;          /* its shape; 0 = typical for the count */
+    int32_t sequence, micro_batch;   /* activations between stages and tensor ranks; 0 = none, 1 */
+    shardopt_dtype dtype;            /* with parameters: F32 (0) or F64; a layout gives its own */
+    const shardopt_optimizer_options *optimizer; /* NULL = Adam with its defaults */
+    /* The options every candidate starts from (buckets, staging, prefetch, accumulation,
+     * compression); NULL = defaults. With search DISABLE, the one candidate (strategy and grid). */
+    const shardopt_sharding_options *sharding;
+    double compute_seconds;          /* forward + backward of one step on one rank */
+    uint64_t reserve_bytes;          /* memory a rank keeps besides the optimizer's */
+    shardopt_switch search;          /* AUTO = on: every strategy, grid and offload variant */
+} shardopt_plan_request;
+
+/* One candidate: its memory per rank (the rank holding the most), its traffic and step time. */
+typedef struct shardopt_plan_entry {
+    size_t struct_size;              /* set by the caller: sizeof(shardopt_plan_entry) */
+    char name[96];                   /* "zero2", "hybrid pp2 tp4 dp8 zero1", "fsdp +offload", ... */
+    int32_t fits;                    /* 1 when it fits the GPU's (or host's) memory */
+    shardopt_strategy strategy, hybrid_data_strategy;
+    int32_t pipeline_parallel_size, tensor_parallel_size, data_parallel_size, hsdp_replicas;
+    int32_t cpu_offload_optimizer, cpu_offload_gradients, cpu_offload_params;
+    /* As shardopt_memory_stats counts them. */
+    uint64_t params_bytes, grads_bytes, optimizer_state_bytes, buffer_bytes, compression_bytes;
+    uint64_t host_params_bytes, host_grads_bytes, host_optimizer_state_bytes;
+    uint64_t device_bytes;           /* in the rank's memory space (the GPU, or host memory) */
+    uint64_t host_bytes;             /* in host memory besides (ZeRO-Offload) */
+    uint64_t sent_intra_bytes, sent_inter_bytes; /* per rank and step, inside / between hosts */
+    double step_seconds;             /* the predicted step: the sum of the parts below */
+    double compute_seconds, exposed_comm_seconds, update_seconds, post_update_seconds;
+    double bubble_seconds, tensor_comm_seconds;
+    double reduce_comm_seconds;      /* the gradient reduction alone, hidden or not */
+} shardopt_plan_entry;
+
+typedef struct shardopt_plan_s *shardopt_plan;
+
+/* The candidates, those that fit first, fastest first. Errors: INVALID_ARGUMENT naming what is
+ * wrong (no parameters, an impossible shape, a zero bandwidth, a bad profile). */
+SHARDOPT_API shardopt_status shardopt_plan_create(const shardopt_plan_request *request,
+                                                  const shardopt_plan_cluster *cluster, shardopt_plan *out);
+SHARDOPT_API shardopt_status shardopt_plan_destroy(shardopt_plan plan);
+/* *count: the candidates; *fitting (may be NULL): how many of them fit. */
+SHARDOPT_API shardopt_status shardopt_plan_count(shardopt_plan plan, int32_t *count, int32_t *fitting);
+/* Candidate `index` (0 = the fastest that fits). entry->struct_size must be set. */
+SHARDOPT_API shardopt_status shardopt_plan_entry_get(shardopt_plan plan, int32_t index, shardopt_plan_entry *entry);
+/* What world rank `rank` of a job of `world_size` ranks would hold once it has run a step, for
+ * the arguments shardopt_optimizer_create takes (optimizer and sharding may be NULL: defaults):
+ * equal, field for field, to that rank's shardopt_optimizer_memory_stats. */
+SHARDOPT_API shardopt_status shardopt_plan_rank_memory(shardopt_params params,
+                                                       const shardopt_optimizer_options *optimizer,
+                                                       const shardopt_sharding_options *sharding, int32_t world_size,
+                                                       int32_t rank, shardopt_memory_stats *stats);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

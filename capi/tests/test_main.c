@@ -20,5 +20,6 @@ int main(void) {
     test_pipeline();
     test_async();
     test_gpu();
+    test_plan();
     return harness_report();
 }

@@ -17,6 +17,7 @@ void test_offload(void);      /* ZeRO-Offload switches, memory stats' host field
 void test_pipeline(void);     /* experimental: pipeline stages as callbacks */
 void test_async(void);        /* strategy ASYNC_SGD: staleness 0 is DDP, checkpoints, refusals */
 void test_gpu(void);          /* GPU backends, CUDA streams, optimizers in CUDA memory */
+void test_plan(void);         /* the planner: rank memory equals memory stats, search order, bad input */
 /* The optimizer in CUDA memory on a GPU communicator of `backend` (world of one); nothing when
  * none can be created here. Returns 1 when it ran, 0 when no such communicator. */
 int test_gpu_device_memory(const char *backend);

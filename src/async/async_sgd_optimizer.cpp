@@ -85,7 +85,7 @@ std::unique_ptr<AsyncSgdOptimizer> AsyncSgdOptimizer::create(CommunicatorPtr com
     engine::require_same_options(*s.world, s.optimizer, s.sharding);
     engine::require_same_layout(*s.world, s.layout);
     const int slots = Optimizer::create(s.optimizer)->state_slots();
-    require_fits(MemoryPlan::of(s.plan, s.layout, slots, s.sharding, false), ranks_sharing_memory(*s.world),
+    require_fits(MemoryPlan::async_sgd(s.layout, s.rank(), slots), HostSide::space, ranks_sharing_memory(*s.world),
                  Strategy::async_sgd, s.layout.element_count(), optimizer_kind_name(s.optimizer.kind));
     s.owner = std::make_unique<async::ShardOwner>(s.layout, s.rank(), s.optimizer, *s.space);
     s.view.resize(s.layout.padded_count() * s.elem());
@@ -167,11 +167,8 @@ MemoryStats AsyncSgdOptimizer::memory_stats() const {
     m.params_bytes = s.view.size() + s.owner->shard_bytes(); // the view and the master shard
     m.grads_bytes = s.gradient.size();
     m.optimizer_state_bytes = s.owner->state_bytes();
-    // A session's message buffers: a gradient out and one in, a version out and one in per owner,
-    // and the owner's sum.
-    const std::size_t shard = s.owner->shard_bytes();
-    m.buffer_bytes = 2 * (sizeof(async::GradientHeader) + shard) +
-                     (std::size_t(s.size()) + 1) * (sizeof(async::ReplyHeader) + shard) + shard;
+    // A session's message buffers, as the memory plan counts them (a session holds them while it runs).
+    m.buffer_bytes = async_sgd_message_bytes(s.owner->shard_bytes(), s.size());
     m.peak_buffer_bytes = m.buffer_bytes;
     return m;
 }

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "../sharding/memory_plan.hpp"
+
 namespace shardopt::async {
 
 enum Tag : int { kGradientTag = 1, kCommandTag = 2, kMembersTag = 3, kReplyTag = 4, kNoticeTag = 5 };
@@ -59,5 +61,9 @@ struct ReplyHeader {
     std::int32_t max_staleness = 0;
     std::int32_t max_lead = 0;
 };
+
+// The memory plan counts a session's message buffers with these sizes.
+static_assert(sizeof(GradientHeader) == kAsyncGradientHeaderBytes && sizeof(ReplyHeader) == kAsyncReplyHeaderBytes,
+              "src/sharding/memory_plan.hpp: kAsync*HeaderBytes must be the headers' sizes");
 
 } // namespace shardopt::async

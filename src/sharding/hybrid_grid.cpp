@@ -12,8 +12,8 @@ HybridGrid HybridGrid::flat(CommunicatorPtr world) {
     return g;
 }
 
-HybridGrid HybridGrid::build(CommunicatorPtr world, int pp, int tp, int dp, int replicas) {
-    const int n = world->size();
+GridPlace grid_place(int world_size, int rank, int pp, int tp, int dp, int replicas) {
+    const int n = world_size;
     require(pp >= 1 && tp >= 1, ErrorCode::invalid_argument,
             "pipeline_parallel_size and tensor_parallel_size must be >= 1");
     require(n % (pp * tp) == 0, ErrorCode::invalid_argument,
@@ -25,14 +25,34 @@ HybridGrid HybridGrid::build(CommunicatorPtr world, int pp, int tp, int dp, int 
                 std::to_string(dp) + " do not multiply to the world size " + std::to_string(n));
     require(replicas >= 1 && dp % replicas == 0, ErrorCode::invalid_argument,
             "hsdp_replicas " + std::to_string(replicas) + " must divide the data parallel size " + std::to_string(dp));
-    HybridGrid g;
+    GridPlace g;
     g.pp_size = pp;
     g.tp_size = tp;
     g.dp_size = dp;
-    const int r = world->rank();
-    g.tp_rank = r % tp;
-    g.dp_rank = (r / tp) % dp;
-    g.pp_rank = r / (tp * dp);
+    g.tp_rank = rank % tp;
+    g.dp_rank = (rank / tp) % dp;
+    g.pp_rank = rank / (tp * dp);
+    g.shard_size = dp / replicas;
+    g.replica_rank = g.dp_rank / g.shard_size;
+    g.shard_rank = g.dp_rank % g.shard_size;
+    return g;
+}
+
+GridPlace grid_place(const ShardingOptions &options, int world_size, int rank) {
+    if (options.strategy != Strategy::hybrid) return grid_place(world_size, rank, 1, 1, world_size, 1);
+    return grid_place(world_size, rank, options.pipeline_parallel_size, options.tensor_parallel_size,
+                      options.data_parallel_size, options.hsdp_replicas);
+}
+
+HybridGrid HybridGrid::build(CommunicatorPtr world, int pp, int tp, int dp, int replicas) {
+    const GridPlace p = grid_place(world->size(), world->rank(), pp, tp, dp, replicas);
+    HybridGrid g;
+    g.pp_size = p.pp_size;
+    g.tp_size = tp = p.tp_size;
+    g.dp_size = dp = p.dp_size;
+    g.tp_rank = p.tp_rank;
+    g.dp_rank = p.dp_rank;
+    g.pp_rank = p.pp_rank;
     g.world = world;
     g.data = world->split(g.pp_rank * tp + g.tp_rank, g.dp_rank);
     g.tensor = world->split(g.pp_rank * dp + g.dp_rank, g.tp_rank);
@@ -40,10 +60,9 @@ HybridGrid HybridGrid::build(CommunicatorPtr world, int pp, int tp, int dp, int 
     if (replicas == 1) {
         g.shard = g.data;
     } else {
-        const int group_size = dp / replicas;
-        g.replica_rank = g.dp_rank / group_size;
+        g.replica_rank = p.replica_rank;
         g.shard = g.data->split(g.replica_rank, g.dp_rank);
-        g.replica = g.data->split(g.dp_rank % group_size, g.dp_rank);
+        g.replica = g.data->split(g.dp_rank % p.shard_size, g.dp_rank);
     }
     return g;
 }

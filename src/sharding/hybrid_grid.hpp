@@ -30,6 +30,19 @@ struct HybridGrid {
     static HybridGrid for_options(CommunicatorPtr world, const ShardingOptions &options);
 };
 
+// Where world rank `rank` of `world_size` sits in a pp x tp x dp grid with `replicas` HSDP
+// shard groups in each data group: the arithmetic HybridGrid::build splits by (the memory plan
+// and the planner use it without communicators). Throws Error(invalid_argument) for a grid that
+// does not fit the world, as build() does.
+struct GridPlace {
+    int pp_size = 1, tp_size = 1, dp_size = 1;
+    int pp_rank = 0, tp_rank = 0, dp_rank = 0;
+    int shard_size = 1, shard_rank = 0, replica_rank = 0; // HSDP: the shard group inside the data group
+};
+GridPlace grid_place(int world_size, int rank, int pp, int tp, int dp, int replicas);
+// The grid `options` asks for (the flat one unless hybrid).
+GridPlace grid_place(const ShardingOptions &options, int world_size, int rank);
+
 // The strategy inside each data-parallel group (the hybrid's hybrid_data_strategy).
 inline Strategy data_strategy_of(const ShardingOptions &options) {
     return options.strategy == Strategy::hybrid ? options.hybrid_data_strategy : options.strategy;

@@ -23,8 +23,8 @@ set(layers
   # pipeline schedules and their runner
   "async pipeline"
   # the elastic schedule sits on ShardedOptimizer's public interface, nothing under it; the test
-  # build's hooks
-  "elastic test_hooks")
+  # build's hooks; the planner (models every strategy, the pipeline schedules and the collectives)
+  "elastic test_hooks planner")
 
 # Public headers (include/shardopt) that a folder implements count as that folder's: a lower one
 # may not include them either. The others (types, errors, the options of sharded_optimizer.hpp and
@@ -32,7 +32,7 @@ set(layers
 set(public_homes
   "work.hpp=comm" "ucx.hpp=comm" "gpu_comm.hpp=comm" "inprocess.hpp=comm" "bootstrap.hpp=comm" "half.hpp=comm"
   "device_optimizer.hpp=optim" "batch_split.hpp=training" "compression.hpp=sharding" "async_sgd.hpp=async"
-  "pipeline.hpp=pipeline" "pipeline_schedule.hpp=pipeline" "elastic.hpp=elastic")
+  "pipeline.hpp=pipeline" "pipeline_schedule.hpp=pipeline" "elastic.hpp=elastic" "planner.hpp=planner")
 foreach(entry ${public_homes})
   string(REPLACE "=" ";" pair "${entry}")
   list(GET pair 0 header)

@@ -20,6 +20,7 @@ from .sharding import (AsyncSGDOptimizer, DDPOptimizer, ElasticOptimizer, FSDPOp
                        ZeRO3Optimizer)
 from ._core import NativeArray
 from .pipeline import PipelineBatchResult, PipelineCall, PipelineRunner, PipelineSchedule, PipelineStage
+from .planning import Plan, plan, rank_memory
 
 IShardedOptimizer = ShardedOptimizer
 __version__ = "{}.{}.{}".format(native.shardopt_version() // 10000, native.shardopt_version() // 100 % 100,

@@ -107,6 +107,16 @@ template <typename T> class ChunkedReducer final : public CompressedReducer {
 
 } // namespace
 
+std::size_t chunked_reducer_bytes(const ParameterSet &layout, const CompressionOptions &options, ReduceMode mode) {
+    const std::size_t elem = layout.element_size(), p = std::size_t(layout.world_size());
+    const ChunkCodec codec(options, layout.dtype());
+    std::size_t residuals = 0;
+    if (options.keeps_residuals()) residuals = layout.padded_count() + (mode == ReduceMode::allreduce ? layout.shard_count() : 0);
+    std::size_t total = (residuals + layout.max_bucket_padded() / p) * elem; // residuals, sum_
+    for (const auto &bl : layout.buckets()) total += 2 * p * codec.payload_bytes(bl.shard); // send, recv
+    return total;
+}
+
 std::unique_ptr<CompressedReducer> make_chunked_reducer(CommunicatorPtr comm, const ParameterSet &layout,
                                                         const CompressionOptions &options, ReduceMode mode) {
     if (layout.dtype() == DType::f64) return std::make_unique<ChunkedReducer<double>>(std::move(comm), layout, options, mode);

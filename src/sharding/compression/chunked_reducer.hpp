@@ -10,5 +10,7 @@ namespace shardopt::compression {
 
 std::unique_ptr<CompressedReducer> make_chunked_reducer(CommunicatorPtr comm, const ParameterSet &layout,
                                                         const CompressionOptions &options, ReduceMode mode);
+// What its state_bytes() is once every bucket was reduced (layout: planned for the group).
+std::size_t chunked_reducer_bytes(const ParameterSet &layout, const CompressionOptions &options, ReduceMode mode);
 
 } // namespace shardopt::compression

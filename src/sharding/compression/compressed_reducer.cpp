@@ -39,6 +39,19 @@ void validate_compression_options(const CompressionOptions &o) {
             "compression.power_sgd_rank must be in [1, 1024] (got " + std::to_string(o.power_sgd_rank) + ")");
 }
 
+bool hierarchy_allowed_here() {
+    const char *env = std::getenv("SHARDOPT_HIERARCHY");
+    return !(env && switched_off(env));
+}
+
+std::size_t compressed_reducer_bytes(const ParameterSet &layout, const CompressionOptions &options, ReduceMode mode,
+                                     const std::vector<int> &host_of_ranks, bool hierarchy_allowed) {
+    if (options.method == GradientCompression::power_sgd) return power_sgd_reducer_bytes(layout, options);
+    if (auto hosts = hierarchical_hosts(host_of_ranks); !hosts.empty() && hierarchy_allowed)
+        return hierarchical_chunked_reducer_bytes(layout, options, mode, hosts);
+    return chunked_reducer_bytes(layout, options, mode);
+}
+
 std::unique_ptr<CompressedReducer> make_compressed_reducer(Communicator &group, const ParameterSet &layout,
                                                            const CompressionOptions &options, ReduceMode mode) {
     // options: validated with the sharding options (validate_sharding_options).
@@ -52,8 +65,7 @@ std::unique_ptr<CompressedReducer> make_compressed_reducer(Communicator &group, 
     // Ranks on several hosts combine a host's gradients first, unless a rank opts out with
     // SHARDOPT_HIERARCHY=0 (as for the collectives; every rank sees the same hosts, so all vote).
     if (auto hosts = hierarchical_hosts(own->host_of_ranks()); !hosts.empty()) {
-        const char *env = std::getenv("SHARDOPT_HIERARCHY");
-        std::int32_t allowed = env && switched_off(env) ? 0 : 1;
+        std::int32_t allowed = hierarchy_allowed_here() ? 1 : 0;
         own->allreduce(&allowed, 1, ReduceOp::min);
         if (allowed) return make_hierarchical_chunked_reducer(std::move(own), std::move(hosts), layout, options, mode);
     }

@@ -54,6 +54,15 @@ class CompressedReducer {
 std::unique_ptr<CompressedReducer> make_compressed_reducer(Communicator &group, const ParameterSet &layout,
                                                            const CompressionOptions &options, ReduceMode mode);
 
+// The bytes the reducer make_compressed_reducer builds holds (its state_bytes()) once it has
+// reduced every bucket: residuals, warm-start matrices, payload buffers. layout: planned for the
+// group; host_of_ranks: the group's (Communicator::host_of_ranks); hierarchy_allowed: what the
+// ranks' SHARDOPT_HIERARCHY votes (hierarchy_allowed_here on each).
+std::size_t compressed_reducer_bytes(const ParameterSet &layout, const CompressionOptions &options, ReduceMode mode,
+                                     const std::vector<int> &host_of_ranks, bool hierarchy_allowed);
+// This rank's vote: false when SHARDOPT_HIERARCHY switches the hierarchy off.
+bool hierarchy_allowed_here();
+
 // Throws Error(invalid_argument) naming the first compression option out of range.
 void validate_compression_options(const CompressionOptions &options);
 

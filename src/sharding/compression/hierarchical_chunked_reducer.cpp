@@ -47,6 +47,14 @@ void permute_chunks(T *data, std::size_t chunk, const std::vector<int> &order, s
     }
 }
 
+// Hosts of consecutive ranks (what launchers give): host h holds ranks h L ... h L + L - 1.
+bool consecutive_hosts(const std::vector<std::vector<int>> &hosts) {
+    for (std::size_t h = 0; h < hosts.size(); ++h)
+        for (std::size_t l = 0; l < hosts[h].size(); ++l)
+            if (hosts[h][l] != int(h * hosts[h].size() + l)) return false;
+    return true;
+}
+
 template <typename T> class HierarchicalChunkedReducer final : public CompressedReducer {
   public:
     HierarchicalChunkedReducer(CommunicatorPtr comm, std::vector<std::vector<int>> hosts, const ParameterSet &layout,
@@ -64,12 +72,16 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
             for (std::size_t h = 0; h < hosts_count_; ++h) host_order_.push_back(hosts_[h][l]);
         // Hosts of consecutive ranks (what launchers give): host h's chunks are one run, and one
         // reduce-scatter per host gives each local rank its chunk of it, with nothing reordered.
-        consecutive_ = true;
-        for (std::size_t h = 0; h < hosts_count_; ++h)
-            for (std::size_t l = 0; l < per_host_; ++l) consecutive_ &= hosts_[h][l] == int(h * per_host_ + l);
+        consecutive_ = consecutive_hosts(hosts_);
         const std::size_t max_chunk = layout_.max_bucket_padded() / std::size_t(comm_->size());
         sum_.resize(max_chunk);
         if (!consecutive_) chunk_scratch_.resize(max_chunk);
+        if (mode_ == ReduceMode::allreduce) { // phase two's buffers, sized once for the largest bucket
+            const std::size_t pb = codec_.payload_bytes(max_chunk);
+            mine_.reserve(pb);
+            cross_gathered_.reserve(hosts_count_ * pb);
+            gathered_.reserve(std::size_t(comm_->size()) * pb);
+        }
     }
     ~HierarchicalChunkedReducer() override { abandon(); }
 
@@ -216,6 +228,19 @@ template <typename T> class HierarchicalChunkedReducer final : public Compressed
 };
 
 } // namespace
+
+std::size_t hierarchical_chunked_reducer_bytes(const ParameterSet &layout, const CompressionOptions &options,
+                                               ReduceMode mode, const std::vector<std::vector<int>> &hosts) {
+    const std::size_t elem = layout.element_size(), p = std::size_t(layout.world_size()), h = hosts.size();
+    const ChunkCodec codec(options, layout.dtype());
+    const std::size_t max_chunk = layout.max_bucket_padded() / p;
+    std::size_t residuals = 0;
+    if (options.keeps_residuals()) residuals = layout.padded_count() + (mode == ReduceMode::allreduce ? layout.shard_count() : 0);
+    std::size_t total = (residuals + max_chunk + (consecutive_hosts(hosts) ? 0 : max_chunk)) * elem; // sum_, chunk_scratch_
+    for (const auto &bl : layout.buckets()) total += h * bl.shard * elem + 2 * h * codec.payload_bytes(bl.shard);
+    if (mode == ReduceMode::allreduce) total += (1 + h + p) * codec.payload_bytes(max_chunk); // mine_, cross_gathered_, gathered_
+    return total;
+}
 
 std::unique_ptr<CompressedReducer> make_hierarchical_chunked_reducer(CommunicatorPtr comm, std::vector<std::vector<int>> hosts,
                                                                      const ParameterSet &layout,

@@ -32,5 +32,8 @@ std::vector<std::vector<int>> hierarchical_hosts(const std::vector<int> &host_of
 std::unique_ptr<CompressedReducer> make_hierarchical_chunked_reducer(CommunicatorPtr comm, std::vector<std::vector<int>> hosts,
                                                                      const ParameterSet &layout,
                                                                      const CompressionOptions &options, ReduceMode mode);
+// What its state_bytes() is once every bucket was reduced (layout: planned for the group).
+std::size_t hierarchical_chunked_reducer_bytes(const ParameterSet &layout, const CompressionOptions &options,
+                                               ReduceMode mode, const std::vector<std::vector<int>> &hosts);
 
 } // namespace shardopt::compression

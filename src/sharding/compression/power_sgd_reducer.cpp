@@ -82,6 +82,13 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
         for (const auto &bucket : buckets_)
             for (const auto &m : bucket.matrices) widest = std::max(widest, m.cols);
         scratch_.resize(widest * (r_ + 1));
+        std::size_t most_q = 0; // finish's Q pack, sized once for the bucket with the most
+        for (const auto &bucket : buckets_) {
+            std::size_t q = 0;
+            for (const auto &m : bucket.matrices) q += m.cols * r_;
+            most_q = std::max(most_q, q);
+        }
+        q_pack_.reserve(most_q);
         for (const auto &bucket : buckets_)
             for (const auto &m : bucket.matrices)
                 for (std::size_t k = 0; k < m.cols * r_; ++k)
@@ -200,6 +207,30 @@ template <typename T> class PowerSgdReducer final : public CompressedReducer {
 };
 
 } // namespace
+
+std::size_t power_sgd_reducer_bytes(const ParameterSet &layout, const CompressionOptions &options) {
+    const std::size_t r = std::size_t(options.power_sgd_rank);
+    std::size_t residual = 0, q = 0, most_q = 0, widest = 0, packs = 0;
+    for (const auto &bl : layout.buckets()) {
+        std::size_t bucket_q = 0, pack = 0;
+        for (int t = bl.first_tensor; t < bl.first_tensor + bl.tensor_count; ++t) {
+            const auto &tl = layout.tensor(t);
+            if (!power_sgd_compresses(tl, options)) {
+                pack += tl.count; // sent dense
+                continue;
+            }
+            const std::size_t cols = tl.count / tl.rows;
+            residual += options.keeps_residuals() ? tl.count : 0;
+            bucket_q += cols * r;
+            pack += tl.rows * r;
+            widest = std::max(widest, cols);
+        }
+        q += bucket_q;
+        most_q = std::max(most_q, bucket_q);
+        packs += pack;
+    }
+    return (residual + q + most_q + widest * (r + 1) + packs) * layout.element_size();
+}
 
 std::unique_ptr<CompressedReducer> make_power_sgd_reducer(CommunicatorPtr comm, const ParameterSet &layout,
                                                           const CompressionOptions &options, ReduceMode mode) {

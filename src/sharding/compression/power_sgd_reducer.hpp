@@ -14,6 +14,10 @@ std::unique_ptr<CompressedReducer> make_power_sgd_reducer(CommunicatorPtr comm, 
 
 // Whether PowerSGD compresses tensor t of `layout` under `options` (a declared matrix, big
 // enough, and rank below both dimensions).
+// What its state_bytes() is once every bucket was reduced (either mode: the reduce-scatter keeps
+// only its chunk of the same reconstruction).
+std::size_t power_sgd_reducer_bytes(const ParameterSet &layout, const CompressionOptions &options);
+
 bool power_sgd_compresses(const TensorLayout &tensor, const CompressionOptions &options);
 
 } // namespace shardopt::compression

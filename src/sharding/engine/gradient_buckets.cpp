@@ -34,13 +34,7 @@ void GradientBuckets::zero_grad() {
 }
 
 std::size_t GradientBuckets::staging_bytes() const {
-    std::size_t elements = ctx_.layout.max_bucket_padded();
-    if (ctx_.offload.gradients && ctx_.plan.grads_sharded()) { // and the reduce-scatter's output, copied out from there
-        std::size_t max_shard = 0;
-        for (const auto &bl : ctx_.layout.buckets()) max_shard = std::max(max_shard, bl.shard);
-        elements += max_shard;
-    }
-    return elements * ctx_.elem();
+    return staging_buffer_bytes(ctx_.offload, ctx_.plan, ctx_.layout);
 }
 
 std::size_t GradientBuckets::buffer_bytes() const {

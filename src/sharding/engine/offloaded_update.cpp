@@ -12,7 +12,6 @@
 #include <string>
 
 #include "../../optim/vector_ops.hpp"
-#include "../memory_plan.hpp"
 #include "../offload/offload_schedule.hpp"
 #include "shardopt/error.hpp"
 #include "update.hpp"
@@ -29,13 +28,7 @@ class OffloadedUpdate final : public Update {
         std::size_t owned_elements = 0;
         for (const auto &s : owned) owned_elements += s.count;
         const OffloadResidency r = OffloadResidency::of(ctx.offload, ctx.plan, layout, owned_elements, state_slots);
-        // What goes to host memory is refused up front when it cannot fit, as host memory is.
-        MemoryPlan host;
-        host.params = r.host_params;
-        host.grads = r.host_grads;
-        host.state = r.host_master + r.host_state;
-        require_fits(host, ranks_sharing_memory(*ctx.grid.world), data_strategy_of(ctx.options), layout.element_count(),
-                     optimizer_kind_name(ctx.optimizer.kind));
+        // (What goes to host memory was checked up front by the engine: its memory plan's host side.)
         host_grads_ = lanes_.allocate_pinned(r.host_grads, "reduced gradients (cpu_offload_optimizer)");
         if (r.host_master > 0)
             host_master_ = lanes_.allocate_pinned(r.host_master, "fp32 master weights (cpu_offload_optimizer)");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../../comm/finish_quietly.hpp"
+#include "../memory_plan.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::engine {
@@ -129,7 +130,7 @@ void ParameterStore::release(int b) {
     unit.gathered = false;
     // Spares for the units live at once (current + prefetched), so the steady state allocates
     // nothing. A spare is only refilled by a gather ordered after the caller's kernels.
-    const std::size_t live_units = ctx_.options.fsdp_prefetch ? 2 : 1;
+    const std::size_t live_units = std::size_t(fsdp_live_units(ctx_.options));
     if (free_unit_buffers_.size() < live_units) free_unit_buffers_.push_back(std::move(unit.buffer));
     else unit.buffer.reset();
 }

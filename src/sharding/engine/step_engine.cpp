@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../../training/synchronous_epoch.hpp"
+#include "../compression/compressed_reducer.hpp"
 #include "../memory_plan.hpp"
 #include "rank_agreement.hpp"
 #include "shardopt/error.hpp"
@@ -46,10 +47,12 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
     // hold unevenly split tensors; pipeline stages hold different ones).
     require_same_layout(host_comms_.of(*grid_.data), layout_);
     const int state_slots = Optimizer::create(optimizer_)->state_slots();
-    if (space_->host_accessible()) // refuse up front, with an estimate, what cannot fit
-        require_fits(MemoryPlan::of(plan_, layout_, state_slots, options_, external_params != nullptr),
-                     ranks_sharing_memory(*comm_), data_strategy_of(options_), layout_.element_count(),
-                     optimizer_kind_name(optimizer_.kind));
+    // Refuse up front, with the plan's figures, what cannot fit in host memory: the optimizer's
+    // own when its space is host memory, ZeRO-Offload's host side for a device optimizer.
+    const MemoryPlan need = memory_plan(state_slots, external_params != nullptr);
+    if (space_->host_accessible() || offload_.active())
+        require_fits(need, space_->host_accessible() ? HostSide::space : HostSide::offload, ranks_sharing_memory(*comm_),
+                     data_strategy_of(options_), layout_.element_count(), optimizer_kind_name(optimizer_.kind));
 
     params_ = std::make_unique<ParameterStore>(ctx_, external_params, [this] { note_buffers(); });
     grads_ = std::make_unique<GradientBuckets>(ctx_, [this] { note_buffers(); });
@@ -71,6 +74,20 @@ StepEngine::~StepEngine() {
         space_->synchronize(); // passes still reading buffers about to be freed
     } catch (...) { // a failed device: nothing left to wait for
     }
+}
+
+MemoryPlan StepEngine::memory_plan(int state_slots, bool external_params) const {
+    MemoryPlanInputs in;
+    in.layout = &layout_;
+    in.plan = plan_;
+    in.offload = offload_;
+    in.options = options_;
+    in.shard_rank = grid_.shard->rank();
+    in.state_slots = state_slots;
+    in.external_params = external_params;
+    in.host_of_ranks = grid_.shard->host_of_ranks();
+    in.hierarchy_allowed = compression::hierarchy_allowed_here();
+    return MemoryPlan::of(in);
 }
 
 void StepEngine::set_initial_parameters(const void *initial) {

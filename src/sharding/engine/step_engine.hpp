@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../hybrid_grid.hpp"
+#include "../memory_plan.hpp"
 #include "../offload/offload_plan.hpp"
 #include "../optimizer_backend.hpp"
 #include "../strategies/strategy_plan.hpp"
@@ -91,6 +92,8 @@ class StepEngine final : public OptimizerBackend {
   private:
     class CheckpointView; // the engine as a checkpoint::CheckpointTarget (engine_state.cpp)
 
+    // What this rank will hold (../memory_plan.hpp), for the up-front fit check.
+    MemoryPlan memory_plan(int state_slots, bool external_params) const;
     // `initial` (host, packed) as the parameters: rank 0's of the data group unless
     // ShardingOptions::broadcast_initial is off.
     void set_initial_parameters(const void *initial);

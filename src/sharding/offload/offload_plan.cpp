@@ -52,19 +52,25 @@ std::size_t owned_region_elements(const StrategyPlan &plan, const ParameterSet &
     return plan.state_sharded() ? layout.shard_count() : layout.padded_count();
 }
 
+std::size_t staging_buffer_bytes(const OffloadPlan &offload, const StrategyPlan &plan, const ParameterSet &layout) {
+    std::size_t elements = layout.max_bucket_padded();
+    if (offload.gradients && plan.grads_sharded()) { // and the reduce-scatter's output, copied out from there
+        std::size_t max_shard = 0;
+        for (const BucketLayout &bl : layout.buckets()) max_shard = std::max(max_shard, bl.shard);
+        elements += max_shard;
+    }
+    return elements * layout.element_size();
+}
+
 OffloadResidency OffloadResidency::of(const OffloadPlan &offload, const StrategyPlan &plan, const ParameterSet &layout,
                                       std::size_t owned, int state_slots) {
     const std::size_t elem = layout.element_size(), full = layout.padded_count() * elem,
                       shard = layout.shard_count() * elem;
-    std::size_t max_shard = 0;
-    for (const BucketLayout &bl : layout.buckets()) max_shard = std::max(max_shard, bl.shard);
     OffloadResidency r;
     r.device_params = offload.params ? 0 : (plan.params_sharded() ? shard : full);
     r.device_grads = offload.gradients ? 0 : (plan.grads_sharded() ? shard : full);
     r.device_state = offload.optimizer ? 0 : owned * elem * std::size_t(state_slots);
-    if (plan.grads_sharded() || offload.gradients)
-        r.device_staging_each =
-            (layout.max_bucket_padded() + (offload.gradients && plan.grads_sharded() ? max_shard : 0)) * elem;
+    if (plan.grads_sharded() || offload.gradients) r.device_staging_each = staging_buffer_bytes(offload, plan, layout);
     if (!offload.optimizer) return r;
     r.host_params = offload.params ? shard : 0;
     r.host_grads = owned_region_elements(plan, layout) * elem;

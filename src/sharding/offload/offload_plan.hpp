@@ -48,6 +48,11 @@ struct OffloadResidency {
                                std::size_t owned, int state_slots);
 };
 
+// One gradient staging buffer (ZeRO-2, FSDP, offloaded gradients): a bucket, and with gradients
+// offloaded and sharded the reduce-scatter's output beside it (GradientBuckets' and the memory
+// plan's size of it).
+std::size_t staging_buffer_bytes(const OffloadPlan &offload, const StrategyPlan &plan, const ParameterSet &layout);
+
 // The elements of the owned region of bucket `b` as ZeRO-Offload copies it, one contiguous run
 // on each side: the whole padded bucket when state is not sharded (DDP), else the rank's chunk.
 // `host_offset`: where it starts in the host buffers (laid out as the full padded buffer, or as
