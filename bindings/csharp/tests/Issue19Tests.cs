@@ -452,6 +452,7 @@ static partial class ShardoptTests
             case "elastic": return new (string, Action)[] {
                 ("ElasticResumesAtAnotherWorldSize", ElasticResumesAtAnotherWorldSize), ("ElasticErrors", ElasticErrors) };
             case "policy": return PolicyGroup(); // PolicyTests.cs
+            case "gpu": return GpuGroup(); // GpuTests.cs
             default: throw new ArgumentException("unknown group " + name);
         }
     }

@@ -184,7 +184,7 @@ class NativeArray(np.ndarray):
                   "flatten", "sum", "mean", "min", "max", "dot", "clip", "any", "all", "argmax", "argmin", "cumsum",
                   "prod", "std", "var", "round", "sort", "put", "take", "byteswap", "tofile", "setfield", "getfield",
                   "squeeze", "transpose", "swapaxes", "repeat", "nonzero", "searchsorted", "partition", "argsort",
-                  "compress", "diagonal", "trace", "conj", "choose", "__buffer__", "__dlpack__"):
+                  "compress", "diagonal", "trace", "conj", "choose", "__buffer__", "__dlpack__", "__dlpack_device__"):
         if hasattr(np.ndarray, _name):
             locals()[_name] = _checked(_name)
     del _name, _checked
@@ -213,6 +213,32 @@ def copy_out(address, array):
     ctypes.memmove(address, array.ctypes.data, array.nbytes)
 
 
+_DL_DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
+               10: "ROCm", 11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
+
+
+def host_array(values, name):
+    """`values` as a numpy array without a copy: numpy arrays, buffers and __array_interface__ as numpy reads them;
+    other DLPack producers (torch CPU tensors, JAX, ...) through np.from_dlpack. A tensor in device memory
+    (DLPack on another device, __cuda_array_interface__) is InvalidArgumentError naming both sides: never copied."""
+    if isinstance(values, np.ndarray):
+        return values
+    device = getattr(values, "__dlpack_device__", None)
+    if device is not None:
+        kind, index = (int(v) for v in device())
+        if kind not in (1, 3):  # kDLCPU, kDLCUDAHost: host memory
+            raise error(InvalidArgumentError, 1, f"{name} is in {_DL_DEVICES.get(kind, f'DLPack device type {kind}')} "
+                                                 f"memory (device {index}), the optimizer's memory is host memory (give "
+                                                 f"a host tensor, or use MemorySpace.CUDA)")
+        if hasattr(values, "__dlpack__"):
+            return np.from_dlpack(values)
+    if hasattr(values, "__cuda_array_interface__") and not hasattr(values, "__array_interface__"):
+        raise error(InvalidArgumentError, 1, f"{name} is in CUDA device memory (__cuda_array_interface__), the "
+                                             f"optimizer's memory is host memory (give a host tensor, or use "
+                                             f"MemorySpace.CUDA)")
+    return np.asarray(values)
+
+
 def as_native_array(values, dtype, name, count=None):
     """`values` as a C-contiguous 1-D array of `dtype` (and `count` elements): numpy arrays and other buffers
     must hold `dtype` already (TypeError: never converted or reinterpreted); lists are converted by value."""
@@ -223,7 +249,7 @@ def as_native_array(values, dtype, name, count=None):
         values._so_check()
     if isinstance(values, (list, tuple)):
         arr = np.asarray(values, dtype=dtype)  # converted by value
-    elif (arr := np.asarray(values)).dtype != dtype:
+    elif (arr := host_array(values, name)).dtype != dtype:
         raise TypeError(f"{name} holds {arr.dtype} elements, the parameters are {dtype} (convert it explicitly, "
                         f"e.g. {name}.astype(numpy.{dtype.name}))")
     arr = np.ascontiguousarray(arr).reshape(-1)
@@ -234,6 +260,9 @@ def as_native_array(values, dtype, name, count=None):
 
 def writable_native_array(values, dtype, name, count):
     """As as_native_array, for an array the library writes into: a writable C-contiguous numpy array."""
+    if not isinstance(values, np.ndarray) and (hasattr(values, "__dlpack_device__")
+                                               or hasattr(values, "__cuda_array_interface__")):
+        values = host_array(values, name)  # a DLPack tensor in host memory (torch CPU, ...), not copied
     if not isinstance(values, np.ndarray):
         raise TypeError(f"{name} must be a numpy array of {np.dtype(dtype)}, not {type(values).__name__}")
     if not values.flags.c_contiguous or not values.flags.writeable:
