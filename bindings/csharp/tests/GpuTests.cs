@@ -72,6 +72,13 @@ static partial class ShardoptTests
                     Assert(e.Message.StartsWith("SHARDOPT_ERR_INVALID_ARGUMENT") && e.Message.Contains(entry.Item3), e.Message);
                 }
             }
+            // host memory where device memory is expected: refused before anything reaches the library, naming both
+            var mine = new ShardingConfiguration<float>(b) { Memory = MemorySpace.Cuda };
+            using (var o = new DDPOptimizer<float>(new AdamOptimizer(), mine))
+            {
+                var e = Throws<ArgumentException>(() => o.Initialize(new ParameterLayout().Add("w", 4), null, new float[4]));
+                Assert(e.Message.Contains("parameters is host memory") && e.Message.Contains("the optimizer's memory is CUDA device memory"), e.Message);
+            }
             // compression with CUDA memory: the library's refusal, whatever the communicator
             var z = new ShardingConfiguration<float>(b) { Memory = MemorySpace.Cuda, EnableGradientCompression = true };
             using (var o = new DDPOptimizer<float>(new AdamOptimizer(), z))

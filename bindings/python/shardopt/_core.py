@@ -192,6 +192,52 @@ class NativeArray(np.ndarray):
     flat = property(lambda self: (self._so_check(), np.ndarray.flat.__get__(self))[1])
 
 
+class DeviceArray:
+    """A view of CUDA device memory of the library's (an optimizer in MemorySpace.CUDA: parameters, gradients, gathered
+    units): never readable on the host. It exports __cuda_array_interface__ v3 (torch.as_tensor(view, device="cuda"),
+    cupy.asarray(view), numba: no copy; its "stream" is the optimizer's compute stream, which the consumer orders its
+    stream after, as the interface says) and __dlpack_device__ (kDLCUDA, device). Every access raises
+    ObjectDisposedError once the optimizer is closed or the view expired."""
+    __slots__ = ("_address", "_dtype", "shape", "device_id", "_stream", "_owner", "_guards", "_readonly")
+
+    def __init__(self, address, count, dtype, device, stream, owner, guards, readonly=False):
+        self._address, self._dtype, self.shape, self.device_id = address, np.dtype(dtype), (int(count),), int(device)
+        self._stream, self._owner, self._guards, self._readonly = stream, owner, tuple(guards), readonly
+
+    def _so_check(self):
+        for g in self._guards:
+            g.check()
+
+    dtype = property(lambda self: self._dtype)
+    size = property(lambda self: self.shape[0])
+    __len__ = lambda self: self.shape[0]
+
+    @property
+    def __cuda_array_interface__(self):
+        self._so_check()
+        return {"shape": self.shape, "typestr": self._dtype.str, "data": (self._address, self._readonly), "version": 3,
+                "strides": None, "stream": self._stream or 1}  # 1: the legacy default stream (CAI v3)
+
+    def __dlpack_device__(self):
+        self._so_check()
+        return (2, self.device_id)  # kDLCUDA
+
+    def __dlpack__(self, *args, **kwargs):
+        self._so_check()
+        raise BufferError("DLPack export of device views is not in this binding yet: use __cuda_array_interface__ "
+                          "(torch.as_tensor(view, device='cuda'), cupy.asarray(view))")
+
+    def __array__(self, *args, **kwargs):
+        self._so_check()
+        raise TypeError(f"this view is CUDA device memory (device {self.device_id}): it cannot be read on the host; "
+                        f"use it on the device (__cuda_array_interface__), or get_parameters() for a host copy")
+
+    __getitem__ = __setitem__ = __iter__ = lambda self, *a: DeviceArray.__array__(self)
+
+    def __repr__(self):
+        return f"DeviceArray(cuda:{self.device_id}, {self.shape[0]} x {self._dtype})"
+
+
 def native_view(address, count, dtype, owner, guards, readonly=False):
     """A NativeArray of `count` elements at `address`, holding `owner` and checking `guards`."""
     dtype = np.dtype(dtype)
@@ -228,14 +274,14 @@ def host_array(values, name):
         kind, index = (int(v) for v in device())
         if kind not in (1, 3):  # kDLCPU, kDLCUDAHost: host memory
             raise error(InvalidArgumentError, 1, f"{name} is in {_DL_DEVICES.get(kind, f'DLPack device type {kind}')} "
-                                                 f"memory (device {index}), the optimizer's memory is host memory (give "
-                                                 f"a host tensor, or use MemorySpace.CUDA)")
+                                                 f"memory (device {index}), where host memory is expected (a host tensor; "
+                                                 f"device memory only as an optimizer's in MemorySpace.CUDA)")
         if hasattr(values, "__dlpack__"):
             return np.from_dlpack(values)
     if hasattr(values, "__cuda_array_interface__") and not hasattr(values, "__array_interface__"):
-        raise error(InvalidArgumentError, 1, f"{name} is in CUDA device memory (__cuda_array_interface__), the "
-                                             f"optimizer's memory is host memory (give a host tensor, or use "
-                                             f"MemorySpace.CUDA)")
+        raise error(InvalidArgumentError, 1, f"{name} is in CUDA device memory (__cuda_array_interface__), where "
+                                             f"host memory is expected (a host tensor; device memory only as an "
+                                             f"optimizer's in MemorySpace.CUDA)")
     return np.asarray(values)
 
 

@@ -84,7 +84,7 @@ def test_caller_dlpack_tensor_is_the_parameter_buffer():
 
 def test_device_tensor_where_host_memory_is_expected_raises():
     with so.InMemoryCommunicationBackend(0, 1, "py-dlpack-dev") as b:
-        with pytest.raises(so.InvalidArgumentError, match=r"CUDA memory \(device 0\), the optimizer's memory is host"):
+        with pytest.raises(so.InvalidArgumentError, match=r"CUDA memory \(device 0\), where host memory is expected"):
             make(b, CudaProducer(np.zeros(4, np.float32)))
         with pytest.raises(so.InvalidArgumentError, match="__cuda_array_interface__"):
             make(b, CaiProducer())
@@ -93,3 +93,40 @@ def test_device_tensor_where_host_memory_is_expected_raises():
                 opt.set_parameters(CudaProducer(np.zeros(4, np.float32)))
             with pytest.raises(TypeError, match="float64"):
                 opt.set_parameters(HostProducer(np.zeros(4, np.float64)))  # a wrong dtype is never converted
+
+
+def test_device_views_export_cuda_array_interface_and_never_reach_the_host():
+    # an optimizer in CUDA memory hands out DeviceArray views (sharding.py _view); here one over a stand-in address
+    from shardopt._core import DeviceArray, Guard
+    guard = Guard("the DDPOptimizer was closed (this view of its memory is invalid)")
+    backing = np.zeros(4, np.float32)
+    view = DeviceArray(backing.ctypes.data, 4, np.float32, 0, None, None, (guard,))
+    cai = view.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["shape"] == (4,) and cai["typestr"] == "<f4"
+    assert cai["data"] == (backing.ctypes.data, False) and cai["stream"] == 1  # the legacy default stream
+    assert DeviceArray(1, 1, np.float32, 1, 0x1234, None, ()).__cuda_array_interface__["stream"] == 0x1234
+    assert view.__dlpack_device__() == (2, 0) and len(view) == 4 and view.dtype == np.float32
+    with pytest.raises(TypeError, match="CUDA device memory"):
+        np.asarray(view)  # never read on the host
+    with pytest.raises(TypeError, match="CUDA device memory"):
+        view[0]
+    with pytest.raises(BufferError, match="__cuda_array_interface__"):
+        np.from_dlpack(view)
+    guard.invalidate()
+    with pytest.raises(so.ObjectDisposedError):
+        view.__cuda_array_interface__
+    with pytest.raises(so.ObjectDisposedError):
+        view.__dlpack_device__()
+
+
+def test_host_parameters_for_an_optimizer_in_device_memory_raise():
+    with so.InMemoryCommunicationBackend(0, 1, "py-dlpack-cuda") as b:
+        cfg = so.ShardingConfiguration(b)
+        cfg.memory = so.MemorySpace.CUDA
+        opt = so.DDPOptimizer(so.AdamOptimizer(), cfg)
+        with pytest.raises(so.InvalidArgumentError, match=r"parameters is host memory \(ndarray\), the optimizer's "
+                                                          r"memory is CUDA device memory"):
+            opt.initialize(so.ParameterLayout(np.float32).add("w", 4), parameters=np.zeros(4, np.float32))
+        with pytest.raises(so.UnsupportedError, match="caller-owned device parameters"):
+            opt.initialize(so.ParameterLayout(np.float32).add("w", 4), parameters=CudaProducer(np.zeros(4, np.float32)))
+        opt.close()

@@ -62,6 +62,14 @@ class GpuTest {
             c.setCudaStream(0x1000L);
             assertEquals(MemorySpace.CUDA, c.getMemory());
             assertEquals(0x1000L, c.getCudaStream());
+            // host memory where device memory is expected: refused, naming both
+            try (ShardedOptimizer o = new DDPOptimizer(new AdamOptimizer(), c)) {
+                java.nio.FloatBuffer mine = java.nio.ByteBuffer.allocateDirect(16).order(java.nio.ByteOrder.nativeOrder()).asFloatBuffer();
+                IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> o.initialize(new ParameterLayout(ParameterLayout.Precision.FLOAT32).add("w", 4), null, mine));
+                assertTrue(e.getMessage().contains("parameters is host memory")
+                           && e.getMessage().contains("the optimizer's memory is CUDA device memory"), e.getMessage());
+            }
             // every strategy and the ZeRO-Offload presets reach the library's creation, and its errors
             String noDevice = "backend 'inprocess' has no device";
             Function<ShardingConfiguration, ShardedOptimizer> ddp = cfg -> new DDPOptimizer(new AdamOptimizer(), cfg),
