@@ -19,7 +19,7 @@ from .configuration import (Dataset, DatasetResult, GradientCompression, MemoryS
 from .sharding import (AsyncSGDOptimizer, DDPOptimizer, ElasticOptimizer, FSDPOptimizer, GradientCompressionOptimizer,
                        HybridShardedOptimizer, LocalSGDOptimizer, ShardedOptimizer, ZeRO1Optimizer, ZeRO2Optimizer,
                        ZeRO3Optimizer)
-from ._core import NativeArray
+from ._core import DeviceArray, NativeArray
 from .pipeline import PipelineBatchResult, PipelineCall, PipelineRunner, PipelineSchedule, PipelineStage
 
 IShardedOptimizer = ShardedOptimizer
