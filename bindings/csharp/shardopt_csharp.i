@@ -56,7 +56,8 @@
 %}
 
 /* ---- outputs ---- */
-%apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop, int *done };
+%apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop, int *done, int *device,
+                     shardopt_memory_space *memory };
 %apply unsigned long long *OUTPUT { size_t *count, size_t *padded_count, size_t *size, uint64_t *bytes, size_t *recv_count };
 %apply long long *OUTPUT { int64_t *steps };
 %apply double *OUTPUT { double *lr };
@@ -85,7 +86,7 @@ SO_HANDLE_OUT(shardopt_plan, SWIGTYPE_p_shardopt_plan_s)
 %typemap(cstype) void **OUT "out global::System.IntPtr"
 %typemap(in) void **OUT %{ $1 = $input; %}
 %typemap(csin) void **OUT "out $csinput"
-%apply void **OUT { void **params, void **grad, void **data, void **recv };
+%apply void **OUT { void **params, void **grad, void **data, void **recv, void **cuda_stream };
 
 /* ---- caller memory, callbacks and opaque call-scoped handles: IntPtr ---- */
 %apply void *VOID_INT_PTR { void *, const void *, const int64_t *samples, shardopt_activation,

@@ -180,7 +180,7 @@ SO_HANDLE(SO_COMM, SWIGTYPE_p_shardopt_comm_s)
 SO_HANDLE(SO_PARAMS, SWIGTYPE_p_shardopt_params_s)
 SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
 SO_HANDLE(SO_PLAN, SWIGTYPE_p_shardopt_plan_s)
-%apply shardopt_status SO_INT { shardopt_status shardopt_comm_rank, shardopt_status shardopt_comm_size, shardopt_status shardopt_params_add,
+%apply shardopt_status SO_INT { shardopt_status shardopt_comm_rank, shardopt_status shardopt_comm_size, shardopt_status shardopt_comm_device, shardopt_status shardopt_params_add,
     shardopt_status shardopt_params_add_matrix, shardopt_status shardopt_optimizer_tensor_count,
     shardopt_status shardopt_optimizer_bucket_count, shardopt_status shardopt_optimizer_should_early_stop };
 %apply shardopt_status SO_LONG { shardopt_status shardopt_params_element_count, shardopt_status shardopt_params_padded_count_for,
@@ -193,16 +193,25 @@ SO_HANDLE(SO_PLAN, SWIGTYPE_p_shardopt_plan_s)
     shardopt_status shardopt_plan_count };
 %apply shardopt_status SO_BYTES { shardopt_status shardopt_optimizer_serialize };
 %apply shardopt_status SO_ARRAY { shardopt_status shardopt_allgather, shardopt_status shardopt_reduce_scatter, shardopt_status shardopt_scatter };
-%apply shardopt_status SO_COMM { shardopt_status shardopt_comm_create_inprocess_member, shardopt_status shardopt_comm_create_from_env,
+%apply shardopt_status SO_COMM { shardopt_status shardopt_comm_create_inprocess_member, shardopt_status shardopt_comm_create_from_env, shardopt_status shardopt_comm_create,
     shardopt_status shardopt_comm_create_single };
 %apply shardopt_status SO_PARAMS { shardopt_status shardopt_params_create };
 %apply shardopt_status SO_OPT { shardopt_status shardopt_optimizer_create, shardopt_status shardopt_optimizer_create_external };
 %apply shardopt_status SO_PLAN { shardopt_status shardopt_plan_create };
 
+/* a CUDA stream (the sharding options' cuda_stream): its address as a long, 0 for NULL */
+%typemap(jni) void *cuda_stream "jlong"
+%typemap(jtype) void *cuda_stream "long"
+%typemap(jstype) void *cuda_stream "long"
+%typemap(javain) void *cuda_stream "$javainput"
+%typemap(javaout) void *cuda_stream { return $jnicall; }
+%typemap(in) void *cuda_stream %{ $1 = (void *)(uintptr_t)$input; %}
+%typemap(out) void *cuda_stream %{ $result = (jlong)(uintptr_t)$1; %}
+
 /* ---- outputs (library memory as its address: so_view makes a ByteBuffer of it) ---- */
 %typemap(in, numinputs=0) SWIGTYPE *SO_OUT ($*1_ltype v = 0) "$1 = &v;"
 %typemap(argout) SWIGTYPE *SO_OUT "memcpy(&$result, &v$argnum, sizeof v$argnum);"
-%apply SWIGTYPE *SO_OUT { int *rank, int *size, int *index, int *count, int *stop, size_t *count, int64_t *steps, uint64_t *bytes,
+%apply SWIGTYPE *SO_OUT { int *device, int *rank, int *size, int *index, int *count, int *stop, size_t *count, int64_t *steps, uint64_t *bytes,
     double *lr, shardopt_comm *comm, shardopt_comm *out, shardopt_params *out, shardopt_optimizer *out, shardopt_pipeline *out, shardopt_plan *out,
     void **params, void **data }
 %typemap(in, numinputs=0) (SWIGTYPE *SO_A, SWIGTYPE *SO_B) ($*1_ltype a = 0, $*2_ltype b = 0) "$1 = &a; $2 = &b;"
@@ -322,7 +331,7 @@ SO_OPTIONS(shardopt_elastic_options, shardopt_elastic_options_validate_strict)
 SO_OPTIONS(shardopt_training_options, shardopt_training_options_validate)
 
 /* ---- the C ABI, less what Java does not use ---- */
-%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|params_tensor_count|params_padded_count|training_learning_rate|.*_check_array)$";
+%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|optimizer_device|params_tensor_count|params_padded_count|training_learning_rate|.*_check_array)$";
 %ignore shardopt_batch;
 %ignore shardopt_status; /* its values: ShardoptException.getStatus() */
 %ignore shardopt_pipeline_stage;

@@ -56,6 +56,15 @@ if(SHARDOPT_BUILD_TESTS)
                          ENVIRONMENT "${PY_ENV}")
     set_tests_properties(samples.python_seed_example_ucx PROPERTIES LABELS "python;ucx" TIMEOUT 150
                          ENVIRONMENT "${PY_ENV}")
+    # issue 34: the module over the C ABI built against the CUDA stand-in (capi/tests: shardopt_standin, the same
+    # soname, preloaded): an optimizer in CUDA memory and its device views without a GPU
+    if(TARGET shardopt_standin OR (SHARDOPT_HAVE_CUDA AND SHARDOPT_HAVE_UCX))
+      add_test(NAME bindings.python_gpu_emulated
+               COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
+                       ${CMAKE_CURRENT_SOURCE_DIR}/python/tests_gpu_emulated)
+      set_tests_properties(bindings.python_gpu_emulated PROPERTIES LABELS "python;gpu_emulated" TIMEOUT 120
+        ENVIRONMENT "${PY_ENV};LD_PRELOAD=$<TARGET_FILE:shardopt_standin>;SHARDOPT_STANDIN_LIBRARY=$<TARGET_FILE:shardopt_standin>;SHARDOPT_TIMEOUT_MS=60000")
+    endif()
   endif()
 endif()
 message(STATUS "shardopt bindings: Python ${Python3_VERSION}")

@@ -148,10 +148,14 @@ static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v
 SO_HANDLE(shardopt_comm) SO_HANDLE(shardopt_params) SO_HANDLE(shardopt_optimizer) SO_HANDLE(shardopt_pipeline)
 SO_HANDLE(shardopt_plan)
 %apply int32_t *OUTPUT { int32_t *count, int32_t *fitting };
-%apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop };
+%apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop, int *device };
+%apply int *OUTPUT { shardopt_memory_space *memory };
 %apply size_t *OUTPUT { size_t *count, size_t *padded_count };
 %apply double *OUTPUT { double *lr }; %apply int64_t *OUTPUT { int64_t *steps };
 %apply uint64_t *OUTPUT { uint64_t *bytes };
+/* a CUDA stream (the sharding options' cuda_stream): its address as an int, None for NULL */
+%typemap(in) void *cuda_stream { $1 = $input == Py_None ? NULL : PyLong_AsVoidPtr($input); if (PyErr_Occurred()) SWIG_fail; }
+%typemap(out) void *cuda_stream { $result = SO_ADDR($1); }
 %typemap(in, numinputs=0) void ** (void *p = NULL) "$1 = &p;"
 %typemap(argout) void ** { %append_output(SO_ADDR(p$argnum)); }
 %define SO_BYTES_OUT(ARGS, ELEMENT) /* library bytes (n elements of ELEMENT bytes), copied and freed */

@@ -145,6 +145,26 @@ SHARDOPT_API shardopt_status shardopt_comm_create_inprocess(int size, shardopt_c
  * CUDA device is usable; the message says which), INVALID_ARGUMENT (unknown backend, bad env,
  * out NULL), TIMEOUT / PEER_LOST (the rendezvous did not complete). */
 SHARDOPT_API shardopt_status shardopt_comm_create_from_env(const char *backend, shardopt_comm *comm);
+/* A communicator from explicit arguments: AiDotNet's NCCLCommunicationBackend(rank, worldSize,
+ * deviceId), the languages' NCCLCommunicationBackend and StagedCommunicationBackend. backend:
+ * "nccl", "staged" or "ucx". rank and world_size: this process's rank and the job's size, or -1
+ * each for the launcher's environment's (as shardopt_comm_create_from_env; without a launcher a
+ * world of one: rank 0 of 1); both given or both -1. Where a launcher's environment names a
+ * world, explicit values must equal it. device_id (nccl, staged): the CUDA device ordinal, or -1
+ * for the local rank's GPU (local rank % device count, else the calling thread's current device);
+ * ucx takes -1 only. The rendezvous master and timeout come from the environment as for
+ * create_from_env (SHARDOPT_MASTER_ADDR/PORT, defaults 127.0.0.1:29500). Collective: every rank
+ * of the job calls it.
+ * Errors: INVALID_ARGUMENT (unknown backend, rank outside [0, world_size), one of rank/world_size
+ * -1 and not the other, device_id < -1 or not a device of this host, explicit values the
+ * launcher's environment contradicts: the message names both, out NULL), UNSUPPORTED (backend not
+ * built in, NCCL cannot be loaded, no usable CUDA device: the message says which), TIMEOUT /
+ * PEER_LOST (the rendezvous). */
+SHARDOPT_API shardopt_status shardopt_comm_create(const char *backend, int rank, int world_size, int device_id,
+                                                  shardopt_comm *comm);
+/* The CUDA device ordinal of a GPU communicator (nccl, staged, or split from one); -1 for any
+ * other. Errors: INVALID_ARGUMENT (NULL). */
+SHARDOPT_API shardopt_status shardopt_comm_device(shardopt_comm comm, int *device);
 /* A world of one rank for a program started without a launcher: backend "inprocess", "ucx" or
  * NULL ($SHARDOPT_BACKEND, else "inprocess"). Errors: INVALID_ARGUMENT (the environment names a
  * larger world: SHARDOPT_WORLD_SIZE or a launcher's variables > 1; use create_from_env there;
@@ -679,6 +699,11 @@ typedef struct shardopt_memory_stats {
 /* Bytes this rank holds now, in its memory space (not collective). stats->struct_size must be set
  * by the caller. */
 SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats);
+/* Where the optimizer's memory is: its memory space, the CUDA device ordinal (-1 with HOST memory)
+ * and its compute stream (sharding->cuda_stream; NULL: the legacy default stream, and with HOST
+ * memory). Any output may be NULL. Not collective. Errors: INVALID_ARGUMENT (NULL handle). */
+SHARDOPT_API shardopt_status shardopt_optimizer_device(shardopt_optimizer opt, shardopt_memory_space *memory,
+                                                       int *device, void **cuda_stream);
 /* Bytes this rank has moved over the optimizer's communicators so far (not collective). */
 SHARDOPT_API shardopt_status shardopt_optimizer_bytes_sent(shardopt_optimizer opt, uint64_t *bytes);
 

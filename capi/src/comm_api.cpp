@@ -76,6 +76,62 @@ SHARDOPT_API shardopt_status shardopt_comm_create_from_env(const char *backend, 
     });
 }
 
+SHARDOPT_API shardopt_status shardopt_comm_create(const char *backend, int rank, int world_size, int device_id,
+                                                  shardopt_comm *comm) {
+    return guard(__func__, [&] {
+        not_null(comm, "comm");
+        require(backend != nullptr, ErrorCode::invalid_argument, "backend is NULL (nccl, staged or ucx)");
+        const std::string name = backend;
+        require(name == "nccl" || name == "staged" || name == "ucx", ErrorCode::invalid_argument,
+                "unknown backend '" + name + "' for a communicator from arguments (nccl, staged or ucx)");
+        require((rank == -1) == (world_size == -1), ErrorCode::invalid_argument,
+                "rank " + std::to_string(rank) + " and worldSize " + std::to_string(world_size) +
+                    ": give both, or -1 for both (the launcher's environment)");
+        BootstrapConfig config = BootstrapConfig::from_env();
+        if (rank != -1) {
+            require(world_size >= 1 && rank >= 0 && rank < world_size, ErrorCode::invalid_argument,
+                    "rank " + std::to_string(rank) + " of worldSize " + std::to_string(world_size) +
+                        ": need worldSize >= 1 and 0 <= rank < worldSize");
+            if (BootstrapConfig::env_has_world())
+                require(config.rank == rank && config.world_size == world_size, ErrorCode::invalid_argument,
+                        "the arguments say rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
+                            ", the launcher's environment says rank " + std::to_string(config.rank) + " of " +
+                            std::to_string(config.world_size) + " (give -1 for both to take the environment's)");
+            config.rank = rank;
+            config.world_size = world_size;
+        }
+        require(device_id >= -1, ErrorCode::invalid_argument,
+                "deviceId " + std::to_string(device_id) + ": a CUDA device ordinal, or -1 for the local rank's GPU");
+        if (name == "ucx") {
+            require(device_id == -1, ErrorCode::invalid_argument,
+                    "deviceId " + std::to_string(device_id) + " for backend 'ucx', which has no device (use nccl or staged)");
+            require(ucx_available(), ErrorCode::unsupported, "the ucx backend is not built into this libshardopt");
+            *comm = wrap(create_ucx_communicator(config));
+            return;
+        }
+        gpu::GpuCommOptions options;
+        options.device = device_id;
+        // The GPU factories throw Error(unsupported) saying what is missing (the backend not built
+        // in, libnccl not loadable, no usable CUDA device) and invalid_argument for a device this
+        // host does not have.
+        *comm = wrap(name == "nccl" ? gpu::create_nccl_communicator(config, options)
+                                    : gpu::create_staged_communicator(config, options));
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_comm_device(shardopt_comm comm, int *device) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        not_null(device, "device");
+        *device = -1;
+        try {
+            *device = gpu::device_of(c);
+        } catch (const Error &e) {
+            if (e.code() != ErrorCode::invalid_argument) throw; // any other communicator: no device
+        }
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_comm_create_single(const char *backend, shardopt_comm *comm) {
     return guard(__func__, [&] {
         not_null(comm, "comm");

@@ -1,6 +1,7 @@
 // Sharded optimizers, in host or CUDA memory: creation, layout queries, parameters, the step
 // protocol and state.
 #include "capi_internal.hpp"
+#include "shardopt/gpu_comm.hpp"
 #include "options_convert.hpp"
 
 using namespace shardopt;
@@ -287,6 +288,17 @@ SHARDOPT_API shardopt_status shardopt_optimizer_should_early_stop(shardopt_optim
         ShardedOptimizer &o = opt_of(opt);
         not_null(stop, "stop");
         *stop = o.should_early_stop(vote != 0) ? 1 : 0;
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_optimizer_device(shardopt_optimizer opt, shardopt_memory_space *memory,
+                                                       int *device, void **cuda_stream) {
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_query_of(opt);
+        const bool cuda = o.options().memory == MemorySpace::cuda;
+        if (memory) *memory = cuda ? SHARDOPT_MEMORY_CUDA : SHARDOPT_MEMORY_HOST;
+        if (device) *device = cuda ? gpu::device_of(o.communicator()) : -1;
+        if (cuda_stream) *cuda_stream = cuda ? static_cast<void *>(o.options().cuda_stream) : nullptr;
     });
 }
 

@@ -197,6 +197,13 @@ void validate_sharding_fields(ShardingOptions o) {
             "sharding options: learning_rate must be finite and >= 0 (0 = the optimizer options' rate)");
     validate_auto_sync(o);
     if (o.strategy != Strategy::async_sgd) o.strategy = Strategy::hybrid; // every strategy's fields allowed here
+    // The rules of CUDA memory (ZeRO-Offload's flags against the strategy, which the languages' optimizer classes
+    // set after the configuration) depend on a strategy the struct does not hold yet: create's. (A stream with
+    // host memory is still refused here.)
+    if (o.memory == MemorySpace::cuda) {
+        o.memory = MemorySpace::host;
+        o.cuda_stream = nullptr;
+    }
     validate_sharding_options(o);
 }
 

@@ -10,7 +10,7 @@
 #endif
 
 // 0: copied; 1: no CUDA runtime in this program; 2: the copy failed.
-extern "C" int test_cuda_copy(void *dst, const void *src, std::size_t bytes) {
+extern "C" __attribute__((visibility("default"))) int test_cuda_copy(void *dst, const void *src, std::size_t bytes) {
 #ifdef SHARDOPT_TEST_HAVE_CUDA
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) == cudaSuccess ? 0 : 2;
 #else

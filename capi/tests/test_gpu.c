@@ -55,6 +55,78 @@ static void test_gpu_backends(void) {
     gpu_backend("staged", 1);
 }
 
+static shardopt_optimizer make_host_optimizer(shardopt_comm comm) {
+    shardopt_params p = make_params_a6_b3();
+    shardopt_optimizer_options o;
+    shardopt_sharding_options s;
+    shardopt_optimizer opt = NULL;
+    CHECK_OK(shardopt_optimizer_options_init(&o));
+    CHECK_OK(shardopt_sharding_options_init(&s));
+    CHECK_OK(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt));
+    CHECK_OK(shardopt_params_destroy(p));
+    return opt;
+}
+
+/* shardopt_comm_create: AiDotNet's NCCLCommunicationBackend(rank, worldSize, deviceId). */
+static void test_comm_create_args(void) {
+    static const char *const gpus[] = {"nccl", "staged"};
+    shardopt_comm sentinel = (shardopt_comm)&sentinel, c = sentinel;
+    int device = 7;
+    size_t i;
+    unsetenv("SHARDOPT_WORLD_SIZE");
+    unsetenv("SHARDOPT_RANK");
+    CHECK_ERR(shardopt_comm_create("gloo", 0, 1, -1, &c), SHARDOPT_ERR_INVALID_ARGUMENT, "unknown backend 'gloo'");
+    CHECK_ERR(shardopt_comm_create(NULL, 0, 1, -1, &c), SHARDOPT_ERR_INVALID_ARGUMENT, "backend is NULL");
+    CHECK_ERR(shardopt_comm_create("nccl", 0, 1, -1, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "comm is NULL");
+    CHECK_ERR(shardopt_comm_create("nccl", 0, -1, -1, &c), SHARDOPT_ERR_INVALID_ARGUMENT, "give both");
+    CHECK_ERR(shardopt_comm_create("nccl", 2, 2, -1, &c), SHARDOPT_ERR_INVALID_ARGUMENT, "rank 2 of worldSize 2");
+    CHECK_ERR(shardopt_comm_create("staged", 0, 0, -1, &c), SHARDOPT_ERR_INVALID_ARGUMENT, "worldSize >= 1");
+    CHECK_ERR(shardopt_comm_create("staged", 0, 1, -2, &c), SHARDOPT_ERR_INVALID_ARGUMENT, "deviceId -2");
+    CHECK_ERR(shardopt_comm_create("ucx", 0, 1, 0, &c), SHARDOPT_ERR_INVALID_ARGUMENT, "has no device");
+    /* a launcher's world that the arguments contradict: both sides named */
+    setenv("SHARDOPT_WORLD_SIZE", "2", 1);
+    setenv("SHARDOPT_RANK", "1", 1);
+    CHECK_ERR(shardopt_comm_create("nccl", 0, 1, -1, &c), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "the arguments say rank 0 of 1, the launcher's environment says rank 1 of 2");
+    unsetenv("SHARDOPT_WORLD_SIZE");
+    unsetenv("SHARDOPT_RANK");
+    CHECK(c == sentinel);
+    for (i = 0; i < 2; ++i) { /* AiDotNet's defaults: rank 0 of 1, the local rank's GPU */
+        shardopt_status s = shardopt_comm_create(gpus[i], 0, 1, -1, &c);
+        if (s == SHARDOPT_OK) {
+            int size = 0;
+            CHECK_OK(shardopt_comm_size(c, &size));
+            CHECK(size == 1);
+            CHECK_OK(shardopt_comm_device(c, &device));
+            CHECK(device >= 0);
+            CHECK_OK(shardopt_comm_destroy(c));
+            c = sentinel;
+        } else {
+            const char *m = shardopt_last_error_message();
+            harness_record(s == SHARDOPT_ERR_UNSUPPORTED && c == sentinel && contains(m, "shardopt_comm_create") &&
+                               (contains(m, "no CUDA device") || contains(m, "is not available")),
+                           __FILE__, __LINE__, gpus[i], m);
+        }
+    }
+    CHECK_OK(shardopt_comm_create_inprocess(1, &c));
+    CHECK_OK(shardopt_comm_device(c, &device));
+    CHECK(device == -1);
+    CHECK_ERR(shardopt_comm_device(c, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "device is NULL");
+    CHECK_ERR(shardopt_comm_device(NULL, &device), SHARDOPT_ERR_INVALID_ARGUMENT, "NULL");
+    {
+        shardopt_optimizer opt = make_host_optimizer(c);
+        shardopt_memory_space memory = SHARDOPT_MEMORY_CUDA;
+        void *stream = &device;
+        device = 7;
+        CHECK_OK(shardopt_optimizer_device(opt, &memory, &device, &stream));
+        CHECK(memory == SHARDOPT_MEMORY_HOST && device == -1 && stream == NULL);
+        CHECK_OK(shardopt_optimizer_device(opt, NULL, NULL, NULL));
+        CHECK_ERR(shardopt_optimizer_device(NULL, &memory, NULL, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "NULL");
+        CHECK_OK(shardopt_optimizer_destroy(opt));
+    }
+    CHECK_OK(shardopt_comm_destroy(c));
+}
+
 /* A communicator that is not a GPU one: no optimizer in CUDA memory, no CUDA stream. */
 static void no_device(shardopt_comm comm, const char *backend) {
     shardopt_params p = make_params_a6_b3();
@@ -76,6 +148,20 @@ static void no_device(shardopt_comm comm, const char *backend) {
     CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_UNSUPPORTED, "built without CUDA");
     s.cuda_stream = &stream_storage;
     CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, init, &opt), SHARDOPT_ERR_UNSUPPORTED, "built without CUDA");
+#endif
+    CHECK(opt == sentinel);
+    /* ZeRO-Offload of every part with CUDA memory: the field check accepts it before the strategy is chosen (the
+     * languages set the strategy after the configuration), create checks it with the strategy */
+    s.cuda_stream = NULL;
+    CHECK_OK(shardopt_sharding_options_init_preset(&s, sizeof s, SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL));
+    s.memory = SHARDOPT_MEMORY_CUDA;
+    CHECK_OK(shardopt_sharding_options_validate_strict(&s));
+#ifdef SHARDOPT_TEST_HAVE_CUDA
+    s.strategy = SHARDOPT_DDP;
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "cpu_offload_params needs parameters sharded at rest");
+    s.strategy = SHARDOPT_FSDP;
+    CHECK_ERR(shardopt_optimizer_create(comm, p, &o, &s, NULL, &opt), SHARDOPT_ERR_INVALID_ARGUMENT, why);
 #endif
     CHECK(opt == sentinel);
     CHECK_ERR(shardopt_comm_set_cuda_stream(comm, &stream_storage), SHARDOPT_ERR_INVALID_ARGUMENT, why);
@@ -368,12 +454,22 @@ int test_gpu_device_memory(const char *backend) {
                                                    SHARDOPT_LOCAL_SGD};
     size_t i;
     int world = 0, rank = -1;
-    if (shardopt_comm_create_from_env(backend, &gpu) != SHARDOPT_OK) return 0; /* test_gpu_backends said why */
+    if (shardopt_comm_create(backend, -1, -1, -1, &gpu) != SHARDOPT_OK) return 0; /* test_gpu_backends said why */
     CHECK_OK(shardopt_comm_size(gpu, &world));
     CHECK_OK(shardopt_comm_rank(gpu, &rank));
     CHECK_OK(shardopt_comm_set_timeout(gpu, 60000));
     printf("test_gpu: rank %d of %d: the optimizer in CUDA memory on backend '%s'\n", rank, world, backend);
     CHECK_OK(shardopt_comm_create_inprocess(1, &host_comm)); /* the reference: host memory, one rank */
+    { /* the optimizer's device is its communicator's; its stream the options' */
+        int comm_device = -2, device = -2;
+        shardopt_memory_space memory = SHARDOPT_MEMORY_HOST;
+        void *stream = &device;
+        shardopt_optimizer opt = make(gpu, SHARDOPT_MEMORY_CUDA, SHARDOPT_DDP, SHARDOPT_ADAM);
+        CHECK_OK(shardopt_comm_device(gpu, &comm_device));
+        CHECK_OK(shardopt_optimizer_device(opt, &memory, &device, &stream));
+        CHECK(comm_device >= 0 && device == comm_device && memory == SHARDOPT_MEMORY_CUDA && stream == NULL);
+        CHECK_OK(shardopt_optimizer_destroy(opt));
+    }
     for (i = 0; i < sizeof strategies / sizeof strategies[0]; ++i)
         step_protocol(gpu, host_comm, strategies[i], world, OFFLOAD_NONE);
     /* ZeRO-Offload: the same steps with the update on the CPU */
@@ -389,6 +485,7 @@ int test_gpu_device_memory(const char *backend) {
 
 void test_gpu(void) {
     test_gpu_backends();
+    test_comm_create_args();
     test_no_device();
     unsetenv("SHARDOPT_WORLD_SIZE"); /* a world of one */
     if (!test_gpu_device_memory("nccl")) test_gpu_device_memory("staged");

@@ -18,6 +18,8 @@ namespace Shardopt.DistributedTraining
         internal SWIGTYPE_p_shardopt_comm_s Handle => handle ?? throw new ObjectDisposedException(GetType().Name, "the communication backend was disposed (Shutdown/Dispose)");
         public int Rank { get { shardopt_comm_rank(Handle, out int r); return r; } }
         public int WorldSize { get { shardopt_comm_size(Handle, out int s); return s; } }
+        /// <summary>The CUDA device of a GPU communicator (NCCL, staged); -1 for the others.</summary>
+        public int DeviceId { get { shardopt_comm_device(Handle, out int d); return d; } }
         public bool IsInitialized => handle != null;
         /// <summary>AiDotNet's Initialize(): the communicator is connected when the object is built; this checks it is alive.</summary>
         public void Initialize() { var _ = Handle; }
@@ -80,6 +82,14 @@ namespace Shardopt.DistributedTraining
             if (singleProcess) shardopt_comm_create_single(backend, out c); else shardopt_comm_create_from_env(backend, out c);
             return c;
         }
+        // A communicator from arguments (shardopt_comm_create: -1 takes the launcher's environment, deviceId -1 the local
+        // rank's GPU); the library checks them.
+        internal static SWIGTYPE_p_shardopt_comm_s FromArguments(string backend, int rank, int worldSize, int deviceId)
+        {
+            Errors.LoadNative();
+            shardopt_comm_create(backend, rank, worldSize, deviceId, out var c);
+            return c;
+        }
         internal static SWIGTYPE_p_shardopt_comm_s Typed(int elementTypeChecked, SWIGTYPE_p_shardopt_comm_s comm) => comm;
     }
 
@@ -138,7 +148,29 @@ namespace Shardopt.DistributedTraining
     public sealed class UcxCommunicationBackend<T> : CommunicationBackend<T> where T : struct
     { public UcxCommunicationBackend(bool singleProcess = false) : base(Typed(Elem<T>.Check(), FromEnvironment("ucx", singleProcess))) { } }
 
-    /// <summary>NCCL (one GPU per rank) from the launcher's environment; NotSupportedException where NCCL or a CUDA device cannot
-    /// be used. Its collectives take device memory: use it through an optimizer in CUDA memory.</summary>
-    public sealed class NcclCommunicationBackend : CommunicationBackend { public NcclCommunicationBackend() : base(FromEnvironment("nccl", false)) { } }
+    /// <summary>AiDotNet's NCCLCommunicationBackend&lt;T&gt;(rank, worldSize, deviceId): this process's rank over NCCL, one GPU
+    /// per rank (the C ABI's shardopt_comm_create "nccl"). rank and worldSize: -1 (both) takes the launcher's environment
+    /// (shardopt-run, torchrun, mpirun, srun; without one, rank 0 of 1: AiDotNet's defaults); explicit values must agree
+    /// with a launcher's. deviceId -1: the local rank's GPU. NotSupportedException (the library's message) where NCCL or a
+    /// CUDA device cannot be used. Its collectives take device memory: use it through an optimizer with
+    /// ShardingConfiguration.Memory = MemorySpace.Cuda.</summary>
+    public class NCCLCommunicationBackend<T> : CommunicationBackend<T> where T : struct
+    {
+        public NCCLCommunicationBackend(int rank = -1, int worldSize = -1, int deviceId = -1) : this("nccl", rank, worldSize, deviceId) { }
+        internal NCCLCommunicationBackend(string backend, int rank, int worldSize, int deviceId)
+            : base(Typed(Elem<T>.Check(), FromArguments(backend, rank, worldSize, deviceId))) { }
+    }
+    /// <summary>The staged GPU communicator (shardopt_comm_create "staged"): device buffers reduced through pinned host memory
+    /// over UCX, for several ranks per GPU or hosts without NCCL. Arguments as NCCLCommunicationBackend's.</summary>
+    public sealed class StagedCommunicationBackend<T> : CommunicationBackend<T> where T : struct
+    {
+        public StagedCommunicationBackend(int rank = -1, int worldSize = -1, int deviceId = -1)
+            : base(Typed(Elem<T>.Check(), FromArguments("staged", rank, worldSize, deviceId))) { }
+    }
+    /// <summary>An alias of NCCLCommunicationBackend&lt;T&gt; (the name this binding had before AiDotNet's).</summary>
+    public sealed class NcclCommunicationBackend<T> : NCCLCommunicationBackend<T> where T : struct
+    { public NcclCommunicationBackend(int rank = -1, int worldSize = -1, int deviceId = -1) : base("nccl", rank, worldSize, deviceId) { } }
+    /// <summary>The untyped NCCL communicator (as UcxCommunicationBackend): arguments as NCCLCommunicationBackend&lt;T&gt;'s.</summary>
+    public sealed class NcclCommunicationBackend : CommunicationBackend
+    { public NcclCommunicationBackend(int rank = -1, int worldSize = -1, int deviceId = -1) : base(FromArguments("nccl", rank, worldSize, deviceId)) { } }
 }

@@ -46,16 +46,42 @@ namespace Shardopt.DistributedTraining
 
     /// <summary>A view of library memory (parameters, a gradient bucket, a gathered FSDP unit). It checks every access: after
     /// its optimizer is disposed, or once the memory may move (gradient views after GradReady, ZeroGrad, Step; gathered
-    /// views after Release or Step), it throws ObjectDisposedException instead of touching freed memory.</summary>
+    /// views after Release or Step), it throws ObjectDisposedException instead of touching freed memory. Of an optimizer in
+    /// CUDA memory (IsDevice) it is device memory: the element accessors throw InvalidOperationException (a host read
+    /// would crash), and DevicePointer (checked as above), Length, DeviceId and CudaStream (the optimizer's compute stream,
+    /// which your work on it must be ordered after) hand it to a CUDA library.</summary>
     public sealed class NativeView<T> where T : struct
     {
         readonly ShardedOptimizer owner;
         readonly long epoch; // -1: lives as long as the optimizer
         readonly IntPtr ptr;
-        internal NativeView(ShardedOptimizer owner, IntPtr ptr, long length, bool transient) { this.owner = owner; this.ptr = ptr; Length = (int)length; epoch = transient ? owner.ViewEpoch : -1; }
+        internal NativeView(ShardedOptimizer owner, IntPtr ptr, long length, bool transient)
+        {
+            this.owner = owner; this.ptr = ptr; Length = (int)length; epoch = transient ? owner.ViewEpoch : -1;
+            shardopt_optimizer_device(owner.H, out int memory, out int device, out IntPtr stream);
+            IsDevice = memory == SHARDOPT_MEMORY_CUDA; DeviceId = device; CudaStream = stream;
+        }
         public int Length { get; }
         public bool IsValid => owner.ViewValid(epoch);
-        unsafe Span<T> Live() { owner.CheckView(epoch); return new Span<T>((void*)ptr, Length); }
+        public bool IsDevice { get; }
+        /// <summary>The CUDA device of a device view; -1 for host memory.</summary>
+        public int DeviceId { get; }
+        public IntPtr CudaStream { get; }
+        /// <summary>The device address of a device view (InvalidOperationException for a host view: use the accessors).</summary>
+        public IntPtr DevicePointer
+        {
+            get
+            {
+                owner.CheckView(epoch);
+                return IsDevice ? ptr : throw new InvalidOperationException("this view is host memory: use its indexer, CopyTo or CopyFrom");
+            }
+        }
+        unsafe Span<T> Live()
+        {
+            owner.CheckView(epoch);
+            if (IsDevice) throw new InvalidOperationException($"this view is CUDA device memory of device {DeviceId}: it cannot be read on the host; pass DevicePointer to a CUDA library, or use GetParameters for a host copy");
+            return new Span<T>((void*)ptr, Length);
+        }
         int Index(int i) => (uint)i < (uint)Length ? i : throw new IndexOutOfRangeException($"index {i} of a view of {Length} elements");
         public T this[int index] { get => Live()[Index(index)]; set { var s = Live(); s[Index(index)] = value; } }
         public void Fill(T value) => Live().Fill(value);
@@ -185,6 +211,8 @@ namespace Shardopt.DistributedTraining
                     if (parameters == null) shardopt_optimizer_create(comm, p, options, s, init?.Ptr ?? IntPtr.Zero, out handle);
                     else
                     {
+                        if (ShardingConfiguration.Memory == MemorySpace.Cuda) // a pinned managed array is host memory
+                            throw new ArgumentException("parameters is host memory (a managed array), the optimizer's memory is CUDA device memory: leave parameters out (the library's own device memory)", nameof(parameters));
                         external = new Pinned(parameters);
                         try { shardopt_optimizer_create_external(comm, p, options, s, init?.Ptr ?? IntPtr.Zero, external.Ptr, (ulong)parameters.Length, out handle); }
                         catch { external.Dispose(); external = null; throw; }

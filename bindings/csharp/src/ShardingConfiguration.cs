@@ -10,6 +10,10 @@ namespace Shardopt.DistributedTraining
     /// approximates the tensors declared as matrices (ParameterLayout.AddMatrix).</summary>
     public enum GradientCompression { None = 0, BF16 = 1, FP16 = 2, Int8 = 3, Int4 = 4, TopK = 5, PowerSGD = 6 }
 
+    /// <summary>Where a sharded optimizer keeps its parameters, gradients and state (the C ABI's shardopt_memory_space): Host,
+    /// or Cuda: device memory of its communicator's GPU (NCCLCommunicationBackend, StagedCommunicationBackend; float).</summary>
+    public enum MemorySpace { Host = 0, Cuda = 1 }
+
     /// <summary>How a sharded optimizer communicates (AiDotNet's ShardingConfiguration), over shardopt_sharding_options filled by
     /// the library: the constructor and CreateDefault are its DEFAULT preset, the other factories its presets of the same
     /// names. A bad value (also a 0 where the C ABI reads 0 as its default: shardopt_sharding_options_validate_strict) is an
@@ -73,6 +77,12 @@ namespace Shardopt.DistributedTraining
         public bool CpuOffloadOptimizer { get => Native.cpu_offload_optimizer == SHARDOPT_ENABLE; set => Set(Native.cpu_offload_optimizer, Switch(value), v => Native.cpu_offload_optimizer = v); }
         public bool CpuOffloadGradients { get => Native.cpu_offload_gradients == SHARDOPT_ENABLE; set => Set(Native.cpu_offload_gradients, Switch(value), v => Native.cpu_offload_gradients = v); }
         public bool CpuOffloadParams { get => Native.cpu_offload_params == SHARDOPT_ENABLE; set => Set(Native.cpu_offload_params, Switch(value), v => Native.cpu_offload_params = v); }
+        /// <summary>Host (default) or Cuda: the optimizer's memory; Cuda needs a GPU communicator (the library says so at
+        /// creation otherwise).</summary>
+        public MemorySpace Memory { get => (MemorySpace)Native.memory; set => Set(Native.memory, (int)value, v => Native.memory = v); }
+        /// <summary>Cuda memory: the compute stream (a cudaStream_t of the communicator's device; IntPtr.Zero: the legacy
+        /// default stream) where the optimizer enqueues its passes. The library refuses one with Host memory.</summary>
+        public IntPtr CudaStream { get => Native.cuda_stream; set => Set(Native.cuda_stream, value, v => Native.cuda_stream = v); }
     }
 
     /// <summary>AiDotNet's ShardingConfiguration&lt;T&gt; over a backend of element type T.</summary>

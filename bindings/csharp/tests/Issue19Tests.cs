@@ -453,6 +453,7 @@ static partial class ShardoptTests
                 ("ElasticResumesAtAnotherWorldSize", ElasticResumesAtAnotherWorldSize), ("ElasticErrors", ElasticErrors) };
             case "policy": return PolicyGroup(); // PolicyTests.cs
             case "planner": return PlannerGroup(); // PlannerTests.cs
+            case "gpu": return GpuGroup(); // GpuTests.cs
             default: throw new ArgumentException("unknown group " + name);
         }
     }

@@ -1,8 +1,8 @@
 """shardopt: distributed and sharded optimizers over the library's C ABI (`shardopt.native`), mirroring
 AiDotNet.DistributedTraining in Python naming: `from shardopt import *`. See bindings/python/README.md."""
 from . import shardopt_native as native
-from .backends import (CommunicationBackend, InMemoryCommunicationBackend, NcclCommunicationBackend,
-                       ReductionOperation, UcxCommunicationBackend)
+from .backends import (CommunicationBackend, InMemoryCommunicationBackend, NCCLCommunicationBackend,
+                       NcclCommunicationBackend, ReductionOperation, StagedCommunicationBackend, UcxCommunicationBackend)
 from ._core import (CollectiveTimeoutError, CorruptDataError, FileIOError, InternalError, InvalidArgumentError,
                      InvalidStateError, MismatchError, ObjectDisposedError, OutOfMemoryError, PeerLostError,
                      ShardoptError, UnsupportedError)
@@ -13,12 +13,13 @@ from .optimizers import (AdagradOptimizer, AdagradOptimizerOptions, AdamOptimize
                          MomentumOptimizer, MomentumOptimizerOptions, Optimizer, OptimizerOptions,
                          RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions,
                          StochasticGradientDescentOptimizer, StochasticGradientDescentOptimizerOptions)
-from .configuration import (Dataset, DatasetResult, GradientCompression, MemoryStats, Model, OptimizationInputData,
+from .configuration import (Dataset, DatasetResult, GradientCompression, MemorySpace, MemoryStats, Model,
+                            OptimizationInputData,
                             OptimizationResult, ParameterLayout, ShardingConfiguration, StepResult)
 from .sharding import (AsyncSGDOptimizer, DDPOptimizer, ElasticOptimizer, FSDPOptimizer, GradientCompressionOptimizer,
                        HybridShardedOptimizer, LocalSGDOptimizer, ShardedOptimizer, ZeRO1Optimizer, ZeRO2Optimizer,
                        ZeRO3Optimizer)
-from ._core import NativeArray
+from ._core import DeviceArray, NativeArray
 from .pipeline import PipelineBatchResult, PipelineCall, PipelineRunner, PipelineSchedule, PipelineStage
 from .planning import Plan, plan, rank_memory
 

@@ -184,12 +184,58 @@ class NativeArray(np.ndarray):
                   "flatten", "sum", "mean", "min", "max", "dot", "clip", "any", "all", "argmax", "argmin", "cumsum",
                   "prod", "std", "var", "round", "sort", "put", "take", "byteswap", "tofile", "setfield", "getfield",
                   "squeeze", "transpose", "swapaxes", "repeat", "nonzero", "searchsorted", "partition", "argsort",
-                  "compress", "diagonal", "trace", "conj", "choose", "__buffer__", "__dlpack__"):
+                  "compress", "diagonal", "trace", "conj", "choose", "__buffer__", "__dlpack__", "__dlpack_device__"):
         if hasattr(np.ndarray, _name):
             locals()[_name] = _checked(_name)
     del _name, _checked
     T = property(lambda self: (self._so_check(), np.ndarray.T.__get__(self))[1])
     flat = property(lambda self: (self._so_check(), np.ndarray.flat.__get__(self))[1])
+
+
+class DeviceArray:
+    """A view of CUDA device memory of the library's (an optimizer in MemorySpace.CUDA: parameters, gradients, gathered
+    units): never readable on the host. It exports __cuda_array_interface__ v3 (torch.as_tensor(view, device="cuda"),
+    cupy.asarray(view), numba: no copy; its "stream" is the optimizer's compute stream, which the consumer orders its
+    stream after, as the interface says) and __dlpack_device__ (kDLCUDA, device). Every access raises
+    ObjectDisposedError once the optimizer is closed or the view expired."""
+    __slots__ = ("_address", "_dtype", "shape", "device_id", "_stream", "_owner", "_guards", "_readonly")
+
+    def __init__(self, address, count, dtype, device, stream, owner, guards, readonly=False):
+        self._address, self._dtype, self.shape, self.device_id = address, np.dtype(dtype), (int(count),), int(device)
+        self._stream, self._owner, self._guards, self._readonly = stream, owner, tuple(guards), readonly
+
+    def _so_check(self):
+        for g in self._guards:
+            g.check()
+
+    dtype = property(lambda self: self._dtype)
+    size = property(lambda self: self.shape[0])
+    __len__ = lambda self: self.shape[0]
+
+    @property
+    def __cuda_array_interface__(self):
+        self._so_check()
+        return {"shape": self.shape, "typestr": self._dtype.str, "data": (self._address, self._readonly), "version": 3,
+                "strides": None, "stream": self._stream or 1}  # 1: the legacy default stream (CAI v3)
+
+    def __dlpack_device__(self):
+        self._so_check()
+        return (2, self.device_id)  # kDLCUDA
+
+    def __dlpack__(self, *args, **kwargs):
+        self._so_check()
+        raise BufferError("DLPack export of device views is not in this binding yet: use __cuda_array_interface__ "
+                          "(torch.as_tensor(view, device='cuda'), cupy.asarray(view))")
+
+    def __array__(self, *args, **kwargs):
+        self._so_check()
+        raise TypeError(f"this view is CUDA device memory (device {self.device_id}): it cannot be read on the host; "
+                        f"use it on the device (__cuda_array_interface__), or get_parameters() for a host copy")
+
+    __getitem__ = __setitem__ = __iter__ = lambda self, *a: DeviceArray.__array__(self)
+
+    def __repr__(self):
+        return f"DeviceArray(cuda:{self.device_id}, {self.shape[0]} x {self._dtype})"
 
 
 def native_view(address, count, dtype, owner, guards, readonly=False):
@@ -213,6 +259,32 @@ def copy_out(address, array):
     ctypes.memmove(address, array.ctypes.data, array.nbytes)
 
 
+_DL_DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
+               10: "ROCm", 11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
+
+
+def host_array(values, name):
+    """`values` as a numpy array without a copy: numpy arrays, buffers and __array_interface__ as numpy reads them;
+    other DLPack producers (torch CPU tensors, JAX, ...) through np.from_dlpack. A tensor in device memory
+    (DLPack on another device, __cuda_array_interface__) is InvalidArgumentError naming both sides: never copied."""
+    if isinstance(values, np.ndarray):
+        return values
+    device = getattr(values, "__dlpack_device__", None)
+    if device is not None:
+        kind, index = (int(v) for v in device())
+        if kind not in (1, 3):  # kDLCPU, kDLCUDAHost: host memory
+            raise error(InvalidArgumentError, 1, f"{name} is in {_DL_DEVICES.get(kind, f'DLPack device type {kind}')} "
+                                                 f"memory (device {index}), where host memory is expected (a host tensor; "
+                                                 f"device memory only as an optimizer's in MemorySpace.CUDA)")
+        if hasattr(values, "__dlpack__"):
+            return np.from_dlpack(values)
+    if hasattr(values, "__cuda_array_interface__") and not hasattr(values, "__array_interface__"):
+        raise error(InvalidArgumentError, 1, f"{name} is in CUDA device memory (__cuda_array_interface__), where "
+                                             f"host memory is expected (a host tensor; device memory only as an "
+                                             f"optimizer's in MemorySpace.CUDA)")
+    return np.asarray(values)
+
+
 def as_native_array(values, dtype, name, count=None):
     """`values` as a C-contiguous 1-D array of `dtype` (and `count` elements): numpy arrays and other buffers
     must hold `dtype` already (TypeError: never converted or reinterpreted); lists are converted by value."""
@@ -223,7 +295,7 @@ def as_native_array(values, dtype, name, count=None):
         values._so_check()
     if isinstance(values, (list, tuple)):
         arr = np.asarray(values, dtype=dtype)  # converted by value
-    elif (arr := np.asarray(values)).dtype != dtype:
+    elif (arr := host_array(values, name)).dtype != dtype:
         raise TypeError(f"{name} holds {arr.dtype} elements, the parameters are {dtype} (convert it explicitly, "
                         f"e.g. {name}.astype(numpy.{dtype.name}))")
     arr = np.ascontiguousarray(arr).reshape(-1)
@@ -234,6 +306,9 @@ def as_native_array(values, dtype, name, count=None):
 
 def writable_native_array(values, dtype, name, count):
     """As as_native_array, for an array the library writes into: a writable C-contiguous numpy array."""
+    if not isinstance(values, np.ndarray) and (hasattr(values, "__dlpack_device__")
+                                               or hasattr(values, "__cuda_array_interface__")):
+        values = host_array(values, name)  # a DLPack tensor in host memory (torch CPU, ...), not copied
     if not isinstance(values, np.ndarray):
         raise TypeError(f"{name} must be a numpy array of {np.dtype(dtype)}, not {type(values).__name__}")
     if not values.flags.c_contiguous or not values.flags.writeable:

@@ -81,6 +81,11 @@ class CommunicationBackend(NativeResource):
         _n.shardopt_recv(self.handle, out, int(source), int(tag))
         return out
 
+    @property
+    def device_id(self):
+        """The CUDA device of a GPU communicator (NCCL, staged); -1 for the others."""
+        return _n.shardopt_comm_device(self.handle)
+
     def split(self, color, key=0):
         """Ranks with equal color form a new backend; color < 0 returns None."""
         h = _n.shardopt_comm_split(self.handle, int(color), int(key))
@@ -105,8 +110,28 @@ class UcxCommunicationBackend(CommunicationBackend):
         super().__init__(create("ucx"))
 
 
-class NcclCommunicationBackend(CommunicationBackend):
-    """This process's rank over NCCL (CUDA device buffers) from a launcher's environment."""
+class _GpuCommunicationBackend(CommunicationBackend):
+    _backend = None
 
-    def __init__(self):
-        super().__init__(_n.shardopt_comm_create_from_env("nccl"))
+    def __init__(self, rank=-1, world_size=-1, device_id=-1):
+        super().__init__(_n.shardopt_comm_create(self._backend, int(rank), int(world_size), int(device_id)))
+
+
+class NCCLCommunicationBackend(_GpuCommunicationBackend):
+    """AiDotNet's NCCLCommunicationBackend(rank, world_size, device_id): this process's rank over NCCL, one GPU per rank
+    (the C ABI's shardopt_comm_create). rank and world_size: -1 (both) takes the launcher's environment (shardopt-run,
+    torchrun, mpirun, srun; without one, rank 0 of 1); explicit values must agree with a launcher's. device_id -1: the
+    local rank's GPU. UnsupportedError (the library's message) where NCCL or a CUDA device cannot be used. Its
+    collectives take device memory: use it through an optimizer with ShardingConfiguration.memory = MemorySpace.CUDA."""
+
+    _backend = "nccl"
+
+
+class StagedCommunicationBackend(_GpuCommunicationBackend):
+    """The staged GPU communicator: device buffers reduced through pinned host memory over UCX (several ranks per GPU,
+    or hosts without NCCL). Arguments as NCCLCommunicationBackend's."""
+
+    _backend = "staged"
+
+
+NcclCommunicationBackend = NCCLCommunicationBackend  # the alias this binding's NCCL class had before AiDotNet's name

@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 
 from . import shardopt_native as _n
-from ._core import SWITCH, NativeResource, Setting, as_native_array, parse_enum
+from ._core import SWITCH, NativeResource, Setting, as_native_array, parse_enum, set_checked
 from .backends import CommunicationBackend
 
 _FLOAT_DTYPES = {np.dtype(np.float32): _n.SHARDOPT_F32, np.dtype(np.float64): _n.SHARDOPT_F64}
@@ -19,6 +19,28 @@ class GradientCompression(enum.IntEnum):
                               _n.SHARDOPT_COMPRESSION_INT8)
     INT4, TOP_K, POWER_SGD = _n.SHARDOPT_COMPRESSION_INT4, _n.SHARDOPT_COMPRESSION_TOP_K, _n.SHARDOPT_COMPRESSION_POWER_SGD
     parse = classmethod(lambda cls, value: parse_enum(cls, value, "gradient compression"))
+
+
+class MemorySpace(enum.IntEnum):
+    """Where a sharded optimizer keeps its parameters, gradients and state (the C ABI's shardopt_memory_space): HOST, or
+    CUDA device memory of its communicator's GPU (NCCLCommunicationBackend, StagedCommunicationBackend; f32). A name
+    works too ("cuda")."""
+    HOST, CUDA = _n.SHARDOPT_MEMORY_HOST, _n.SHARDOPT_MEMORY_CUDA
+    parse = classmethod(lambda cls, value: parse_enum(cls, value, "memory space"))
+
+
+def _stream_address(stream):
+    """A cudaStream_t as an int: None or 0 (the legacy default stream), an int, or a stream object (torch.cuda.Stream's
+    cuda_stream, CuPy's ptr)."""
+    if stream is None:
+        return 0
+    for attribute in ("cuda_stream", "ptr"):
+        if hasattr(stream, attribute):
+            stream = getattr(stream, attribute)
+            break
+    if isinstance(stream, bool) or not isinstance(stream, (int, np.integer)):
+        raise TypeError(f"cuda_stream must be a stream address (int), a torch or CuPy stream or None, not {type(stream).__name__}")
+    return int(stream)
 
 
 def _count(name, what, value):
@@ -120,6 +142,27 @@ class ShardingConfiguration:
     cpu_offload_optimizer = _shard("cpu_offload_optimizer", SWITCH)
     cpu_offload_gradients = _shard("cpu_offload_gradients", SWITCH)
     cpu_offload_params = _shard("cpu_offload_params", SWITCH)
+
+    @property
+    def memory(self):
+        """MemorySpace.HOST (default) or MemorySpace.CUDA: the optimizer's memory (a name works too). What depends on
+        the strategy (which the optimizer class sets) and the communicator is checked when the optimizer is created."""
+        return MemorySpace(self._s.memory)
+
+    @memory.setter
+    def memory(self, value):
+        set_checked(self._s, "memory", int(MemorySpace.parse(value)), "memory", _n.shardopt_sharding_options_validate_strict)
+
+    @property
+    def cuda_stream(self):
+        """CUDA memory: the compute stream's address (0: the legacy default stream), where the optimizer enqueues its
+        passes; set an int, a torch.cuda.Stream or a CuPy stream. The library refuses one with host memory."""
+        return self._s.cuda_stream or 0
+
+    @cuda_stream.setter
+    def cuda_stream(self, value):
+        set_checked(self._s, "cuda_stream", _stream_address(value) or None, "cuda_stream",
+                    _n.shardopt_sharding_options_validate_strict)
 
     @property
     def enable_gradient_compression(self):

@@ -6,8 +6,9 @@ import os
 import numpy as np
 
 from . import shardopt_native as _n
-from ._core import (Guard, NativeOwner, NativeResource, ObjectDisposedError, ShardoptError, as_native_array, copy_in,
-                    copy_out, native_view, set_checked, writable_native_array)
+from ._core import (DeviceArray, Guard, InvalidArgumentError, NativeOwner, NativeResource, ObjectDisposedError,
+                    ShardoptError, UnsupportedError, as_native_array, copy_in, copy_out, error, native_view, set_checked,
+                    writable_native_array)
 from .configuration import (Dataset, DatasetResult, GradientCompression, MemoryStats, OptimizationInputData,
                             OptimizationResult, ParameterLayout, ShardingConfiguration, StepResult)
 from .optimizers import Optimizer
@@ -58,6 +59,13 @@ class ShardedOptimizer(NativeResource):
         self._dtype = layout.dtype
         if initial is not None:
             initial = as_native_array(initial, self._dtype, "initial", layout.element_count)
+        if parameters is not None and self._sharding.memory == _n.SHARDOPT_MEMORY_CUDA:
+            device = getattr(parameters, "__dlpack_device__", lambda: (1, 0))()[0] == 2 or hasattr(
+                parameters, "__cuda_array_interface__")
+            raise error(UnsupportedError, _n.SHARDOPT_ERR_UNSUPPORTED, "parameters=: caller-owned device parameters are "
+                        "not in this binding yet (the library's own device memory is: leave parameters out)") if device \
+                else error(InvalidArgumentError, _n.SHARDOPT_ERR_INVALID_ARGUMENT, f"parameters is host memory "
+                           f"({type(parameters).__name__}), the optimizer's memory is CUDA device memory")
         if parameters is not None:
             parameters = writable_native_array(parameters, self._dtype, "parameters", self.padded_count_for(layout))
         args = (self._config.communication_backend.handle, layout._handle, self._wrapped.options._optimizer,
@@ -206,6 +214,9 @@ class ShardedOptimizer(NativeResource):
     tensor_parameters = lambda self, t: self._view(_n.shardopt_optimizer_tensor_parameters(self._h, t), self.tensor_size(t))
 
     def _view(self, address, count, *guards):
+        memory, device, stream = _n.shardopt_optimizer_device(self._h)
+        if memory == _n.SHARDOPT_MEMORY_CUDA:  # device memory: never a numpy array (host reads would crash)
+            return DeviceArray(address, count, self._dtype, device, stream, self._owner, (self._owner,) + guards)
         return native_view(address, count, self._dtype, self._owner, (self._owner,) + guards)
 
     @property

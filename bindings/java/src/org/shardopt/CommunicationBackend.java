@@ -18,6 +18,8 @@ public class CommunicationBackend<T> implements AutoCloseable {
 
     public int getRank() { return shardopt_native.shardopt_comm_rank(handle()); }
     public int getWorldSize() { return shardopt_native.shardopt_comm_size(handle()); }
+    /** The CUDA device of a GPU communicator (NCCL, staged); -1 for the others. */
+    public int getDeviceId() { return shardopt_native.shardopt_comm_device(handle()); }
     public boolean isInitialized() { return handle != null; }
     /** AiDotNet's Initialize(): ready since construction; checks that it was not shut down. */
     public void initialize() { handle(); }

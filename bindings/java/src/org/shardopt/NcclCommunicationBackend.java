@@ -1,6 +1,7 @@
 package org.shardopt;
 
-/** NCCL (device buffers), from a launcher's environment; UnsupportedOperationException without NCCL or a usable GPU. */
-public final class NcclCommunicationBackend<T> extends CommunicationBackend<T> {
-    public NcclCommunicationBackend() { super(org.shardopt.internal.shardopt_native.shardopt_comm_create_from_env(InMemoryCommunicationBackend.loaded("nccl"))); }
+/** An alias of NCCLCommunicationBackend (the name this binding had before AiDotNet's). */
+public final class NcclCommunicationBackend<T> extends NCCLCommunicationBackend<T> {
+    public NcclCommunicationBackend() { this(-1, -1, -1); }
+    public NcclCommunicationBackend(int rank, int worldSize, int deviceId) { super("nccl", rank, worldSize, deviceId); }
 }

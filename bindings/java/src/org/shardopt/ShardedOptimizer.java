@@ -21,6 +21,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     static { NativeLoader.load(); }
     private final Optimizer<T, TInput, TOutput> wrapped;
     private final ShardingConfiguration<T> config;
+    private boolean deviceMemory;
     private final Consumer<shardopt_sharding_options> strategy;
     private SWIGTYPE_p_shardopt_optimizer_s handle;
     private ParameterLayout layout;
@@ -66,12 +67,16 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     private ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters, Precision modelT) {
         if (handle != null) throw new IllegalStateException("the optimizer is already initialized");
+        if (parameters != null && config.getMemory() == MemorySpace.CUDA) // a direct buffer is host memory
+            throw new IllegalArgumentException("parameters is host memory (a direct buffer), the optimizer's memory is CUDA device memory: "
+                                               + "leave parameters out (the library's own device memory)");
         Precision given = layout.getPrecision(), p = modelT != null ? modelT : given != null ? given : Precision.of(initial, Precision.FLOAT32);
         if (given != null && given != p)
             throw new IllegalArgumentException("the model's T is " + (p == Precision.FLOAT64 ? "Double" : "Float") + " but its ParameterLayout is " + given
                     + ": use new ParameterLayout(), whose element type follows T, or new ParameterLayout(Precision." + p + ")");
         SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle(); // the typemaps check the arrays
         shardopt_optimizer_options o = wrapped.options.rule;
+        deviceMemory = config.getMemory() == MemorySpace.CUDA; // the views of an optimizer in CUDA memory are device memory
         handle = withNative(layout, p, (ps, s) -> parameters == null
                 ? shardopt_native.shardopt_optimizer_create(comm, ps, o, s, initial)
                 : shardopt_native.shardopt_optimizer_create_external(comm, ps, o, s, initial, parameters));
@@ -328,7 +333,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public long getBucketSize(int bucket) { return shardopt_native.shardopt_optimizer_bucket_info(h(), bucket); }
     public long getElementCount() { return shardopt_native.shardopt_optimizer_element_count(h())[0]; }
     public long getPaddedCount() { return shardopt_native.shardopt_optimizer_element_count(h())[1]; }
-    private NativeView view(long address, long count, Lifetime l) { return new NativeView(address, count, precision, l, false); }
+    private NativeView view(long address, long count, Lifetime l) {
+        return new NativeView(address, count, precision, l, false, deviceMemory);
+    }
     /** The full flat (padded) parameter buffer; not for FSDP (sharded at rest). */
     public NativeView getParameters() { return view(shardopt_native.shardopt_optimizer_parameters(h()), getPaddedCount(), life); }
     public NativeView getTensorParameters(int t) { return view(shardopt_native.shardopt_optimizer_tensor_parameters(h(), t), getTensorSize(t), life); }

@@ -68,4 +68,11 @@ public final class ShardingConfiguration<T> {
     public void setCpuOffloadGradients(boolean v) { options.setCpu_offload_gradients(flag(v)); }
     public boolean getCpuOffloadParams() { return options.getCpu_offload_params() == ENABLE; }
     public void setCpuOffloadParams(boolean v) { options.setCpu_offload_params(flag(v)); }
+    /** HOST (default) or CUDA: the optimizer's memory; CUDA needs a GPU communicator (the library says so at creation). */
+    public MemorySpace getMemory() { return MemorySpace.values()[options.getMemory()]; }
+    public void setMemory(MemorySpace v) { options.setMemory(java.util.Objects.requireNonNull(v, "memory").ordinal()); }
+    /** CUDA memory: the compute stream's address (a cudaStream_t of the communicator's device; 0: the legacy default
+     *  stream) where the optimizer enqueues its passes. The library refuses one with HOST memory. */
+    public long getCudaStream() { return options.getCuda_stream(); }
+    public void setCudaStream(long v) { options.setCuda_stream(v); }
 }

@@ -43,10 +43,7 @@ class ErrorsAndLifetimeTest {
 
     @Test
     void unsupported() {
-        // without a usable GPU (and NCCL) here; with one, a world needs a launcher's environment
-        RuntimeException e = assertThrows(RuntimeException.class, NcclCommunicationBackend::new);
-        assertTrue(e instanceof UnsupportedOperationException || e instanceof IllegalArgumentException, e.toString());
-        assertTrue(e.getMessage().contains("'nccl'") || e.getMessage().contains("world size"), e.getMessage());
+        // NCCLCommunicationBackend constructs or skips: GpuTest
         try (InMemoryCommunicationBackend b = new InMemoryCommunicationBackend(0, 1, "java-unsup");
              FSDPOptimizer o = new FSDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b))) {
             java.nio.FloatBuffer mine = java.nio.ByteBuffer.allocateDirect(16).order(java.nio.ByteOrder.nativeOrder()).asFloatBuffer();
