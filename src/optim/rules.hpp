@@ -13,5 +13,13 @@ std::unique_ptr<Optimizer> make_adam(const OptimizerOptions &options);
 std::unique_ptr<Optimizer> make_rmsprop(const OptimizerOptions &options);
 std::unique_ptr<Optimizer> make_adagrad(const OptimizerOptions &options);
 std::unique_ptr<Optimizer> make_lamb(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_lion(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_adafactor(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_nadam(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_adamax(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_adadelta(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_muon(const OptimizerOptions &options);
+// Adam, AdamW or SGD with momentum over 8-bit or 4-bit state (lowbit_rules.cpp).
+std::unique_ptr<Optimizer> make_lowbit(const OptimizerOptions &options);
 
 } // namespace shardopt
