@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Optimizer-update benchmarks. CPU: f32 Adam at 16M/64M/256M parameters on 1 and 2 threads
-# against the plain copy bandwidth measured in the same run (extra args go to bench_optim:
+# against the plain copy bandwidth measured in the same run, then 8-bit and 4-bit Adam
+# (bench_optim_lowbit) (extra args go to bench_optim:
 # --sizes 16,64 in Mi-parameters, --threads 1,2,4). GPU: the CUDA optimizer's Adam, f32 and
 # bf16 mixed precision at 16M/64M/256M, against the device-to-device copy bandwidth and, when
 # python3 has torch with CUDA, torch.optim.Adam(fused=True) timed in the same run. Without a
@@ -11,6 +12,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-$HERE/../build}
 
 "$BUILD/bench/bench_optim" "$@"
+# Low-bit state (8-bit / 4-bit Adam) against the same kind of bound, 16M and 64M on one thread.
+"$BUILD/bench/bench_optim_lowbit"
 
 if [ ! -x "$BUILD/bench/bench_optim_gpu" ]; then
   echo 'name=optim_gpu skipped=yes reason="shardopt was built without CUDA"'

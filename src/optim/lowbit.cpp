@@ -1,5 +1,6 @@
 #include "lowbit.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "shardopt/error.hpp"
@@ -61,10 +62,41 @@ Codebook4 make_book4(const float *values) {
     Codebook4 book{};
     book.values = values;
     for (int i = 0; i < 15; ++i) book.thresholds[i] = (values[i] + values[i + 1]) / 2.0f;
+    for (int b = 0; b < 256; ++b) {
+        book.pairs[b][0] = values[b & 15];
+        book.pairs[b][1] = values[b >> 4];
+    }
     return book;
 }
 
 } // namespace
+
+std::vector<std::size_t> shared_blocks(std::size_t block, const std::vector<std::size_t> &cuts) {
+    std::vector<std::size_t> blocks;
+    for (const std::size_t c : cuts)
+        if (block > 0 && c % block != 0) blocks.push_back(c / block);
+    std::sort(blocks.begin(), blocks.end());
+    blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+    return blocks;
+}
+
+SharedEnds shared_ends(std::size_t block, const std::vector<std::size_t> &shared, std::size_t offset,
+                       std::size_t count, std::size_t tensor_count) {
+    constexpr std::size_t npos = Segment<float>::npos;
+    SharedEnds ends{npos, npos};
+    if (block == 0 || count == 0) return ends;
+    auto index_of = [&](std::size_t b) {
+        const auto it = std::lower_bound(shared.begin(), shared.end(), b);
+        return it != shared.end() && *it == b ? std::size_t(it - shared.begin()) : npos;
+    };
+    const std::size_t end = offset + count;
+    // A block is shared when the slice does not hold all of it.
+    auto partial = [&](std::size_t b) { return b * block < offset || std::min((b + 1) * block, tensor_count) > end; };
+    const std::size_t first = offset / block, last = (end - 1) / block;
+    if (partial(first)) ends.first = index_of(first);
+    if (partial(last)) ends.last = index_of(last);
+    return ends;
+}
 
 std::size_t blocks_touched(StatePrecision p, std::size_t offset, std::size_t count) {
     const std::size_t b = block_elements(p);

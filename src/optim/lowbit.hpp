@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "codebooks.hpp"
 #include "shardopt/optim.hpp"
@@ -43,6 +44,18 @@ constexpr bool quantizes(StatePrecision p, std::size_t elements) {
 // the first block's start, and one scale per block touched.
 std::size_t code_bytes(StatePrecision p, std::size_t offset, std::size_t count);
 std::size_t blocks_touched(StatePrecision p, std::size_t offset, std::size_t count);
+
+// The blocks of a tensor that slice boundaries at `cuts` (element offsets inside the tensor, in
+// any order) fall strictly inside: the blocks shared by two or more slices, ascending, each once.
+std::vector<std::size_t> shared_blocks(std::size_t block, const std::vector<std::size_t> &cuts);
+// Where a slice [offset, offset + count) finds its first and last block in `shared` (as
+// Segment::shared_first / shared_last: the index in `shared`, or npos when that block is whole
+// in the slice).
+struct SharedEnds {
+    std::size_t first, last;
+};
+SharedEnds shared_ends(std::size_t block, const std::vector<std::size_t> &shared, std::size_t offset,
+                       std::size_t count, std::size_t tensor_count);
 
 // --- 8-bit codes: nearest code by one table lookup ---------------------------------------------
 // |x|'s float bits, shifted right by kKeyShift, index a table of cells (24 binades from 2^-23 up
@@ -88,6 +101,7 @@ inline std::uint8_t encode8(const Codebook8 &book, float x) {
 struct Codebook4 {
     const float *values;   // 16 codes' values, ascending
     float thresholds[15];  // (values[i] + values[i + 1]) / 2
+    float pairs[256][2];   // the values of a byte's two codes, the low nibble first
 };
 const Codebook4 &signed4();
 const Codebook4 &unsigned4();

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 
 #include "cpu_dispatch.hpp"
 #include "kernel_support.hpp"
@@ -42,64 +43,141 @@ struct Slot {
     const Codebook4 *book4;
 };
 
+// Table lookups stay scalar loops: on x86 a vectorized one becomes an emulated gather (lane
+// inserts), slower than plain loads. They are the same integer loads in every variant.
+#define SHARDOPT_SCALAR_LOOKUP __attribute__((noinline, optimize("no-tree-vectorize")))
+
+// out[k] = values[codes[k]] for 8-bit codes.
+SHARDOPT_SCALAR_LOOKUP void lookup_values(const float *__restrict values, const std::uint8_t *__restrict codes,
+                                          std::size_t n, float *__restrict out) {
+    for (std::size_t k = 0; k < n; ++k) out[k] = values[codes[k]];
+}
+
+// out[2j], out[2j + 1] = the values of byte j's two 4-bit codes.
+SHARDOPT_SCALAR_LOOKUP void lookup_pairs(const float (*__restrict pairs)[2], const std::uint8_t *__restrict codes,
+                                         std::size_t bytes, float *__restrict out) {
+    for (std::size_t j = 0; j < bytes; ++j) {
+        out[2 * j] = pairs[codes[j]][0];
+        out[2 * j + 1] = pairs[codes[j]][1];
+    }
+}
+
+// entries[k] = cells[keys[k]].
+SHARDOPT_SCALAR_LOOKUP void lookup_cells(const std::uint32_t *__restrict cells, const std::uint32_t *__restrict keys,
+                                         std::size_t n, std::uint32_t *__restrict entries) {
+    for (std::size_t k = 0; k < n; ++k) entries[k] = cells[keys[k]];
+}
+
 // out[k] = value of code number s + k.
 [[gnu::always_inline]] inline void decode(const Slot &q, std::size_t s, std::size_t n, float *__restrict out) {
     const std::uint8_t *__restrict codes = q.codes;
-    if (q.book8) {
-        const float *__restrict values = q.book8->values;
-        for (std::size_t k = 0; k < n; ++k) out[k] = values[codes[s + k]];
-        return;
-    }
+    if (q.book8) return lookup_values(q.book8->values, codes + s, n, out);
     const float *__restrict values = q.book4->values;
+    std::size_t k = 0;
+    if (s & 1) {
+        out[0] = values[codes[s >> 1] >> 4];
+        k = 1;
+    }
+    const std::size_t whole = (n - k) / 2;
+    lookup_pairs(q.book4->pairs, codes + ((s + k) >> 1), whole, out + k);
+    if (k + 2 * whole < n) out[n - 1] = values[codes[((s + k) >> 1) + whole] & 15];
+}
+
+// Codes of a run of values already divided by the block's scale (y[k] = x[k] * inv).
+template <bool Signed>
+[[gnu::always_inline]] inline void encode8(const Codebook8 &book, const float *__restrict y, std::size_t n,
+                                          std::uint8_t *__restrict out) {
+    alignas(64) std::uint32_t keys[kMaxBlock], entries[kMaxBlock];
     for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t i = s + k;
-        out[k] = values[(codes[i >> 1] >> ((i & 1) * 4)) & 15];
+        const std::uint32_t magnitude = lowbit::float_bits(y[k]) & 0x7fffffffu;
+        const std::uint32_t key = (magnitude >> lowbit::kKeyShift) - lowbit::kKeyBase; // wraps below 2^-23
+        keys[k] = key < std::uint32_t(lowbit::kKeyCells) ? key : std::uint32_t(lowbit::kKeyCells - 1);
+    }
+    lookup_cells(book.cells, keys, n, entries);
+    const std::uint32_t zero = book.zero;
+    for (std::size_t k = 0; k < n; ++k) {
+        const std::uint32_t bits = lowbit::float_bits(y[k]);
+        const std::uint32_t magnitude = bits & 0x7fffffffu;
+        const std::uint32_t entry = entries[k];
+        std::uint32_t code = (entry >> 24) + ((magnitude & lowbit::kKeyLowMask) > (entry & lowbit::kKeyLowMask) ? 1u : 0u);
+        code = magnitude < lowbit::kKeyFirstBits ? zero : code;
+        if constexpr (Signed) {
+            const std::uint32_t mirrored = code >= 254 ? 0u : 254u - code;
+            code = (bits >> 31) ? mirrored : code;
+        }
+        out[k] = std::uint8_t(code);
+    }
+}
+
+// 4-bit codes: the number of thresholds below each value, threshold by threshold.
+[[gnu::always_inline]] inline void encode4(const Codebook4 &book, const float *__restrict y, std::size_t n,
+                                          std::uint8_t *__restrict out) {
+    for (std::size_t k = 0; k < n; ++k) out[k] = 0;
+    for (int i = 0; i < 15; ++i) {
+        const float t = book.thresholds[i];
+        for (std::size_t k = 0; k < n; ++k) out[k] = std::uint8_t(out[k] + (y[k] > t ? 1 : 0));
     }
 }
 
 // Codes s .. s + n of x[k] * inv (the nearest code of x / scale).
 template <typename T>
 [[gnu::always_inline]] inline void encode(const Slot &q, std::size_t s, std::size_t n, const T *__restrict x, float inv) {
+    alignas(64) float y[kMaxBlock];
+    for (std::size_t k = 0; k < n; ++k) y[k] = float(x[k]) * inv;
     std::uint8_t *__restrict codes = q.codes;
     if (q.book8) {
-        const Codebook8 &book = *q.book8;
-        for (std::size_t k = 0; k < n; ++k) codes[s + k] = lowbit::encode8(book, float(x[k]) * inv);
+        if (q.book8->is_signed) encode8<true>(*q.book8, y, n, codes + s);
+        else encode8<false>(*q.book8, y, n, codes + s);
         return;
     }
-    const Codebook4 &book = *q.book4;
+    alignas(64) std::uint8_t c[kMaxBlock];
+    encode4(*q.book4, y, n, c);
     std::size_t k = 0;
     if (s & 1) { // the high nibble of the first byte
-        codes[s >> 1] = std::uint8_t((codes[s >> 1] & 0x0f) | lowbit::encode4(book, float(x[0]) * inv) << 4);
+        codes[s >> 1] = std::uint8_t((codes[s >> 1] & 0x0f) | c[0] << 4);
         k = 1;
     }
-    for (; k + 1 < n; k += 2) {
-        const unsigned lo = lowbit::encode4(book, float(x[k]) * inv);
-        const unsigned hi = lowbit::encode4(book, float(x[k + 1]) * inv);
-        codes[(s + k) >> 1] = std::uint8_t(lo | hi << 4);
-    }
-    if (k < n) { // the low nibble of the last byte
-        const std::size_t i = s + k;
-        codes[i >> 1] = std::uint8_t((codes[i >> 1] & 0xf0) | lowbit::encode4(book, float(x[k]) * inv));
-    }
+    std::uint8_t *__restrict pairs = codes + ((s + k) >> 1);
+    const std::size_t whole = (n - k) / 2;
+    for (std::size_t j = 0; j < whole; ++j) pairs[j] = std::uint8_t(c[k + 2 * j] | c[k + 2 * j + 1] << 4);
+    if (k + 2 * whole < n) pairs[whole] = std::uint8_t((pairs[whole] & 0xf0) | c[n - 1]);
 }
 
-template <typename T> [[gnu::always_inline]] inline T abs_max(const T *__restrict x, std::size_t n) {
-    T top = T(0);
+// The largest |x|: on the bits of |x|, which order as the magnitudes do (exact, so the same in
+// every variant; a NaN counts as the largest).
+[[gnu::always_inline]] inline float abs_max(const float *__restrict x, std::size_t n) {
+    std::uint32_t top = 0;
     for (std::size_t k = 0; k < n; ++k) {
-        const T a = std::fabs(x[k]);
-        top = a > top ? a : top; // exact whatever the order: the same in every variant
+        const std::uint32_t a = lowbit::float_bits(x[k]) & 0x7fffffffu;
+        top = a > top ? a : top;
     }
-    return top;
+    float r;
+    std::memcpy(&r, &top, sizeof r);
+    return r;
+}
+[[gnu::always_inline]] inline double abs_max(const double *__restrict x, std::size_t n) {
+    std::uint64_t top = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+        std::uint64_t a;
+        std::memcpy(&a, &x[k], sizeof a);
+        a &= 0x7fffffffffffffffull;
+        top = a > top ? a : top;
+    }
+    double r;
+    std::memcpy(&r, &top, sizeof r);
+    return r;
 }
 
 // --- Adam / AdamW ----------------------------------------------------------------------------------
 template <typename T> struct AdamScalars {
     T sign, weight_decay, decay_factor, one_minus_beta1, beta2, one_minus_beta2;
-    T step_size, bias_correction2_sqrt, eps;
+    T step_size, inv_bias_correction2_sqrt, eps;
 };
 
-// adam.cpp's element arithmetic over one block's run, from the decoded moments; the new moments
-// go to m_new / v_new, the parameters are moved when Write.
+// Adam's element arithmetic over one block's run, from the decoded moments (adam.cpp's, except
+// that the bias correction of v multiplies by its reciprocal: one division less, which the FP
+// divider of the cores this runs on needs); the new moments go to m_new / v_new, the parameters
+// are moved when Write.
 template <typename T, class L2, class Decoupled, class Write>
 [[gnu::always_inline]] inline void adam_run(T *__restrict param, const T *__restrict grad, std::size_t n,
                                             const float *__restrict m_code, const float *__restrict v_code,
@@ -117,7 +195,7 @@ template <typename T, class L2, class Decoupled, class Write>
         m_new[i] = m_i;
         v_new[i] = v_i;
         if constexpr (Write::value) {
-            const T denom = std::sqrt(v_i) / k.bias_correction2_sqrt + k.eps;
+            const T denom = std::sqrt(v_i) * k.inv_bias_correction2_sqrt + k.eps;
             param[i] = p - k.step_size * m_i / denom;
         }
     }
@@ -318,7 +396,7 @@ class LowBitAdam final : public LowBitRule {
         const double t = double(step);
         const AdamScalars<T> k{T(gradient_sign(o)), T(o.weight_decay), T(1.0 - o.lr * o.weight_decay), T(1.0 - o.beta1),
                                T(o.beta2), T(1.0 - o.beta2), T(o.lr / (1.0 - std::pow(o.beta1, t))),
-                               T(std::sqrt(1.0 - std::pow(o.beta2, t))), T(o.eps)};
+                               T(1.0 / std::sqrt(1.0 - std::pow(o.beta2, t))), T(o.eps)};
         const Slot slots[2] = {slot_of(seg.lowbit[0], o.state_precision, true),
                                slot_of(seg.lowbit[1], o.state_precision, false)};
         const bool decoupled = o.kind == OptimizerKind::adamw, decay = o.weight_decay != 0.0;
