@@ -483,6 +483,16 @@ BOOST_AUTO_TEST_CASE(checkpoints_move_between_the_twins) {
              OptimizerOptions::defaults(OptimizerKind::sgd)};
     sgd.optimizer.momentum = 0.9;
     expect_cross_resume(sgd);
+
+    // Issue 37's element-wise rules: one slot (Lion), two (NAdam, Adadelta).
+    for (OptimizerKind k : {OptimizerKind::lion, OptimizerKind::nadam, OptimizerKind::adadelta}) {
+        Move m{std::string("zero2 x4 -> fsdp x3, ") + optimizer_kind_name(k), 4, with(Strategy::zero2), 3,
+               with(Strategy::fsdp), Transfer::sharded, OptimizerOptions::defaults(k)};
+        expect_cross_resume(m);
+        Move c{std::string("fsdp x2 -> ddp x5, ") + optimizer_kind_name(k), 2, with(Strategy::fsdp), 5,
+               with(Strategy::ddp), Transfer::serialized, OptimizerOptions::defaults(k)};
+        expect_cross_resume(c);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(bad_checkpoints_change_nothing) {
