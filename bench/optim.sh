@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Optimizer-update benchmarks. CPU: f32 Adam at 16M/64M/256M parameters on 1 and 2 threads
-# against the plain copy bandwidth measured in the same run (extra args go to bench_optim:
+# against the plain copy bandwidth measured in the same run, then 8-bit and 4-bit Adam
+# (bench_optim_lowbit) (extra args go to bench_optim:
 # --sizes 16,64 in Mi-parameters, --threads 1,2,4), then against torch.optim.Adam(fused=True) on
 # the CPU at 64M/256M, 1 and 2 threads, in one process (bench/optim_torch.py; OPTIM_TORCH_ARGS,
 # e.g. "--sizes 64 --rounds 9"; ./dev bench installs torch). GPU: the CUDA optimizer's Adam, f32 and
@@ -20,6 +21,8 @@ if command -v python3 >/dev/null && [ -f "$BUILD/bench/libshardopt_bench_optim.s
 else
   echo 'name=optim peer=torch_fused skipped=yes reason="no python3 or no libshardopt_bench_optim.so"'
 fi
+# Low-bit state (8-bit / 4-bit Adam) against the same kind of bound, 16M and 64M on one thread.
+"$BUILD/bench/bench_optim_lowbit"
 
 if [ ! -x "$BUILD/bench/bench_optim_gpu" ]; then
   echo 'name=optim_gpu skipped=yes reason="shardopt was built without CUDA"'

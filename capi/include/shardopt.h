@@ -268,8 +268,28 @@ typedef enum shardopt_switch {
  * ------------------------------------------------------------------------------------------- */
 typedef enum shardopt_optimizer_kind {
     SHARDOPT_SGD = 0, SHARDOPT_ADAM = 1, SHARDOPT_ADAMW = 2, SHARDOPT_RMSPROP = 3, SHARDOPT_ADAGRAD = 4,
-    SHARDOPT_LAMB = 5
+    SHARDOPT_LAMB = 5,
+    /* docs/optimizers.md. Lion, NAdam, Adamax and Adadelta run under every strategy; Adafactor and
+     * Muon are accepted by the options and refused (UNSUPPORTED) by the optimizers for now. */
+    SHARDOPT_LION = 6, SHARDOPT_ADAFACTOR = 7, SHARDOPT_NADAM = 8, SHARDOPT_ADAMAX = 9, SHARDOPT_ADADELTA = 10,
+    SHARDOPT_MUON = 11
 } shardopt_optimizer_kind;
+
+/* How Adam, AdamW and SGD's momentum keep their state: full precision, or blockwise quantized
+ * from the global tensor's element index (8-bit: bitsandbytes' dynamic map, 256-element blocks;
+ * 4-bit: torchao's, 128; tensors under 4096 elements stay full). Not with amsgrad. The
+ * optimizers refuse 8BIT and 4BIT (UNSUPPORTED) for now: the rules exist, the engine's low-bit
+ * state does not yet. */
+typedef enum shardopt_state_precision {
+    SHARDOPT_STATE_FULL = 0, SHARDOPT_STATE_8BIT = 1, SHARDOPT_STATE_4BIT = 2
+} shardopt_state_precision;
+
+/* Muon's learning-rate scale for a rows x cols matrix (torch.optim.Muon's adjust_lr_fn). */
+typedef enum shardopt_muon_lr_adjust {
+    SHARDOPT_MUON_LR_ORIGINAL = 0,          /* sqrt(max(1, rows / cols)) */
+    SHARDOPT_MUON_LR_MATCH_RMS_ADAMW = 1,   /* 0.2 * sqrt(max(rows, cols)) */
+    SHARDOPT_MUON_LR_SPECTRAL_UNCLAMPED = 2 /* sqrt(rows / cols) */
+} shardopt_muon_lr_adjust;
 
 /* The bits of shardopt_optimizer_options.field_mask, one per field (the model of UCX's
  * field_mask). Values are fixed forever; a field appended later gets the next bit. */
@@ -288,7 +308,22 @@ typedef enum shardopt_optimizer_field {
     SHARDOPT_OPT_FIELD_ALPHA = 1 << 11,
     SHARDOPT_OPT_FIELD_CENTERED = 1 << 12,
     SHARDOPT_OPT_FIELD_LR_DECAY = 1 << 13,
-    SHARDOPT_OPT_FIELD_INITIAL_ACCUMULATOR_VALUE = 1 << 14
+    SHARDOPT_OPT_FIELD_INITIAL_ACCUMULATOR_VALUE = 1 << 14,
+    SHARDOPT_OPT_FIELD_STATE_PRECISION = 1 << 15,
+    SHARDOPT_OPT_FIELD_MOMENTUM_DECAY = 1 << 16,
+    SHARDOPT_OPT_FIELD_DECOUPLED_WEIGHT_DECAY = 1 << 17,
+    SHARDOPT_OPT_FIELD_RHO = 1 << 18,
+    SHARDOPT_OPT_FIELD_BETA2_DECAY = 1 << 19,
+    SHARDOPT_OPT_FIELD_EPS2 = 1 << 20,
+    SHARDOPT_OPT_FIELD_CLIP_THRESHOLD = 1 << 21,
+    SHARDOPT_OPT_FIELD_NS_STEPS = 1 << 22,
+    SHARDOPT_OPT_FIELD_NS_A = 1 << 23,
+    SHARDOPT_OPT_FIELD_NS_B = 1 << 24,
+    SHARDOPT_OPT_FIELD_NS_C = 1 << 25,
+    SHARDOPT_OPT_FIELD_ADJUST_LR = 1 << 26,
+    SHARDOPT_OPT_FIELD_ADAMW_LR = 1 << 27,
+    SHARDOPT_OPT_FIELD_ADAMW_WEIGHT_DECAY = 1 << 28,
+    SHARDOPT_OPT_FIELD_ADAMW_EPS = 1 << 29
 } shardopt_optimizer_field;
 
 /* Zero is a legitimate value of most of these fields (momentum, weight_decay, betas...), so they
@@ -316,6 +351,20 @@ typedef struct shardopt_optimizer_options {
     int32_t centered;              /* RMSprop; 0 */
     double lr_decay;               /* Adagrad; 0 */
     double initial_accumulator_value; /* Adagrad; 0 */
+    /* Appended (issue 37); torch.optim's defaults for the kind. */
+    shardopt_state_precision state_precision; /* Adam, AdamW, SGD with momentum; FULL */
+    double momentum_decay;         /* NAdam; 4e-3 */
+    int32_t decoupled_weight_decay; /* NAdam; 0 */
+    double rho;                    /* Adadelta; 0.9 */
+    double beta2_decay;            /* Adafactor; -0.8 (eps is its eps1: 0 = the dtype's epsilon) */
+    double eps2;                   /* Adafactor; 1e-3 */
+    double clip_threshold;         /* Adafactor (torch's d); 1 */
+    int32_t ns_steps;              /* Muon: Newton-Schulz steps; 5 */
+    double ns_a, ns_b, ns_c;       /* Muon: the quintic's coefficients; 3.4445, -4.7750, 2.0315 */
+    shardopt_muon_lr_adjust adjust_lr; /* Muon; ORIGINAL */
+    double adamw_lr;               /* Muon: AdamW on the tensors that are not matrices; 1e-3 */
+    double adamw_weight_decay;     /* Muon; 1e-2 */
+    double adamw_eps;              /* Muon; 1e-8 */
 } shardopt_optimizer_options;
 
 /* Fills the first struct_size bytes of *opts with torch.optim's defaults for `kind`, sets the
@@ -345,7 +394,13 @@ typedef enum shardopt_optimizer_preset {
     SHARDOPT_PRESET_ADAMW = 3,    /* AdamWOptimizer: as Adam, weight decay 0.01 */
     SHARDOPT_PRESET_RMSPROP = 4,  /* RootMeanSquarePropagationOptimizer: lr 0.01, decay (alpha) 0.9, eps 1e-8 */
     SHARDOPT_PRESET_ADAGRAD = 5,  /* AdagradOptimizer: torch's (lr 0.01) */
-    SHARDOPT_PRESET_LAMB = 6      /* LambOptimizer: torch-style (lr 1e-3, eps 1e-6) */
+    SHARDOPT_PRESET_LAMB = 6,     /* LambOptimizer: torch-style (lr 1e-3, eps 1e-6) */
+    SHARDOPT_PRESET_LION = 7,     /* LionOptimizer: lr 1e-4, betas 0.9 / 0.99 */
+    SHARDOPT_PRESET_ADAFACTOR = 8, /* AdafactorOptimizer: torch's (lr 1e-2, beta2_decay -0.8, eps2 1e-3, d 1) */
+    SHARDOPT_PRESET_NADAM = 9,    /* NadamOptimizer: torch's (lr 2e-3, momentum_decay 4e-3) */
+    SHARDOPT_PRESET_ADAMAX = 10,  /* AdaMaxOptimizer: torch's (lr 2e-3) */
+    SHARDOPT_PRESET_ADADELTA = 11, /* AdaDeltaOptimizer: torch's (lr 1, rho 0.9, eps 1e-6) */
+    SHARDOPT_PRESET_MUON = 12     /* MuonOptimizer: torch's (lr 1e-3, momentum 0.95, nesterov, wd 0.1) */
 } shardopt_optimizer_preset;
 /* Fills *opts as _init_sized does, with the preset's values. Errors: INVALID_ARGUMENT (opts NULL,
  * struct_size too small, unknown preset). */

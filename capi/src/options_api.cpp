@@ -20,7 +20,11 @@ namespace {
 #define SHARDOPT_OPTIMIZER_FIELDS(X)                                                                           \
     X(LR, lr) X(WEIGHT_DECAY, weight_decay) X(MAXIMIZE, maximize) X(MOMENTUM, momentum) X(DAMPENING, dampening) \
     X(NESTEROV, nesterov) X(BETA1, beta1) X(BETA2, beta2) X(EPS, eps) X(AMSGRAD, amsgrad) X(ALPHA, alpha)       \
-    X(CENTERED, centered) X(LR_DECAY, lr_decay) X(INITIAL_ACCUMULATOR_VALUE, initial_accumulator_value)
+    X(CENTERED, centered) X(LR_DECAY, lr_decay) X(INITIAL_ACCUMULATOR_VALUE, initial_accumulator_value)          \
+    X(STATE_PRECISION, state_precision) X(MOMENTUM_DECAY, momentum_decay)                                        \
+    X(DECOUPLED_WEIGHT_DECAY, decoupled_weight_decay) X(RHO, rho) X(BETA2_DECAY, beta2_decay) X(EPS2, eps2)      \
+    X(CLIP_THRESHOLD, clip_threshold) X(NS_STEPS, ns_steps) X(NS_A, ns_a) X(NS_B, ns_b) X(NS_C, ns_c)            \
+    X(ADJUST_LR, adjust_lr) X(ADAMW_LR, adamw_lr) X(ADAMW_WEIGHT_DECAY, adamw_weight_decay) X(ADAMW_EPS, adamw_eps)
 
 #define SHARDOPT_FIELD_BIT(BIT, name) | SHARDOPT_OPT_FIELD_##BIT
 constexpr std::uint64_t kKnownFields = SHARDOPT_OPT_FIELD_KIND SHARDOPT_OPTIMIZER_FIELDS(SHARDOPT_FIELD_BIT);
@@ -136,6 +140,13 @@ OptimizerOptions optimizer_preset(int preset) {
         break;
     case SHARDOPT_PRESET_ADAGRAD: o = OptimizerOptions::defaults(OptimizerKind::adagrad); break;
     case SHARDOPT_PRESET_LAMB: o = OptimizerOptions::defaults(OptimizerKind::lamb); break;
+    // AiDotNet documents no defaults of its own for these: torch.optim's.
+    case SHARDOPT_PRESET_LION: o = OptimizerOptions::defaults(OptimizerKind::lion); break;
+    case SHARDOPT_PRESET_ADAFACTOR: o = OptimizerOptions::defaults(OptimizerKind::adafactor); break;
+    case SHARDOPT_PRESET_NADAM: o = OptimizerOptions::defaults(OptimizerKind::nadam); break;
+    case SHARDOPT_PRESET_ADAMAX: o = OptimizerOptions::defaults(OptimizerKind::adamax); break;
+    case SHARDOPT_PRESET_ADADELTA: o = OptimizerOptions::defaults(OptimizerKind::adadelta); break;
+    case SHARDOPT_PRESET_MUON: o = OptimizerOptions::defaults(OptimizerKind::muon); break;
     default:
         throw Error(ErrorCode::invalid_argument,
                     "invalid optimizer preset " + std::to_string(preset) + " (a shardopt_optimizer_preset)");
@@ -244,7 +255,7 @@ bool flag_arg(std::int32_t v, const char *field) {
 }
 
 OptimizerKind kind_arg(int kind) {
-    require(kind >= 0 && kind <= int(OptimizerKind::lamb), ErrorCode::invalid_argument,
+    require(kind >= 0 && kind <= int(OptimizerKind::muon), ErrorCode::invalid_argument,
             "invalid optimizer kind " + std::to_string(kind));
     return OptimizerKind(kind);
 }

@@ -62,5 +62,10 @@ static_assert(int(shardopt::ErrorCode::invalid_argument) == SHARDOPT_ERR_INVALID
 static_assert(int(shardopt::DType::u8) == SHARDOPT_U8 && int(shardopt::DType::bf16) == SHARDOPT_BF16 &&
                   int(shardopt::ReduceOp::prod) == SHARDOPT_PROD &&
                   int(shardopt::OptimizerKind::lamb) == SHARDOPT_LAMB &&
+                  int(shardopt::OptimizerKind::lion) == SHARDOPT_LION &&
+                  int(shardopt::OptimizerKind::muon) == SHARDOPT_MUON &&
+                  int(shardopt::StatePrecision::bits8) == SHARDOPT_STATE_8BIT &&
+                  int(shardopt::StatePrecision::bits4) == SHARDOPT_STATE_4BIT &&
+                  int(shardopt::MuonLrAdjust::spectral_unclamped) == SHARDOPT_MUON_LR_SPECTRAL_UNCLAMPED &&
                   int(shardopt::Strategy::local_sgd) == SHARDOPT_LOCAL_SGD && int(shardopt::Strategy::fsdp) == SHARDOPT_FSDP,
               "C enums must equal the C++ ones");

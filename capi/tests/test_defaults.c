@@ -278,7 +278,47 @@ static void test_optimize_defaults(void) {
     CHECK_OK(shardopt_comm_destroy(c));
 }
 
+/* Issue 37's rules through the C ABI: Lion, NAdam, Adamax and Adadelta train (one step moves the
+ * parameters); Adafactor, Muon and low-bit state are refused as UNSUPPORTED for now. */
+static void test_new_rules(void) {
+    shardopt_comm c = NULL;
+    shardopt_params p = make_params_a6_b3();
+    shardopt_sharding_options s = {.struct_size = sizeof s};
+    shardopt_step_result r = {.struct_size = sizeof r};
+    const shardopt_optimizer_kind runs[] = {SHARDOPT_LION, SHARDOPT_NADAM, SHARDOPT_ADAMAX, SHARDOPT_ADADELTA};
+    CHECK_OK(shardopt_comm_create_inprocess(1, &c));
+    s.strategy = SHARDOPT_ZERO2;
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; ++k) {
+        shardopt_optimizer_options o;
+        shardopt_optimizer opt = NULL;
+        float *g = NULL, now[N];
+        size_t n = 0;
+        CHECK_OK(shardopt_optimizer_options_defaults(runs[k], &o));
+        CHECK_OK(shardopt_optimizer_create(c, p, &o, &s, initial, &opt));
+        CHECK_OK(shardopt_optimizer_zero_grad(opt));
+        CHECK_OK(shardopt_optimizer_bucket_grad(opt, 0, (void **)&g, &n));
+        for (size_t i = 0; i < n; ++i) g[i] = 0.5f;
+        CHECK_OK(shardopt_optimizer_step(opt, &r));
+        CHECK_OK(shardopt_optimizer_get_parameters(opt, now, N));
+        CHECK(r.applied == 1 && now[0] < initial[0]); /* a positive gradient lowers the parameter */
+        CHECK_OK(shardopt_optimizer_destroy(opt));
+    }
+    shardopt_optimizer_options o;
+    shardopt_optimizer opt = NULL;
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_MUON, &o));
+    CHECK_ERR(shardopt_optimizer_create(c, p, &o, &s, initial, &opt), SHARDOPT_ERR_UNSUPPORTED, "muon");
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_ADAFACTOR, &o));
+    CHECK_ERR(shardopt_optimizer_create(c, p, &o, &s, initial, &opt), SHARDOPT_ERR_UNSUPPORTED, "adafactor");
+    CHECK_OK(shardopt_optimizer_options_init(&o));
+    o.state_precision = SHARDOPT_STATE_8BIT;
+    CHECK_ERR(shardopt_optimizer_create(c, p, &o, &s, initial, &opt), SHARDOPT_ERR_UNSUPPORTED, "8bit");
+    CHECK(opt == NULL);
+    CHECK_OK(shardopt_params_destroy(p));
+    CHECK_OK(shardopt_comm_destroy(c));
+}
+
 void test_defaults(void) {
+    test_new_rules();
     test_zeroed_equals_init();
     test_switches();
     test_field_mask();

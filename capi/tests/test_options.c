@@ -10,14 +10,14 @@ static void test_optimizer_options(void) {
     CHECK_OK(shardopt_optimizer_options_init(&o));
     CHECK(o.struct_size == sizeof o && o.kind == SHARDOPT_ADAM && o.lr == 1e-3 && o.beta2 == 0.999);
     /* _init sets the bit of every field */
-    CHECK(o.field_mask == (uint64_t)((SHARDOPT_OPT_FIELD_INITIAL_ACCUMULATOR_VALUE << 1) - 1));
+    CHECK(o.field_mask == (uint64_t)((SHARDOPT_OPT_FIELD_ADAMW_EPS << 1) - 1));
     CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_SGD, &o));
     CHECK(o.kind == SHARDOPT_SGD && o.momentum == 0.0);
     CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_LAMB, &o));
     CHECK(o.kind == SHARDOPT_LAMB && o.eps == 1e-6);
     CHECK_ERR(shardopt_optimizer_options_init(NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "optimizer options is NULL");
-    CHECK_ERR(shardopt_optimizer_options_defaults((shardopt_optimizer_kind)9, &o), SHARDOPT_ERR_INVALID_ARGUMENT,
-              "invalid optimizer kind 9");
+    CHECK_ERR(shardopt_optimizer_options_defaults((shardopt_optimizer_kind)12, &o), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "invalid optimizer kind 12");
     CHECK_ERR(shardopt_optimizer_options_init_sized(&o, 4, SHARDOPT_ADAM), SHARDOPT_ERR_INVALID_ARGUMENT,
               "struct_size 4 is too small");
     /* An older caller's struct: only the prefix is written. */
@@ -27,6 +27,54 @@ static void test_optimizer_options(void) {
     /* ...and field_mask names only the fields in that prefix */
     CHECK((o.field_mask & SHARDOPT_OPT_FIELD_EPS) && (o.field_mask & SHARDOPT_OPT_FIELD_KIND) &&
           !(o.field_mask & SHARDOPT_OPT_FIELD_AMSGRAD) && !(o.field_mask & SHARDOPT_OPT_FIELD_ALPHA));
+}
+
+/* Issue 37's kinds, presets and fields, appended: torch.optim's defaults; a struct of the size
+ * before them (ending at initial_accumulator_value) still works, its new fields left default. */
+static void test_new_rules_options(void) {
+    shardopt_optimizer_options o;
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_LION, &o));
+    CHECK(o.kind == SHARDOPT_LION && o.lr == 1e-4 && o.beta2 == 0.99);
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_MUON, &o));
+    CHECK(o.kind == SHARDOPT_MUON && o.momentum == 0.95 && o.nesterov == 1 && o.ns_steps == 5 && o.ns_a == 3.4445 &&
+          o.adjust_lr == SHARDOPT_MUON_LR_ORIGINAL && o.adamw_weight_decay == 1e-2);
+    CHECK_OK(shardopt_optimizer_options_validate(&o));
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_ADADELTA, &o));
+    CHECK(o.lr == 1.0 && o.rho == 0.9 && o.eps == 1e-6);
+    CHECK_OK(shardopt_optimizer_options_init_preset(&o, sizeof o, SHARDOPT_PRESET_NADAM));
+    CHECK(o.kind == SHARDOPT_NADAM && o.lr == 2e-3 && o.momentum_decay == 4e-3 && o.decoupled_weight_decay == 0);
+    CHECK_OK(shardopt_optimizer_options_init_preset(&o, sizeof o, SHARDOPT_PRESET_ADAFACTOR));
+    CHECK(o.kind == SHARDOPT_ADAFACTOR && o.beta2_decay == -0.8 && o.eps2 == 1e-3 && o.clip_threshold == 1.0);
+    CHECK_OK(shardopt_optimizer_options_init_preset(&o, sizeof o, SHARDOPT_PRESET_ADAMAX));
+    CHECK(o.kind == SHARDOPT_ADAMAX);
+    CHECK_OK(shardopt_optimizer_options_init_preset(&o, sizeof o, SHARDOPT_PRESET_LION));
+    CHECK_OK(shardopt_optimizer_options_init_preset(&o, sizeof o, SHARDOPT_PRESET_ADADELTA));
+    CHECK_OK(shardopt_optimizer_options_init_preset(&o, sizeof o, SHARDOPT_PRESET_MUON));
+    CHECK(o.kind == SHARDOPT_MUON);
+    CHECK_ERR(shardopt_optimizer_options_init_preset(&o, sizeof o, (shardopt_optimizer_preset)13),
+              SHARDOPT_ERR_INVALID_ARGUMENT, "invalid optimizer preset 13");
+    /* State precision: Adam, AdamW, SGD with momentum; not with amsgrad, nor for other kinds. */
+    CHECK_OK(shardopt_optimizer_options_init(&o));
+    o.state_precision = SHARDOPT_STATE_8BIT;
+    CHECK_OK(shardopt_optimizer_options_validate(&o));
+    o.state_precision = SHARDOPT_STATE_4BIT;
+    o.amsgrad = 1;
+    CHECK_ERR(shardopt_optimizer_options_validate(&o), SHARDOPT_ERR_INVALID_ARGUMENT, "amsgrad");
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_LION, &o));
+    o.state_precision = SHARDOPT_STATE_8BIT;
+    CHECK_ERR(shardopt_optimizer_options_validate(&o), SHARDOPT_ERR_INVALID_ARGUMENT, "not lion");
+    o.state_precision = (shardopt_state_precision)3;
+    CHECK_ERR(shardopt_optimizer_options_validate(&o), SHARDOPT_ERR_INVALID_ARGUMENT, "not a StatePrecision");
+    /* A new field set without its bit is an error naming it. */
+    CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_ADADELTA, &o));
+    o.field_mask &= ~(uint64_t)SHARDOPT_OPT_FIELD_RHO;
+    CHECK_ERR(shardopt_optimizer_options_validate(&o), SHARDOPT_ERR_INVALID_ARGUMENT, "SHARDOPT_OPT_FIELD_RHO");
+    /* The struct as it was before these fields. */
+    const size_t old_size = offsetof(shardopt_optimizer_options, initial_accumulator_value) + sizeof(double);
+    o.rho = 77.0;
+    CHECK_OK(shardopt_optimizer_options_init_sized(&o, old_size, SHARDOPT_ADAM));
+    CHECK(o.struct_size == old_size && o.rho == 77.0 && o.field_mask == (uint64_t)((SHARDOPT_OPT_FIELD_INITIAL_ACCUMULATOR_VALUE << 1) - 1));
+    CHECK_OK(shardopt_optimizer_options_validate(&o));
 }
 
 static void test_sharding_and_optimize_options(void) {
@@ -175,6 +223,7 @@ static void test_validate_strict(void) {
 }
 
 void test_options(void) {
+    test_new_rules_options();
     test_optimizer_options();
     test_sharding_and_optimize_options();
     test_params();

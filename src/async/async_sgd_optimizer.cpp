@@ -2,6 +2,7 @@
 // between sessions. The training loop is async_optimize.cpp, checkpoints async_checkpoint.cpp.
 #include <cstring>
 
+#include "../optim/rules.hpp"
 #include "../sharding/engine/host_space.hpp"
 #include "../sharding/engine/rank_agreement.hpp"
 #include "../params/owned_segments.hpp"
@@ -26,6 +27,8 @@ void require_async_options(const ShardingOptions &s, const OptimizerOptions &opt
            "which no owner sees)");
     refuse(s.gradient_accumulation_steps == 1, "gradient_accumulation_steps must be 1 (each step is pushed)");
     refuse(s.overlap_param_gather == d.overlap_param_gather, "overlap_param_gather does not apply");
+    const std::string gap = engine_support_gap(optimizer);
+    refuse(gap.empty(), gap);
     refuse(optimizer.kind != OptimizerKind::lamb || world_size == 1,
            "LAMB is not supported on more than one rank (its trust ratio needs whole-tensor norms at every "
            "update, across the owners)");

@@ -53,8 +53,8 @@ void advance_moments(const Segment<T> &seg, const LambScalars<T> &k, double *sta
         param_norm_squared += p * p;
         update_norm_squared += r * r;
     }
-    stats[seg.tensor * kStatsPerTensor + kParamNormSquared] += param_norm_squared;
-    stats[seg.tensor * kStatsPerTensor + kUpdateNormSquared] += update_norm_squared;
+    stats[seg.stats[0] + kParamNormSquared] += param_norm_squared;
+    stats[seg.stats[0] + kUpdateNormSquared] += update_norm_squared;
 }
 
 template <typename T, class Decay>
@@ -101,7 +101,6 @@ class Lamb final : public Optimizer {
     template <typename T> void check(const Segment<T> &seg, int64_t step, const double *stats) const {
         check_segment(seg, state_slots(), step);
         require(stats != nullptr, ErrorCode::invalid_argument, "lamb needs per-tensor statistics (stats is null)");
-        require(seg.tensor >= 0, ErrorCode::invalid_argument, "segment tensor index must be >= 0");
     }
 
     template <typename T> void first_phase(const Segment<T> &seg, int64_t step, double *stats) const {
@@ -112,8 +111,8 @@ class Lamb final : public Optimizer {
 
     template <typename T> void second_phase(const Segment<T> &seg, int64_t step, const double *stats) const {
         check(seg, step, stats);
-        const double param_norm = std::sqrt(stats[seg.tensor * kStatsPerTensor + kParamNormSquared]);
-        const double update_norm = std::sqrt(stats[seg.tensor * kStatsPerTensor + kUpdateNormSquared]);
+        const double param_norm = std::sqrt(stats[seg.stats[0] + kParamNormSquared]);
+        const double update_norm = std::sqrt(stats[seg.stats[0] + kUpdateNormSquared]);
         const double trust = param_norm > 0.0 && update_norm > 0.0 ? param_norm / update_norm : 1.0;
         const LambScalars<T> k = scalars<T>(step);
         const T scaled_lr = T(options_.lr * trust);

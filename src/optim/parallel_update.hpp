@@ -30,12 +30,21 @@ constexpr std::size_t kMinParallelElements = std::size_t(1) << 16;
 constexpr std::size_t kMinElementsPerThread = std::size_t(1) << 15;
 constexpr std::size_t kCacheLineBytes = 64;
 
+// Where a rule's segments may be cut: anywhere (block 0), or, for low-bit state, only at block
+// boundaries of the tensor, whose codes are code_bits wide.
+struct SplitRule {
+    std::size_t block = 0;
+    int code_bits = 8;
+    static SplitRule of(const Optimizer &opt);
+};
+
 // Cuts segments into at most `parts` pieces of about equal element counts. Piece j holds the
 // sub-segments of contiguous element range j (in segment order); cuts fall where the parameter
-// pointer is cache-line aligned (or at segment ends). Empty pieces (small inputs, where two
-// cuts round to the same line) are dropped.
+// pointer is cache-line aligned, or at the rule's block boundaries (or at segment ends). Empty
+// pieces (small inputs, where two cuts round to the same line) are dropped.
 template <typename T>
-std::vector<std::vector<Segment<T>>> split_segments(const std::vector<Segment<T>> &segments, int parts);
+std::vector<std::vector<Segment<T>>> split_segments(const std::vector<Segment<T>> &segments, int parts,
+                                                   const SplitRule &rule = {});
 
 class ParallelUpdate {
   public:
@@ -46,10 +55,14 @@ class ParallelUpdate {
 
     int threads() const noexcept { return threads_; }
 
-    // Phase 1 of rules with per-tensor statistics (LAMB): single-threaded, in segment order.
+    // Phase 1 of rules with per-tensor statistics (LAMB) or a matrix to write (Muon), and their
+    // later phases (Adafactor): single-threaded, in segment order.
     template <typename T>
     void begin_step(const Optimizer &opt, const std::vector<Segment<T>> &segments, int64_t step,
                     double *stats) const;
+    template <typename T>
+    void continue_step(int phase, const Optimizer &opt, const std::vector<Segment<T>> &segments, int64_t step,
+                       double *stats) const;
     // The element-wise update of every segment (phase 2 for LAMB).
     template <typename T>
     void apply(const Optimizer &opt, const std::vector<Segment<T>> &segments, int64_t step, const double *stats);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "shardopt/optim.hpp"
 
@@ -13,5 +14,20 @@ std::unique_ptr<Optimizer> make_adam(const OptimizerOptions &options);
 std::unique_ptr<Optimizer> make_rmsprop(const OptimizerOptions &options);
 std::unique_ptr<Optimizer> make_adagrad(const OptimizerOptions &options);
 std::unique_ptr<Optimizer> make_lamb(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_lion(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_adafactor(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_nadam(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_adamax(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_adadelta(const OptimizerOptions &options);
+std::unique_ptr<Optimizer> make_muon(const OptimizerOptions &options);
+// Adam, AdamW or SGD with momentum over 8-bit or 4-bit state (lowbit_rules.cpp).
+std::unique_ptr<Optimizer> make_lowbit(const OptimizerOptions &options);
+
+// Why the training backends (the step engine, async SGD) cannot yet run `options`' rule, or ""
+// when they can. The rules themselves are complete (src/optim); what the backends still lack:
+// low-bit state arrays and the maxima of blocks shared between ranks (state_precision), matrix
+// shapes and the two rounds of row/column sums (Adafactor), whole matrices per owner rank
+// (Muon). Until then they refuse those options rather than run them as something else.
+std::string engine_support_gap(const OptimizerOptions &options);
 
 } // namespace shardopt

@@ -57,6 +57,7 @@ template <typename T> std::vector<T> train_single_process(const TrainingSetup &s
             for (int k = 0; k < opt->state_slots(); ++k) s.state[k] = state[k].data() + offset;
             s.count = tensors[t].second;
             s.tensor = t;
+            s.stats[0] = std::size_t(t) * std::size_t(std::max(1, opt->tensor_stats()));
             return s;
         };
         if (opt->tensor_stats() > 0) {

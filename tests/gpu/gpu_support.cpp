@@ -551,6 +551,7 @@ void Lockstep::reference_step(int64_t step, float grad_scale) {
         for (int k = 0; k < slots_; ++k) seg.state[k] = state_of(previous_, k) + offsets_[t];
         seg.count = layout_.sizes[t];
         seg.tensor = int(t);
+        seg.stats[0] = t * std::size_t(reference_->tensor_stats());
         segments.push_back(seg);
         for (std::size_t offset = 0; offset < seg.count; offset += kBlock) {
             Segment<float> piece = seg;

@@ -72,6 +72,26 @@ BOOST_AUTO_TEST_CASE(bad_options_are_refused_before_the_device_is_needed) {
     expect_invalid(o);
 }
 
+// Rules and state formats without kernels yet (issue 37) are refused, before the device too.
+BOOST_AUTO_TEST_CASE(rules_without_kernels_are_refused) {
+    int fake = 0;
+    const std::vector<cuda::DeviceTensor> params{{&fake, 1}};
+    auto expect_unsupported = [&](const cuda::DeviceOptimizerOptions &o, const std::string &needle) {
+        BOOST_CHECK_EXCEPTION(cuda::DeviceOptimizer::create(params, o), Error, [&](const Error &e) {
+            return e.code() == ErrorCode::unsupported && std::string(e.what()).find(needle) != std::string::npos;
+        });
+    };
+    for (OptimizerKind k : {OptimizerKind::lion, OptimizerKind::adafactor, OptimizerKind::nadam, OptimizerKind::adamax,
+                            OptimizerKind::adadelta, OptimizerKind::muon}) {
+        cuda::DeviceOptimizerOptions o;
+        o.optimizer = OptimizerOptions::defaults(k);
+        expect_unsupported(o, optimizer_kind_name(k));
+    }
+    cuda::DeviceOptimizerOptions o;
+    o.optimizer.state_precision = StatePrecision::bits4;
+    expect_unsupported(o, "4bit");
+}
+
 BOOST_AUTO_TEST_CASE(chunk_plan_covers_every_element_once_with_aligned_fp32_arrays) {
     using namespace cuda::detail;
     const std::vector<std::size_t> counts{1, 3, 0, 1000003, std::size_t(kChunkElements), 17};

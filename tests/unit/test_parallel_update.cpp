@@ -87,6 +87,7 @@ template <typename T> struct Buffers {
             for (int k = 0; k < slots; ++k) s.state[k] = state(k) + offset;
             s.count = sizes[t];
             s.tensor = int(t);
+            s.stats[0] = t * 2; // LAMB's two per tensor, tensor-major (the buffers below)
             out.push_back(s);
             offset += sizes[t];
         }

@@ -290,6 +290,69 @@ BOOST_AUTO_TEST_CASE(options_that_change_the_path) {
     // LAMB's per-tensor statistics summed across the shards of split tensors.
     Config lamb_sharded{"zero2 lamb x3", 3, with(Strategy::zero2), OptimizerOptions::defaults(OptimizerKind::lamb)};
     expect_same_training(lamb_sharded);
+
+    // Issue 37's element-wise rules: no statistics, so any cut of a tensor updates alike.
+    Config lion{"zero2 lion x3", 3, with(Strategy::zero2), OptimizerOptions::defaults(OptimizerKind::lion)};
+    lion.optimizer.weight_decay = 0.1;
+    expect_same_training(lion);
+    Config nadam{"fsdp nadam x2", 2, with(Strategy::fsdp), OptimizerOptions::defaults(OptimizerKind::nadam)};
+    nadam.optimizer.decoupled_weight_decay = true;
+    nadam.optimizer.weight_decay = 1e-2;
+    expect_same_training(nadam);
+    Config adamax{"zero1 adamax x3", 3, with(Strategy::zero1), OptimizerOptions::defaults(OptimizerKind::adamax)};
+    expect_same_training(adamax);
+    Config adadelta{"ddp adadelta x2", 2, with(Strategy::ddp), OptimizerOptions::defaults(OptimizerKind::adadelta)};
+    expect_same_training(adadelta);
+}
+
+// The element-wise rules of issue 37 give the same parameters under every strategy at one world
+// size (each element's update reads only its own gradient and state).
+BOOST_AUTO_TEST_CASE(new_elementwise_rules_agree_across_strategies) {
+    std::mutex &mutex = assertion_mutex();
+    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::lion, OptimizerKind::nadam, OptimizerKind::adamax,
+                               OptimizerKind::adadelta}) {
+        for (int ranks : {1, 2, 3, 5}) {
+            std::vector<std::vector<float>> results;
+            for (Strategy s : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::fsdp}) {
+                std::vector<float> params(test_elements());
+                run_inprocess(ranks, [&](Communicator &comm) {
+                    const Config config{"agree", ranks, with(s), OptimizerOptions::defaults(kind)};
+                    auto opt = ShardedOptimizer::create(comm.shared_from_this(), test_layout(), config.optimizer,
+                                                        plain(config.sharding));
+                    std::vector<float> packed(test_elements());
+                    for (int step = 1; step <= 4; ++step) {
+                        opt->get_parameters(packed.data());
+                        train_step(*opt, packed, comm.rank(), step, config);
+                    }
+                    opt->get_parameters(packed.data());
+                    if (comm.rank() == 0) {
+                        std::lock_guard<std::mutex> lock(mutex);
+                        params = packed;
+                    }
+                });
+                results.push_back(params);
+            }
+            for (std::size_t i = 1; i < results.size(); ++i)
+                BOOST_TEST(std::memcmp(results[i].data(), results[0].data(), results[0].size() * sizeof(float)) == 0,
+                           optimizer_kind_name(kind) << " x" << ranks << ": strategy " << i << " differs from ddp");
+        }
+    }
+}
+
+// What the rules have but the backends cannot run yet is refused, not run as something else.
+BOOST_AUTO_TEST_CASE(rules_the_backends_lack_are_refused) {
+    run_inprocess(2, [&](Communicator &comm) {
+        auto low = OptimizerOptions::defaults(OptimizerKind::adam);
+        low.state_precision = StatePrecision::bits8;
+        for (const auto &[options, needle] :
+             std::vector<std::pair<OptimizerOptions, std::string>>{
+                 {low, "state_precision 8bit"},
+                 {OptimizerOptions::defaults(OptimizerKind::adafactor), "adafactor"},
+                 {OptimizerOptions::defaults(OptimizerKind::muon), "muon"}})
+            expect_error(ErrorCode::unsupported, needle, [&] {
+                ShardedOptimizer::create(comm.shared_from_this(), test_layout(), options, with(Strategy::zero2));
+            });
+    });
 }
 
 BOOST_AUTO_TEST_CASE(hybrid_grids) {
@@ -420,6 +483,16 @@ BOOST_AUTO_TEST_CASE(checkpoints_move_between_the_twins) {
              OptimizerOptions::defaults(OptimizerKind::sgd)};
     sgd.optimizer.momentum = 0.9;
     expect_cross_resume(sgd);
+
+    // Issue 37's element-wise rules: one slot (Lion), two (NAdam, Adadelta).
+    for (OptimizerKind k : {OptimizerKind::lion, OptimizerKind::nadam, OptimizerKind::adadelta}) {
+        Move m{std::string("zero2 x4 -> fsdp x3, ") + optimizer_kind_name(k), 4, with(Strategy::zero2), 3,
+               with(Strategy::fsdp), Transfer::sharded, OptimizerOptions::defaults(k)};
+        expect_cross_resume(m);
+        Move c{std::string("fsdp x2 -> ddp x5, ") + optimizer_kind_name(k), 2, with(Strategy::fsdp), 5,
+               with(Strategy::ddp), Transfer::serialized, OptimizerOptions::defaults(k)};
+        expect_cross_resume(c);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(bad_checkpoints_change_nothing) {

@@ -47,6 +47,15 @@ bool dynamic_scaling(const DeviceOptimizerOptions &o) {
 // (options.optimizer.validate() and the slot count).
 void validate(const DeviceOptimizerOptions &o) {
     o.optimizer.validate();
+    // Kernels exist for these rules only (issue 37's rules and low-bit state are CPU-only yet).
+    const OptimizerKind k = o.optimizer.kind;
+    require(k == OptimizerKind::sgd || k == OptimizerKind::adam || k == OptimizerKind::adamw ||
+                k == OptimizerKind::rmsprop || k == OptimizerKind::adagrad || k == OptimizerKind::lamb,
+            ErrorCode::unsupported,
+            std::string("the CUDA optimizer has no kernels for ") + optimizer_kind_name(k) + " yet: use host memory");
+    require(o.optimizer.state_precision == StatePrecision::full, ErrorCode::unsupported,
+            std::string("the CUDA optimizer keeps full-precision state only, not state_precision ") +
+                state_precision_name(o.optimizer.state_precision));
     require(o.dtype == DType::f32 || o.dtype == DType::bf16 || o.dtype == DType::f16, ErrorCode::invalid_argument,
             std::string("dtype must be f32, bf16 or f16 (bf16/f16 keep fp32 master weights), got ") +
                 dtype_name(o.dtype));
@@ -199,6 +208,12 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
     case OptimizerKind::rmsprop: preload_rmsprop(options.dtype); break;
     case OptimizerKind::adagrad: preload_adagrad(options.dtype); break;
     case OptimizerKind::lamb: preload_lamb(options.dtype); break;
+    case OptimizerKind::lion:
+    case OptimizerKind::adafactor:
+    case OptimizerKind::nadam:
+    case OptimizerKind::adamax:
+    case OptimizerKind::adadelta:
+    case OptimizerKind::muon: break; // no kernels yet: validate() refused them
     }
     bound_grads_.assign(params.size(), nullptr);
     wait_for(stream, "the optimizer's initialization");
@@ -314,6 +329,12 @@ void CudaOptimizer::step(const void *const *grads, std::size_t grad_count, Strea
         launch_lamb(launch, lamb);
         break;
     }
+    case OptimizerKind::lion:
+    case OptimizerKind::adafactor:
+    case OptimizerKind::nadam:
+    case OptimizerKind::adamax:
+    case OptimizerKind::adadelta:
+    case OptimizerKind::muon: break; // no kernels yet: validate() refused them
     }
 }
 

@@ -54,6 +54,7 @@ __device__ void rule_scalars(const StepHyper &h, int64_t step, StepScalars &s) {
         s.bias_correction2 = float(1.0 - pow(h.beta2, t));
         s.lr_double = h.lr;
         break;
+    default: break; // the other rules have no kernels: DeviceOptimizer refuses them
     }
 }
 

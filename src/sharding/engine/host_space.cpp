@@ -34,6 +34,8 @@ template <typename T> class HostUpdater final : public SpanUpdater {
             seg.param = reinterpret_cast<T *>(span.data);
             seg.count = span.count;
             seg.tensor = span.tensor;
+            // The step's statistics are tensor_stats() values per tensor, in tensor order (Update).
+            seg.stats[0] = std::size_t(span.tensor) * std::size_t(optimizer_->tensor_stats());
             for (int k = 0; k < slots; ++k) {
                 state_.emplace_back(span.count * sizeof(T));
                 auto *s = reinterpret_cast<T *>(state_.back().data());

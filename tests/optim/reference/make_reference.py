@@ -3,8 +3,11 @@
 
 An independent float64 numpy implementation of each rule, written from the algorithm boxes in
 the torch.optim documentation (torch 2.x) and, for LAMB, from the paper (You et al. 2019) with
-the bias-corrected Adam direction. It shares no code with the C++ rules, so the unit tests
-compare two implementations. Run it from anywhere: python3 make_reference.py
+the bias-corrected Adam direction; NAdam, Adamax, Adadelta, Adafactor and Muon from torch 2.15's
+single-tensor code (torch/optim/nadam.py, adamax.py, adadelta.py, _adafactor.py, _muon.py, in
+float64 where torch's Muon runs Newton-Schulz in bfloat16), Lion from the paper (Chen et al.
+2023) as lion-pytorch writes it. It shares no code with the C++ rules, so the unit tests compare
+two implementations. Run it from anywhere: python3 make_reference.py
 
 As in torch 2.x, `maximize` negates the gradient before anything else, so weight decay still
 pulls parameters toward zero.
@@ -27,6 +30,16 @@ DEFAULTS = {
     "adagrad": dict(lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
                     maximize=False),
     "lamb": dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.0, maximize=False),
+    "lion": dict(lr=1e-4, beta1=0.9, beta2=0.99, weight_decay=0.0, maximize=False),
+    "nadam": dict(lr=2e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, momentum_decay=4e-3,
+                  decoupled_weight_decay=False, maximize=False),
+    "adamax": dict(lr=2e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, maximize=False),
+    "adadelta": dict(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=False),
+    "adafactor": dict(lr=1e-2, beta2_decay=-0.8, eps=0.0, eps2=1e-3, clip_threshold=1.0, weight_decay=0.0,
+                      maximize=False),
+    "muon": dict(lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True, eps=1e-7, ns_steps=5, ns_a=3.4445,
+                 ns_b=-4.7750, ns_c=2.0315, adjust_lr="original", adamw_lr=1e-3, adamw_weight_decay=1e-2,
+                 adamw_eps=1e-8, beta1=0.9, beta2=0.999, maximize=False),
 }
 
 
@@ -125,6 +138,144 @@ def lamb(params, grads, h):
         yield t
 
 
+def lion(params, grads, h):
+    m = [np.zeros_like(p) for p in params]
+    b1, b2 = h["beta1"], h["beta2"]
+    for t, step_grads in enumerate(grads, start=1):
+        for i, (theta, grad) in enumerate(zip(params, step_grads)):
+            g = -grad if h["maximize"] else grad.copy()
+            update = np.sign(b1 * m[i] + (1 - b1) * g)
+            theta *= 1 - h["lr"] * h["weight_decay"]
+            theta -= h["lr"] * update
+            m[i] = b2 * m[i] + (1 - b2) * g
+        yield t
+
+
+def nadam(params, grads, h):
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    mu_product = 1.0
+    b1, b2 = h["beta1"], h["beta2"]
+    for t, step_grads in enumerate(grads, start=1):
+        mu = b1 * (1 - 0.5 * 0.96 ** (t * h["momentum_decay"]))
+        mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * h["momentum_decay"]))
+        mu_product *= mu
+        for i, (theta, grad) in enumerate(zip(params, step_grads)):
+            g = -grad if h["maximize"] else grad.copy()
+            if h["weight_decay"] != 0:
+                if h["decoupled_weight_decay"]:
+                    theta *= 1 - h["lr"] * h["weight_decay"]
+                else:
+                    g = g + h["weight_decay"] * theta
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g * g
+            denom = np.sqrt(v[i] / (1 - b2**t)) + h["eps"]
+            theta -= h["lr"] * (1 - mu) / (1 - mu_product) * g / denom
+            theta -= h["lr"] * mu_next / (1 - mu_product * mu_next) * m[i] / denom
+        yield t
+
+
+def adamax(params, grads, h):
+    m = [np.zeros_like(p) for p in params]
+    u = [np.zeros_like(p) for p in params]
+    b1, b2 = h["beta1"], h["beta2"]
+    for t, step_grads in enumerate(grads, start=1):
+        for i, (theta, grad) in enumerate(zip(params, step_grads)):
+            g = -grad if h["maximize"] else grad.copy()
+            if h["weight_decay"] != 0:
+                g = g + h["weight_decay"] * theta
+            m[i] = b1 * m[i] + (1 - b1) * g
+            u[i] = np.maximum(b2 * u[i], np.abs(g) + h["eps"])
+            theta -= h["lr"] / (1 - b1**t) * m[i] / u[i]
+        yield t
+
+
+def adadelta(params, grads, h):
+    sq = [np.zeros_like(p) for p in params]
+    acc = [np.zeros_like(p) for p in params]
+    rho = h["rho"]
+    for t, step_grads in enumerate(grads, start=1):
+        for i, (theta, grad) in enumerate(zip(params, step_grads)):
+            g = -grad if h["maximize"] else grad.copy()
+            if h["weight_decay"] != 0:
+                g = g + h["weight_decay"] * theta
+            sq[i] = rho * sq[i] + (1 - rho) * g * g
+            delta = np.sqrt(acc[i] + h["eps"]) / np.sqrt(sq[i] + h["eps"]) * g
+            acc[i] = rho * acc[i] + (1 - rho) * delta * delta
+            theta -= h["lr"] * delta
+        yield t
+
+
+def adafactor(params, grads, h, rows):
+    eps1 = h["eps"] if h["eps"] > 0 else np.finfo(np.float64).eps
+    state = []
+    for p, r in zip(params, rows):
+        if r:
+            state.append((np.zeros(r), np.zeros(p.size // r)))
+        else:
+            state.append(np.zeros_like(p))
+    for t, step_grads in enumerate(grads, start=1):
+        beta2_t = t ** h["beta2_decay"]
+        rho_t = min(h["lr"], 1 / t**0.5)
+        for i, (theta, grad) in enumerate(zip(params, step_grads)):
+            g = -grad if h["maximize"] else grad.copy()
+            alpha = max(h["eps2"], np.linalg.norm(theta) / theta.size**0.5) * rho_t
+            theta *= 1 - h["lr"] * h["weight_decay"]
+            if rows[i]:
+                gm = g.reshape(rows[i], -1)
+                row_var, col_var = state[i]
+                row_var += beta2_t * ((gm * gm).mean(axis=1) - row_var)
+                col_var += beta2_t * ((gm * gm).mean(axis=0) - col_var)
+                var = np.outer(row_var, col_var) / max(row_var.mean(), eps1)
+                var = var.reshape(-1)
+            else:
+                state[i] += beta2_t * (g * g - state[i])
+                var = state[i].copy()
+            update = g / np.sqrt(np.maximum(var, eps1 * eps1))
+            denom = max(1.0, np.linalg.norm(update) / (update.size**0.5 * h["clip_threshold"]))
+            theta -= alpha / denom * update
+        yield t
+
+
+def newton_schulz(g, h):
+    a, b, c = h["ns_a"], h["ns_b"], h["ns_c"]
+    x = g.copy()
+    tall = x.shape[0] > x.shape[1]
+    if tall:
+        x = x.T
+    x = x / max(np.linalg.norm(x), h["eps"])
+    for _ in range(h["ns_steps"]):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x.T if tall else x
+
+
+def muon(params, grads, h, rows):
+    bufs = [np.zeros_like(p) for p in params]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    b1, b2 = h["beta1"], h["beta2"]
+    for t, step_grads in enumerate(grads, start=1):
+        for i, (theta, grad) in enumerate(zip(params, step_grads)):
+            g = -grad if h["maximize"] else grad.copy()
+            if rows[i]:
+                r, c = rows[i], theta.size // rows[i]
+                bufs[i] = bufs[i] + (1 - h["momentum"]) * (g - bufs[i])
+                u = g + h["momentum"] * (bufs[i] - g) if h["nesterov"] else bufs[i]
+                o = newton_schulz(u.reshape(r, c), h).reshape(-1)
+                scale = {"original": max(1, r / c) ** 0.5, "match_rms_adamw": 0.2 * max(r, c) ** 0.5,
+                         "spectral_unclamped": (r / c) ** 0.5}[h["adjust_lr"]]
+                theta *= 1 - h["lr"] * h["weight_decay"]
+                theta -= h["lr"] * scale * o
+            else:  # AdamW
+                theta *= 1 - h["adamw_lr"] * h["adamw_weight_decay"]
+                m[i] = b1 * m[i] + (1 - b1) * g
+                v[i] = b2 * v[i] + (1 - b2) * g * g
+                m_hat, v_hat = m[i] / (1 - b1**t), v[i] / (1 - b2**t)
+                theta -= h["adamw_lr"] * m_hat / (np.sqrt(v_hat) + h["adamw_eps"])
+        yield t
+
+
 RULES = {
     "sgd": sgd,
     "adam": lambda p, g, h: adam(p, g, h, decoupled=False),
@@ -132,7 +283,12 @@ RULES = {
     "rmsprop": rmsprop,
     "adagrad": adagrad,
     "lamb": lamb,
+    "lion": lion,
+    "nadam": nadam,
+    "adamax": adamax,
+    "adadelta": adadelta,
 }
+SHAPED_RULES = {"adafactor": adafactor, "muon": muon}  # these also take each tensor's rows (0: not a matrix)
 
 # (name, kind, overrides of DEFAULTS[kind], tensor sizes, initial values of the last tensor)
 CASES = [
@@ -157,6 +313,30 @@ CASES = [
                                                              weight_decay=0.1), [9], None),
     ("lamb_two_tensors", "lamb", dict(lr=0.05), [7, 3], None),
     ("lamb_weight_decay_zero_tensor", "lamb", dict(lr=0.05, weight_decay=0.1, beta2=0.99), [6, 4], 0.0),
+    ("lion_plain", "lion", dict(lr=0.05), [9], None),
+    ("lion_weight_decay_maximize", "lion", dict(lr=0.02, beta1=0.8, beta2=0.95, weight_decay=0.3, maximize=True),
+     [9], None),
+    ("nadam_plain", "nadam", dict(lr=0.05), [9], None),
+    ("nadam_l2_momentum_decay", "nadam", dict(lr=0.05, weight_decay=0.1, momentum_decay=0.05, beta2=0.95),
+     [9], None),
+    ("nadam_decoupled_maximize", "nadam", dict(lr=0.05, weight_decay=0.2, decoupled_weight_decay=True,
+                                              maximize=True), [9], None),
+    ("adamax_plain", "adamax", dict(lr=0.05), [9], None),
+    ("adamax_weight_decay_maximize", "adamax", dict(lr=0.05, weight_decay=0.1, beta1=0.8, eps=1e-3,
+                                                    maximize=True), [9], None),
+    ("adadelta_plain", "adadelta", dict(), [9], None),
+    ("adadelta_weight_decay_maximize", "adadelta", dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1,
+                                                        maximize=True), [9], None),
+    ("adafactor_vector", "adafactor", dict(), [9], None),
+    ("adafactor_matrix_and_vector", "adafactor", dict(lr=0.05, weight_decay=0.1), [(3, 4), 5], None),
+    ("adafactor_eps_clip_maximize", "adafactor", dict(eps=1e-3, eps2=1e-2, clip_threshold=1.5, beta2_decay=-0.5,
+                                                      maximize=True), [(4, 2), (1, 3), 2], None),
+    ("muon_matrix_and_vector", "muon", dict(lr=0.02), [(3, 4), 5], None),
+    ("muon_tall_plain_momentum", "muon", dict(lr=0.05, nesterov=False, momentum=0.9, weight_decay=0.0,
+                                              adjust_lr="match_rms_adamw"), [(5, 2), (2, 3)], None),
+    ("muon_spectral_adamw_settings", "muon", dict(lr=0.03, adjust_lr="spectral_unclamped", ns_steps=3,
+                                                  adamw_lr=0.05, adamw_weight_decay=0.0, adamw_eps=1e-3,
+                                                  maximize=True), [(2, 6), 4], None),
 ]
 
 # Gradient scale per step: large and small steps mix, so AMSGrad's running maximum differs from
@@ -188,11 +368,13 @@ def split(flat, sizes):
     return np.split(flat, np.cumsum(sizes)[:-1])
 
 
-def run_case(kind, hyper, sizes, initial, grads):
+def run_case(kind, hyper, sizes, rows, initial, grads):
     params = [p.copy() for p in split(initial, sizes)]
     per_tensor_grads = [split(g, sizes) for g in grads]
     snapshots = {}
-    for t in RULES[kind](params, per_tensor_grads, hyper):
+    steps = SHAPED_RULES[kind](params, per_tensor_grads, hyper, rows) if kind in SHAPED_RULES else \
+        RULES[kind](params, per_tensor_grads, hyper)
+    for t in steps:
         if t in CHECKPOINTS:
             snapshots[t] = np.concatenate(params)
     return snapshots
@@ -201,21 +383,29 @@ def run_case(kind, hyper, sizes, initial, grads):
 def literal(x):
     if isinstance(x, (bool, np.bool_)):
         return "true" if x else "false"
+    if isinstance(x, str):
+        return "MuonLrAdjust::" + x
     return repr(float(x))  # shortest repr round-trips exactly through strtod
+
+
+INT_FIELDS = {"ns_steps"}
 
 
 def doubles(values):
     return "{" + ", ".join(literal(v) for v in values) + "}"
 
 
-def emit_case(out, name, kind, hyper, sizes, initial, grads, snapshots):
+def emit_case(out, name, kind, hyper, sizes, rows, initial, grads, snapshots):
     out.append("    {")
     out.append(f'        ReferenceCase c;')
     out.append(f'        c.name = "{name}";')
     out.append(f"        c.options.kind = OptimizerKind::{kind};")
     for field in sorted(hyper):
-        out.append(f"        c.options.{field} = {literal(hyper[field])};")
+        value = str(hyper[field]) if field in INT_FIELDS else literal(hyper[field])
+        out.append(f"        c.options.{field} = {value};")
     out.append(f"        c.tensor_sizes = {{{', '.join(str(s) for s in sizes)}}};")
+    if any(rows):
+        out.append(f"        c.tensor_rows = {{{', '.join(str(r) for r in rows)}}};")
     out.append(f"        c.initial = {doubles(initial)};")
     for g in grads:
         out.append(f"        c.grads.push_back({doubles(g)});")
@@ -244,6 +434,7 @@ def main():
         "    const char *name = nullptr;",
         "    OptimizerOptions options; // every field the rule reads is set below",
         "    std::vector<std::size_t> tensor_sizes;",
+        "    std::vector<std::size_t> tensor_rows;    // matrices' rows, 0 for other tensors (empty: none)",
         "    std::vector<double> initial;             // all tensors, concatenated",
         "    std::vector<std::vector<double>> grads;  // one flat gradient per step",
         "    std::vector<std::pair<int, std::vector<double>>> expected; // (step, parameters after it)",
@@ -252,11 +443,13 @@ def main():
         "inline std::vector<ReferenceCase> reference_cases() {",
         "    std::vector<ReferenceCase> cases;",
     ]
-    for seed, (name, kind, overrides, sizes, last_value) in enumerate(CASES):
+    for seed, (name, kind, overrides, shapes, last_value) in enumerate(CASES):
         hyper = dict(DEFAULTS[kind], **overrides)
+        sizes = [s[0] * s[1] if isinstance(s, tuple) else s for s in shapes]
+        rows = [s[0] if isinstance(s, tuple) else 0 for s in shapes]
         initial, grads = make_inputs(1000 + seed, sizes, last_value)
-        snapshots = run_case(kind, hyper, sizes, initial, grads)
-        emit_case(out, name, kind, hyper, sizes, initial, grads, snapshots)
+        snapshots = run_case(kind, hyper, sizes, rows, initial, grads)
+        emit_case(out, name, kind, hyper, sizes, rows, initial, grads, snapshots)
     out += ["    return cases;", "}", "", "} // namespace shardopt::reference", ""]
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_values.hpp")
     with open(path, "w") as f:

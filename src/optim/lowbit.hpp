@@ -1,0 +1,122 @@
+// Low-bit optimizer state: blockwise dynamic quantization of Adam's, AdamW's and SGD's moments.
+//
+// A state array of a tensor is cut into blocks of block_elements() elements counted from the
+// tensor's first element (the GLOBAL element index, never a shard's), and each block keeps its
+// absolute maximum (a float, the scale) and one code per element: the nearest value of a fixed
+// codebook (codebooks.hpp) to element / scale. 8-bit: bitsandbytes' dynamic map, signed for the
+// first moment and unsigned for the second, 256-element blocks; 4-bit: torchao's maps (signed
+// dynamic, unsigned linear without zero), 128-element blocks. Tensors under kMinElements keep
+// full-precision state (bitsandbytes' min_8bit_size), decided from the whole tensor's count. So
+// which numbers a rank holds never depends on the strategy or the world size, and a block cut by
+// a shard boundary is quantized with the maximum over all of its parts (the engine combines
+// them across ranks, Optimizer::phase_op max).
+//
+// Ties: a value exactly on the threshold between two codes takes the code nearer zero (8-bit) or
+// the lower code (4-bit codes count the thresholds strictly below the value). element / scale is
+// computed as element * (1 / scale), with 1 / 0 taken as 0 (an all-zero block).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "codebooks.hpp"
+#include "shardopt/optim.hpp"
+
+namespace shardopt::lowbit {
+
+constexpr std::size_t kMinElements = 4096;
+constexpr std::size_t kBlock8 = 256;
+constexpr std::size_t kBlock4 = 128;
+
+// 0 for full precision.
+constexpr std::size_t block_elements(StatePrecision p) {
+    return p == StatePrecision::bits8 ? kBlock8 : p == StatePrecision::bits4 ? kBlock4 : 0;
+}
+constexpr int code_bits(StatePrecision p) { return p == StatePrecision::bits8 ? 8 : p == StatePrecision::bits4 ? 4 : 0; }
+// Whether a tensor of `elements` keeps low-bit state under precision p.
+constexpr bool quantizes(StatePrecision p, std::size_t elements) {
+    return p != StatePrecision::full && elements >= kMinElements;
+}
+
+// Bytes of one low-bit array over elements [offset, offset + count) of a tensor: the codes from
+// the first block's start, and one scale per block touched.
+std::size_t code_bytes(StatePrecision p, std::size_t offset, std::size_t count);
+std::size_t blocks_touched(StatePrecision p, std::size_t offset, std::size_t count);
+
+// The blocks of a tensor that slice boundaries at `cuts` (element offsets inside the tensor, in
+// any order) fall strictly inside: the blocks shared by two or more slices, ascending, each once.
+std::vector<std::size_t> shared_blocks(std::size_t block, const std::vector<std::size_t> &cuts);
+// Where a slice [offset, offset + count) finds its first and last block in `shared` (as
+// Segment::shared_first / shared_last: the index in `shared`, or npos when that block is whole
+// in the slice).
+struct SharedEnds {
+    std::size_t first, last;
+};
+SharedEnds shared_ends(std::size_t block, const std::vector<std::size_t> &shared, std::size_t offset,
+                       std::size_t count, std::size_t tensor_count);
+
+// --- 8-bit codes: nearest code by one table lookup ---------------------------------------------
+// |x|'s float bits, shifted right by kKeyShift, index a table of cells (24 binades from 2^-23 up
+// to 2, kKeyMantissaBits mantissa bits each) that each hold at most one threshold between codes:
+// entry = (code of the cell's low end) << 24 | (the threshold's low bits, or all ones for none).
+constexpr int kKeyMantissaBits = 7;
+constexpr int kKeyShift = 23 - kKeyMantissaBits;
+constexpr std::uint32_t kKeyLowMask = (std::uint32_t(1) << kKeyShift) - 1;
+constexpr std::uint32_t kKeyFirstBits = std::uint32_t(127 - 23) << 23; // 2^-23
+constexpr std::uint32_t kKeyBase = kKeyFirstBits >> kKeyShift;
+constexpr int kKeyCells = 24 << kKeyMantissaBits;
+
+struct Codebook8 {
+    const float *values;           // 256 codes' values, ascending
+    std::uint32_t cells[kKeyCells]; // of the non-negative half (signed: codes 127 .. 255)
+    std::uint8_t zero;              // the code of 0
+    bool is_signed;
+};
+const Codebook8 &signed8();   // first moment
+const Codebook8 &unsigned8(); // second moment
+
+inline std::uint32_t float_bits(float x) {
+    std::uint32_t b;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+// Nearest code of x (x = value / scale, in [-1, 1] up to rounding; anything else is clamped).
+inline std::uint8_t encode8(const Codebook8 &book, float x) {
+    const std::uint32_t bits = float_bits(x);
+    const std::uint32_t magnitude = bits & 0x7fffffffu;
+    std::uint32_t key = (magnitude >> kKeyShift) - kKeyBase; // wraps below 2^-23
+    const bool tiny = magnitude < kKeyFirstBits;
+    key = key < std::uint32_t(kKeyCells) ? key : std::uint32_t(kKeyCells - 1);
+    const std::uint32_t entry = book.cells[key];
+    std::uint32_t code = (entry >> 24) + ((magnitude & kKeyLowMask) > (entry & kKeyLowMask) ? 1u : 0u);
+    code = tiny ? book.zero : code;
+    if (book.is_signed && (bits >> 31)) code = code >= 254 ? 0u : 254u - code; // the mirrored half
+    return std::uint8_t(code);
+}
+
+// --- 4-bit codes: the number of thresholds below x -----------------------------------------------
+struct Codebook4 {
+    const float *values;   // 16 codes' values, ascending
+    float thresholds[15];  // (values[i] + values[i + 1]) / 2
+    float pairs[256][2];   // the values of a byte's two codes, the low nibble first
+};
+const Codebook4 &signed4();
+const Codebook4 &unsigned4();
+
+inline std::uint8_t encode4(const Codebook4 &book, float x) {
+    unsigned code = 0;
+    for (int i = 0; i < 15; ++i) code += x > book.thresholds[i] ? 1u : 0u;
+    return std::uint8_t(code);
+}
+
+// The codebooks of a precision: signed for the first moment (and SGD's momentum), unsigned for
+// the second.
+struct Books {
+    const Codebook8 *signed8 = nullptr, *unsigned8 = nullptr;
+    const Codebook4 *signed4 = nullptr, *unsigned4 = nullptr;
+};
+
+} // namespace shardopt::lowbit
