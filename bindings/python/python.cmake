@@ -7,6 +7,8 @@ so_native_module(shardopt_python ${PY_GEN}_wrap.c ${PY_PKG})
 target_link_libraries(shardopt_python PRIVATE Python3::Module)
 set_target_properties(shardopt_python PROPERTIES OUTPUT_NAME _shardopt_native PREFIX "")
 file(GLOB PY_LAYER CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/python/shardopt/*.py)
+# shardopt.torch (docs/torch.md): a subpackage, copied into the package's torch/ folder
+file(GLOB PY_TORCH_LAYER CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/python/shardopt/torch/*.py)
 add_custom_command(TARGET shardopt_python POST_BUILD
   COMMAND ${CMAKE_COMMAND} -E copy ${PY_GEN}/shardopt_native.py ${PY_LAYER} ${PY_PKG}/
   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:shardopt> ${PY_PKG}/
@@ -16,8 +18,10 @@ add_custom_command(TARGET shardopt_python POST_BUILD
 add_custom_command(OUTPUT ${PY_GEN}_layer.stamp
   COMMAND ${CMAKE_COMMAND} -E make_directory ${PY_PKG}
   COMMAND ${CMAKE_COMMAND} -E copy ${PY_LAYER} ${PY_PKG}/
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${PY_PKG}/torch
+  COMMAND ${CMAKE_COMMAND} -E copy ${PY_TORCH_LAYER} ${PY_PKG}/torch/
   COMMAND ${CMAKE_COMMAND} -E touch ${PY_GEN}_layer.stamp
-  DEPENDS ${PY_LAYER}
+  DEPENDS ${PY_LAYER} ${PY_TORCH_LAYER}
   COMMENT "Python layer into ${PY_PKG}")
 add_custom_target(shardopt_python_layer ALL DEPENDS ${PY_GEN}_layer.stamp)
 add_dependencies(shardopt_python shardopt_python_layer)
