@@ -37,7 +37,8 @@ if(SHARDOPT_BUILD_TESTS)
       list(APPEND PY_ENV SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>)
     endif()
     add_test(NAME bindings.python
-             COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
+             COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider --ignore-glob=*test_torch_*
+                     ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
     add_test(NAME samples.python_fsdp_adam
              COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/fsdp_adam.py)
     # The cross-language conformance suite (tests/bindings/conformance): every run of its table through the
@@ -60,6 +61,24 @@ if(SHARDOPT_BUILD_TESTS)
                          ENVIRONMENT "${PY_ENV}")
     set_tests_properties(samples.python_seed_example_ucx PROPERTIES LABELS "python;ucx" TIMEOUT 150
                          ENVIRONMENT "${PY_ENV}")
+    # shardopt.torch (docs/torch.md): in-memory ranks in one pytest process (torch's imports paid once), and the
+    # launches (shardopt.run and torchrun over UCX); skipped without torch
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch" RESULT_VARIABLE PY_TORCH_MISSING
+                    OUTPUT_QUIET ERROR_QUIET)
+    if(PY_TORCH_MISSING)
+      message(STATUS "shardopt bindings: shardopt.torch tests skipped (./dev deps installs torch)")
+    else()
+      set(PY_TORCH_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
+      add_test(NAME bindings.python_torch
+               COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_equivalence.py
+                       ${PY_TORCH_TESTS}/test_torch_features.py)
+      add_test(NAME bindings.python_torch_launch
+               COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_launch.py)
+      set_tests_properties(bindings.python_torch PROPERTIES LABELS "python;torch" TIMEOUT 300
+                           ENVIRONMENT "${PY_ENV}")
+      set_tests_properties(bindings.python_torch_launch PROPERTIES LABELS "python;torch;ucx" TIMEOUT 300
+                           ENVIRONMENT "${PY_ENV}")
+    endif()
   endif()
 endif()
 message(STATUS "shardopt bindings: Python ${Python3_VERSION}")

@@ -97,7 +97,30 @@ def _make_backend(backend):
         raise ValueError(f"backend must be None, 'ucx' or a shardopt CommunicationBackend, not {backend!r}")
     launched = any(k in os.environ for k in ("SHARDOPT_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
                                              "SLURM_NTASKS"))
+    if launched:
+        _torchrun_rendezvous()
     return UcxCommunicationBackend(single_process=not launched), True
+
+
+def _torchrun_rendezvous():
+    """Under torchrun the agent's TCPStore holds MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): rank 0 picks a free
+    port for the library's rendezvous and publishes it there; the run id becomes the job token."""
+    env = os.environ
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or "SHARDOPT_MASTER_PORT" in env:
+        return
+    import datetime
+    import socket
+    store = torch.distributed.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                                       timeout=datetime.timedelta(seconds=120))
+    key = f"shardopt.torch/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/port"
+    if int(env["RANK"]) == 0:
+        with socket.socket() as s:
+            s.bind((env["MASTER_ADDR"], 0))
+            store.set(key, str(s.getsockname()[1]))
+    env["SHARDOPT_MASTER_PORT"] = store.get(key).decode()
+    env.setdefault("SHARDOPT_MASTER_ADDR", env["MASTER_ADDR"])
+    if "TORCHELASTIC_RUN_ID" in env:
+        env.setdefault("SHARDOPT_JOB_TOKEN", env["TORCHELASTIC_RUN_ID"])
 
 
 def _check_same_everywhere(backend, named, dtype):
