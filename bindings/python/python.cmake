@@ -36,9 +36,11 @@ if(SHARDOPT_BUILD_TESTS)
     if(TARGET bindings_reference_f64) # the f64 reference the bit-for-bit test compares with
       list(APPEND PY_ENV SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>)
     endif()
+    # shardopt.torch's tests are bindings.python_torch's (below)
+    set(PY_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
     add_test(NAME bindings.python
-             COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider --ignore-glob=*test_torch_*
-                     ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
+             COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider --ignore=${PY_TESTS}/test_torch_equivalence.py
+                     --ignore=${PY_TESTS}/test_torch_features.py --ignore=${PY_TESTS}/test_torch_launch.py ${PY_TESTS})
     add_test(NAME samples.python_fsdp_adam
              COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/fsdp_adam.py)
     # The cross-language conformance suite (tests/bindings/conformance): every run of its table through the
