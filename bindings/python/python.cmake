@@ -7,6 +7,8 @@ so_native_module(shardopt_python ${PY_GEN}_wrap.c ${PY_PKG})
 target_link_libraries(shardopt_python PRIVATE Python3::Module)
 set_target_properties(shardopt_python PROPERTIES OUTPUT_NAME _shardopt_native PREFIX "")
 file(GLOB PY_LAYER CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/python/shardopt/*.py)
+# shardopt.torch (docs/torch.md): a subpackage, copied into the package's torch/ folder
+file(GLOB PY_TORCH_LAYER CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/python/shardopt/torch/*.py)
 add_custom_command(TARGET shardopt_python POST_BUILD
   COMMAND ${CMAKE_COMMAND} -E copy ${PY_GEN}/shardopt_native.py ${PY_LAYER} ${PY_PKG}/
   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:shardopt> ${PY_PKG}/
@@ -16,8 +18,10 @@ add_custom_command(TARGET shardopt_python POST_BUILD
 add_custom_command(OUTPUT ${PY_GEN}_layer.stamp
   COMMAND ${CMAKE_COMMAND} -E make_directory ${PY_PKG}
   COMMAND ${CMAKE_COMMAND} -E copy ${PY_LAYER} ${PY_PKG}/
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${PY_PKG}/torch
+  COMMAND ${CMAKE_COMMAND} -E copy ${PY_TORCH_LAYER} ${PY_PKG}/torch/
   COMMAND ${CMAKE_COMMAND} -E touch ${PY_GEN}_layer.stamp
-  DEPENDS ${PY_LAYER}
+  DEPENDS ${PY_LAYER} ${PY_TORCH_LAYER}
   COMMENT "Python layer into ${PY_PKG}")
 add_custom_target(shardopt_python_layer ALL DEPENDS ${PY_GEN}_layer.stamp)
 add_dependencies(shardopt_python shardopt_python_layer)
@@ -32,8 +36,11 @@ if(SHARDOPT_BUILD_TESTS)
     if(TARGET bindings_reference_f64) # the f64 reference the bit-for-bit test compares with
       list(APPEND PY_ENV SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>)
     endif()
+    # shardopt.torch's tests are bindings.python_torch's (below)
+    set(PY_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
     add_test(NAME bindings.python
-             COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
+             COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider --ignore=${PY_TESTS}/test_torch_equivalence.py
+                     --ignore=${PY_TESTS}/test_torch_features.py --ignore=${PY_TESTS}/test_torch_launch.py ${PY_TESTS})
     add_test(NAME samples.python_fsdp_adam
              COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/fsdp_adam.py)
     # The cross-language conformance suite (tests/bindings/conformance): every run of its table through the
@@ -64,6 +71,24 @@ if(SHARDOPT_BUILD_TESTS)
                        ${CMAKE_CURRENT_SOURCE_DIR}/python/tests_gpu_emulated)
       set_tests_properties(bindings.python_gpu_emulated PROPERTIES LABELS "python;gpu_emulated" TIMEOUT 120
         ENVIRONMENT "${PY_ENV};LD_PRELOAD=$<TARGET_FILE:shardopt_standin>;SHARDOPT_STANDIN_LIBRARY=$<TARGET_FILE:shardopt_standin>;SHARDOPT_TIMEOUT_MS=60000")
+    endif()
+    # shardopt.torch (docs/torch.md): in-memory ranks in one pytest process (torch's imports paid once), and the
+    # launches (shardopt.run and torchrun over UCX); skipped without torch
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch" RESULT_VARIABLE PY_TORCH_MISSING
+                    OUTPUT_QUIET ERROR_QUIET)
+    if(PY_TORCH_MISSING)
+      message(STATUS "shardopt bindings: shardopt.torch tests skipped (./dev deps installs torch)")
+    else()
+      set(PY_TORCH_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
+      add_test(NAME bindings.python_torch
+               COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_equivalence.py
+                       ${PY_TORCH_TESTS}/test_torch_features.py)
+      add_test(NAME bindings.python_torch_launch
+               COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_launch.py)
+      set_tests_properties(bindings.python_torch PROPERTIES LABELS "python;torch" TIMEOUT 300
+                           ENVIRONMENT "${PY_ENV}")
+      set_tests_properties(bindings.python_torch_launch PROPERTIES LABELS "python;torch;ucx" TIMEOUT 300
+                           ENVIRONMENT "${PY_ENV}")
     endif()
   endif()
 endif()

@@ -45,6 +45,7 @@ PKG=$BUILD/bindings/python/shardopt
 STAGE=$WORK/stage
 mkdir -p "$STAGE/shardopt"
 cp "$ROOT"/bindings/python/shardopt/*.py "$STAGE/shardopt/"
+mkdir -p "$STAGE/shardopt/torch" && cp "$ROOT"/bindings/python/shardopt/torch/*.py "$STAGE/shardopt/torch/"
 cp "$PKG/shardopt_native.py" "$PKG/_shardopt_native.so" "$STAGE/shardopt/"
 SONAME=$(cd "$PKG" && ls libshardopt.so.[0-9]* | grep -E '^libshardopt\.so\.[0-9]+$' | head -1)
 cp -L "$PKG/$SONAME" "$STAGE/shardopt/$SONAME"            # the soname the module needs, as a file

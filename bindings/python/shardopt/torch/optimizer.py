@@ -1,0 +1,418 @@
+"""ShardedOptimizer: a torch.optim.Optimizer over the library's sharded optimizer (docs/torch.md).
+
+The torch parameters' .data become views of the library's parameter memory (its flat buffer for DDP, ZeRO-1/2 and
+Local SGD; the gathered units for FSDP) and their .grad views of its gradient buckets, so backward accumulates in
+place where the library reduces. A post-accumulate-grad hook counts each bucket's gradients and, outside no_sync(),
+starts the bucket's reduction (grad_ready) as soon as its last one arrived, overlapping the rest of backward."""
+import contextlib
+import hashlib
+import math
+import os
+
+import numpy as np
+import torch
+
+from .. import shardopt_native as _n
+from .._core import set_checked
+from ..backends import CommunicationBackend, ReductionOperation, UcxCommunicationBackend
+from ..configuration import ParameterLayout, ShardingConfiguration
+from .. import optimizers as _opt
+from .. import sharding as _sh
+
+_STRATEGIES = {"ddp": _sh.DDPOptimizer, "zero1": _sh.ZeRO1Optimizer, "zero2": _sh.ZeRO2Optimizer,
+               "fsdp": _sh.FSDPOptimizer, "zero3": _sh.FSDPOptimizer, "local_sgd": _sh.LocalSGDOptimizer,
+               "localsgd": _sh.LocalSGDOptimizer}
+# name: (the layer's optimizer class, the C kind whose defaults are torch.optim's)
+_OPTIMIZERS = {"adamw": (_opt.AdamWOptimizer, _n.SHARDOPT_ADAMW), "adam": (_opt.AdamOptimizer, _n.SHARDOPT_ADAM),
+               "sgd": (_opt.StochasticGradientDescentOptimizer, _n.SHARDOPT_SGD),
+               "rmsprop": (_opt.RootMeanSquarePropagationOptimizer, _n.SHARDOPT_RMSPROP),
+               "adagrad": (_opt.AdagradOptimizer, _n.SHARDOPT_ADAGRAD), "lamb": (_opt.LambOptimizer, _n.SHARDOPT_LAMB)}
+# torch's hyperparameter name: (the layer's setting, the C field of torch's default)
+_HYPER = {"weight_decay": ("weight_decay", "weight_decay"), "momentum": ("momentum", "momentum"),
+          "dampening": ("dampening", "dampening"), "nesterov": ("nesterov", "nesterov"),
+          "eps": ("epsilon", "eps"), "amsgrad": ("amsgrad", "amsgrad"), "alpha": ("decay", "alpha"),
+          "centered": ("centered", "centered"), "maximize": ("maximize", "maximize"),
+          "lr_decay": ("learning_rate_decay", "lr_decay"),
+          "initial_accumulator_value": ("initial_accumulator_value", "initial_accumulator_value")}
+_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _params_of(module_or_params):
+    """[(name, parameter)] and the param group's own hyperparameters, checked: leaves, no parameter twice."""
+    group = {}
+    if isinstance(module_or_params, torch.nn.Module):
+        named = list(module_or_params.named_parameters(remove_duplicate=False))
+    else:
+        items = list(module_or_params)
+        if items and isinstance(items[0], dict):
+            if len(items) != 1:
+                raise ValueError("shardopt.torch.ShardedOptimizer takes one parameter group (the library has one "
+                                 f"learning rate and one set of hyperparameters per optimizer), not {len(items)}")
+            group = dict(items[0])
+            items = list(group.pop("params"))
+            items = [items] if isinstance(items, torch.Tensor) else items
+        named = [(f"param{i}", p) for i, p in enumerate(items)]
+    seen, out = {}, []
+    for name, p in named:
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"parameter '{name}' is a {type(p).__name__}, not a torch.Tensor")
+        if id(p) in seen:
+            raise ValueError(f"parameter '{name}' is the same tensor as '{seen[id(p)]}' (shared between modules): "
+                             "shardopt keeps one copy of each parameter in its flat buffer, so a tied weight must be "
+                             "registered once (tie it in forward instead)")
+        seen[id(p)] = name
+        if p.requires_grad:
+            out.append((name, p))
+    if not out:
+        raise ValueError("no parameters that require grad were given")
+    storages = {}
+    for name, p in out:
+        if not p.is_leaf:
+            raise ValueError(f"parameter '{name}' is not a leaf tensor (it was computed from others: grad_fn "
+                             f"{type(p.grad_fn).__name__}); pass the leaves (nn.Parameter) the model is built from")
+        if p.device.type != "cpu":
+            raise ValueError(f"parameter '{name}' is on {p.device}: shardopt.torch takes CPU tensors (CUDA tensors "
+                             "wait for the DLPack support of the GPU-bindings issue); move the model with .cpu()")
+        if p.is_sparse or p.layout != torch.strided:
+            raise ValueError(f"parameter '{name}' has layout {p.layout}: dense (strided) tensors only")
+        if p.dtype not in _DTYPES:
+            raise ValueError(f"parameter '{name}' is {p.dtype}: float32 or float64 only")
+        if not p.numel():
+            raise ValueError(f"parameter '{name}' has no elements")
+        key = p.untyped_storage().data_ptr()
+        if key in storages:
+            raise ValueError(f"parameters '{storages[key]}' and '{name}' share memory (one is a view of the other): "
+                             "each parameter must own its storage")
+        storages[key] = name
+    dtypes = {p.dtype for _, p in out}
+    if len(dtypes) != 1:
+        raise ValueError(f"the parameters mix {sorted(map(str, dtypes))}: one element type per optimizer")
+    return out, group
+
+
+def _make_backend(backend):
+    if isinstance(backend, CommunicationBackend):
+        return backend, False
+    if backend not in (None, "ucx"):
+        raise ValueError(f"backend must be None, 'ucx' or a shardopt CommunicationBackend, not {backend!r}")
+    launched = any(k in os.environ for k in ("SHARDOPT_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                             "SLURM_NTASKS"))
+    if launched:
+        _torchrun_rendezvous()
+    return UcxCommunicationBackend(single_process=not launched), True
+
+
+def _torchrun_rendezvous():
+    """Under torchrun the agent's TCPStore holds MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): rank 0 picks a free
+    port for the library's rendezvous and publishes it there; the run id becomes the job token."""
+    env = os.environ
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or "SHARDOPT_MASTER_PORT" in env:
+        return
+    import datetime
+    import socket
+    store = torch.distributed.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                                       timeout=datetime.timedelta(seconds=120))
+    key = f"shardopt.torch/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/port"
+    if int(env["RANK"]) == 0:
+        with socket.socket() as s:
+            s.bind((env["MASTER_ADDR"], 0))
+            store.set(key, str(s.getsockname()[1]))
+    env["SHARDOPT_MASTER_PORT"] = store.get(key).decode()
+    env.setdefault("SHARDOPT_MASTER_ADDR", env["MASTER_ADDR"])
+    if "TORCHELASTIC_RUN_ID" in env:
+        env.setdefault("SHARDOPT_JOB_TOKEN", env["TORCHELASTIC_RUN_ID"])
+
+
+def _check_same_everywhere(backend, named, dtype):
+    """MismatchError-like ValueError when the ranks' parameters differ in names, shapes or dtype."""
+    if backend.world_size == 1:
+        return
+    h = hashlib.sha256(repr([(n, tuple(p.shape)) for n, p in named] + [str(dtype)]).encode()).digest()
+    mine = np.array([int.from_bytes(h[:6], "little"), len(named), sum(p.numel() for _, p in named)], np.float64)
+    lo, hi = backend.all_reduce(mine.copy(), ReductionOperation.MIN), backend.all_reduce(mine.copy(),
+                                                                                        ReductionOperation.MAX)
+    if not np.array_equal(lo, hi):
+        raise ValueError(f"the model's parameters differ across ranks: rank {backend.rank} has {len(named)} tensors "
+                         f"of {int(mine[2])} elements ({dtype}), and the ranks' names, shapes or dtypes differ "
+                         f"(tensors {int(lo[1])}..{int(hi[1])}, elements {int(lo[2])}..{int(hi[2])}): every rank must "
+                         "build the same model")
+
+
+class ShardedOptimizer(torch.optim.Optimizer):
+    """ShardedOptimizer(module_or_params, optimizer="adamw", lr=1e-3, strategy="zero2", backend=None, **options)
+
+    module_or_params: an nn.Module (its parameters that require grad), an iterable of parameters, or one param
+    group dict. optimizer: adamw, adam, sgd, rmsprop, adagrad, lamb (torch.optim's formulas and defaults);
+    hyperparameters as torch names them (betas, eps, weight_decay, momentum, nesterov, ...). strategy: ddp, zero1,
+    zero2, fsdp (zero3), local_sgd. backend: None (UCX from the launcher's environment, or a world of one), "ucx",
+    or a shardopt CommunicationBackend (InMemoryCommunicationBackend: ranks as threads). Other options:
+    max_grad_norm (global-norm clipping across shards at each step), bucket_cap_mb (25), overlap (start each
+    bucket's reduction during backward; True), compression ("int8", "top_k", ...), and any field of the library's
+    sharding options (update_threads, local_sgd_period, ...). Collective: every rank constructs it alike."""
+
+    def __init__(self, module_or_params, optimizer="adamw", lr=1e-3, strategy="zero2", backend=None, *,
+                 betas=None, max_grad_norm=0.0, bucket_cap_mb=25, overlap=True, compression=None, **options):
+        named, group = _params_of(module_or_params)
+        if optimizer not in _OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {optimizer!r} (one of {', '.join(_OPTIMIZERS)})")
+        if strategy not in _STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(_STRATEGIES)})")
+        lr = group.pop("lr", lr)
+        betas = group.pop("betas", betas)
+        hyper = {k: options.pop(k) for k in list(options) if k in _HYPER}
+        hyper.update({k: group.pop(k) for k in list(group) if k in _HYPER})
+        if group:
+            raise TypeError(f"unknown param group keys {sorted(group)}")
+        cls, kind = _OPTIMIZERS[optimizer]
+        torch_defaults = _n.shardopt_optimizer_options()
+        _n.shardopt_optimizer_options_defaults(kind, torch_defaults)
+        settings = {setting: hyper.get(name, getattr(torch_defaults, field))
+                    for name, (setting, field) in _HYPER.items()}
+        if betas is None:
+            betas = (torch_defaults.beta1, torch_defaults.beta2)
+        settings["beta1"], settings["beta2"] = float(betas[0]), float(betas[1])
+        wrapped = cls(learning_rate=float(lr), **settings)
+
+        self._backend, self._own_backend = _make_backend(backend)
+        self._dtype = next(iter(named))[1].dtype
+        _check_same_everywhere(self._backend, named, self._dtype)
+        self._np_dtype = np.dtype(_DTYPES[self._dtype])
+
+        # backward order (as DDP buckets): the last layer's gradients come first
+        order = list(reversed(named))
+        layout = ParameterLayout(self._np_dtype)
+        for name, p in order:
+            if p.dim() == 2:
+                layout.add_matrix(name, p.shape[0], p.shape[1])
+            else:
+                layout.add(name, p.numel())
+        config = ShardingConfiguration(self._backend)
+        group_elems = max(1, int(bucket_cap_mb * 2 ** 20) // self._np_dtype.itemsize)
+        config.minimum_parameter_group_size = group_elems
+        if max_grad_norm:
+            config.max_grad_norm = float(max_grad_norm)
+        if compression is not None:
+            config.enable_gradient_compression = True
+            config.gradient_compression = compression
+        total = sum(p.numel() for _, p in named)
+        # every bucket may be open at once (backward fills them in any order; no_sync keeps them open)
+        staging = len(named) + math.ceil(total / group_elems) + 1
+        options.setdefault("staging_buffers", staging)
+        for field, value in options.items():
+            public = getattr(ShardingConfiguration, field, None)
+            if isinstance(public, property) or hasattr(public, "__set__"):
+                setattr(config, field, value)
+            elif hasattr(config._s, field) and field not in ("struct_size", "strategy", "memory", "cuda_stream"):
+                set_checked(config._s, field, value, field, _n.shardopt_sharding_options_validate_strict)
+            else:
+                raise TypeError(f"unknown option {field!r}")
+
+        initial = np.concatenate([p.detach().reshape(-1).numpy().astype(self._np_dtype, copy=False)
+                                  for _, p in order]) if order else None
+        self._so = _STRATEGIES[strategy](wrapped, config, layout=layout, initial=initial)
+        # the layer keeps (layout, initial) for its reset(), which this class does not offer: a copy of every
+        # parameter (400 MB per rank at 100M f32) freed here
+        self._so._init, initial = None, None
+        layout.close()
+        self._strategy, self._fsdp = strategy, _STRATEGIES[strategy] is _sh.FSDPOptimizer
+        self._order, self._max_grad_norm = order, float(max_grad_norm)
+        self._tensor_of = {id(p): t for t, (_, p) in enumerate(order)}
+        self._bucket_of = [self._so.tensor_bucket(t) for t in range(len(order))]
+        self._per_bucket = np.bincount(self._bucket_of, minlength=self._so.bucket_count).tolist()
+        self._overlap, self._no_sync_depth, self._last = bool(overlap), 0, None
+        self._lr_set = float(lr)
+        self._grad_views, self._gathered = [None] * len(order), False
+        params = [p for _, p in named]
+        super().__init__([{"params": params, "lr": float(lr), "betas": tuple(betas), **hyper}],
+                         {"lr": float(lr)})
+        self._bind_parameters()
+        self._begin()
+        self._hooks = [p.register_post_accumulate_grad_hook(self._grad_accumulated) for _, p in order]
+
+    # ---- views of library memory ----
+    def _view(self, address, count, shape):
+        """A torch tensor over `count` elements of library memory at `address`; it keeps the native optimizer
+        alive (the layer's NativeArray holds its owner)."""
+        return torch.from_numpy(self._so._view(address, count).view(np.ndarray)).view(shape)
+
+    def _bind_parameters(self):
+        """p.data = a view of the library's parameters (FSDP: of the gathered units, gathered here)."""
+        so = self._so
+        if self._fsdp and not self._gathered:
+            for b in range(so.bucket_count):
+                _n.shardopt_optimizer_gather(so._h, b)
+            self._gathered = True
+        for t, (_, p) in enumerate(self._order):
+            address = _n.shardopt_optimizer_tensor_parameters(so._h, t)
+            if p.data.data_ptr() != address or not p.data.is_contiguous():
+                p.data = self._view(address, p.numel(), p.shape)
+
+    def _release_units(self):
+        if self._fsdp and self._gathered:
+            for b in range(self._so.bucket_count):
+                _n.shardopt_optimizer_release(self._so._h, b)
+            self._gathered = False
+
+    def _begin(self):
+        """A new micro-step in the library: its buckets opened (zeroed), the grad views bound to them."""
+        so = self._so
+        so.zero_grad()
+        for b in range(so.bucket_count):
+            _n.shardopt_optimizer_bucket_grad(so._h, b)
+        for t, (_, p) in enumerate(self._order):
+            address, count = _n.shardopt_optimizer_tensor_grad(so._h, t)
+            v = self._grad_views[t]
+            if v is None or v.data_ptr() != address:
+                self._grad_views[t] = self._view(address, count, p.shape)
+            if p.grad is not None:
+                p.grad = self._grad_views[t]
+        self._arrived = [0] * so.bucket_count
+        self._ready = [False] * so.bucket_count
+        self._fresh = True
+
+    def _grad_accumulated(self, p):  # post-accumulate-grad hook: p.grad holds this backward's sum
+        t = self._tensor_of[id(p)]
+        view, b = self._grad_views[t], self._bucket_of[t]
+        if self._ready[b]:
+            raise RuntimeError(f"a second backward reached parameter '{self._order[t][0]}' after its bucket's "
+                               "reduction started: call step() (or zero_grad()) between backward passes, or run "
+                               "the earlier ones under optimizer.no_sync()")
+        self._fresh = False
+        if p.grad is not view:
+            if p.grad.data_ptr() != view.data_ptr():
+                view.copy_(p.grad)  # the first gradient after zero_grad(set_to_none=True)
+            p.grad = view
+        if self._overlap and not self._no_sync_depth:
+            self._arrived[b] += 1
+            if self._arrived[b] == self._per_bucket[b]:
+                self._ready[b] = True
+                self._so.grad_ready(b)
+
+    # ---- torch.optim.Optimizer ----
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside accumulate gradients in place with no communication (torch DDP's no_sync);
+        the next backward outside it starts the reductions of the summed gradients."""
+        self._no_sync_depth += 1
+        try:
+            yield
+        finally:
+            self._no_sync_depth -= 1
+
+    def zero_grad(self, set_to_none=True):
+        if not self._fresh:
+            self._begin()
+        for t, (_, p) in enumerate(self._order):
+            p.grad = None if set_to_none else self._grad_views[t]
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Collective: one step of the library's optimizer (reduction of the buckets not yet started, the update
+        of this rank's part, the parameter gather). Returns the closure's loss when one is given."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        lr = float(self.param_groups[0]["lr"])
+        if lr != self._lr_set:
+            self._so.learning_rate = self._lr_set = lr
+        for t, (_, p) in enumerate(self._order):  # gradients the user set by hand
+            g, view = p.grad, self._grad_views[t]
+            if g is not None and g is not view and g.data_ptr() != view.data_ptr():
+                if self._ready[self._bucket_of[t]]:
+                    raise RuntimeError(f"parameter '{self._order[t][0]}': its gradient was replaced after its "
+                                       "bucket's reduction started")
+                view.copy_(g.reshape(view.shape))
+        self._release_units()
+        self._last = self._so.step()
+        self._bind_parameters()
+        self._begin()
+        return loss
+
+    def clip_grad_norm_(self, max_norm, norm_type=2.0):
+        """Global-norm clipping across shards happens inside step() (the library computes the norm of the averaged
+        gradient over every shard): pass max_grad_norm= at construction. Kept for torch's idiom: checks that
+        max_norm is that value; returns the norm (before clipping) of the last step's gradient, or None."""
+        if float(norm_type) != 2.0:
+            raise ValueError("shardopt clips by the global 2-norm only")
+        if float(max_norm) != self._max_grad_norm:
+            raise ValueError(f"clip_grad_norm_({max_norm}): this optimizer clips at max_grad_norm="
+                             f"{self._max_grad_norm or None} in step(), across shards; pass max_grad_norm="
+                             f"{max_norm} when constructing it")
+        return None if self._last is None else torch.tensor(self._last.grad_norm)
+
+    @property
+    def last_step(self):
+        """The library's StepResult of the last step (grad_norm, applied, skipped_nonfinite, timings, bytes)."""
+        return self._last
+
+    # ---- checkpoints: the library's (reshardable to any world size and strategy) ----
+    def state_dict(self):
+        """Collective: the consolidated checkpoint (the same bytes on every rank, loadable at any world size and
+        strategy) with torch's param_groups; torch.save writes it."""
+        groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
+        for g in groups:
+            g["params"] = list(range(len(self._order)))
+        return {"state": {}, "param_groups": groups,
+                "shardopt": {"checkpoint": bytes(self._so.serialize()), "world_size": self._backend.world_size,
+                             "strategy": self._strategy, "names": [n for n, _ in reversed(self._order)]}}
+
+    def load_state_dict(self, state_dict):
+        """Collective: loads state_dict()'s checkpoint, saved at any world size and strategy."""
+        so_state = state_dict.get("shardopt") if isinstance(state_dict, dict) else None
+        if not so_state or "checkpoint" not in so_state:
+            raise ValueError("not a shardopt.torch state_dict (it has no 'shardopt' checkpoint): load a plain "
+                             "torch.optim state_dict into a torch optimizer")
+        self._release_units()
+        self._so.deserialize(so_state["checkpoint"])
+        for g, saved in zip(self.param_groups, state_dict.get("param_groups", [])):
+            g.update({k: v for k, v in saved.items() if k != "params"})
+        self._lr_set = None
+        self._bind_parameters()
+        self._begin()
+
+    def save(self, path, consolidated=False):
+        """Collective: the library's checkpoint directory (every rank its shard, or one consolidated file)."""
+        self._release_units()
+        self._so.save_model(path, consolidated)
+        self._bind_parameters()
+
+    def load(self, path):
+        """Collective: loads a checkpoint directory of either form, saved at any world size and strategy."""
+        self._release_units()
+        self._so.load_model(path)
+        self.param_groups[0]["lr"] = self._lr_set = self._so.learning_rate
+        self._bind_parameters()
+        self._begin()
+
+    # ---- the rest ----
+    rank = property(lambda self: self._backend.rank)
+    world_size = property(lambda self: self._backend.world_size)
+    backend = property(lambda self: self._backend)
+    memory_stats = lambda self: self._so.memory_stats()  # noqa: E731
+
+    def close(self):
+        """Detaches the parameters (copies of their values) and frees the library's optimizer."""
+        if getattr(self, "_so", None) is None:
+            return
+        for h in self._hooks:
+            h.remove()
+        with torch.no_grad():
+            for _, p in self._order:
+                p.data = p.data.clone()
+                p.grad = None
+        self._release_units()
+        self._so.close()
+        self._so = None
+        if self._own_backend:
+            self._backend.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"shardopt.torch.ShardedOptimizer({self._strategy}, {len(self._order)} tensors, "
+                f"rank {self.rank} of {self.world_size}, lr {self.param_groups[0]['lr']})")

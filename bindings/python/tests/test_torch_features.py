@@ -1,0 +1,220 @@
+"""shardopt.torch's idioms (docs/torch.md): zero-copy parameters and gradients, an LR scheduler, no_sync()
+accumulation, clipping across shards, state_dict saved at 4 ranks and loaded at 2, and the errors at construction."""
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import shardopt as so  # noqa: E402
+from shardopt.torch import ShardedOptimizer  # noqa: E402
+from torch_cases import (loaded, loss_fn, make_data, make_model, relative_errors, run_ranks, saved,  # noqa: E402
+                         shard_of, torch_reference, train_ranks)
+
+LR = dict(lr=1e-2, weight_decay=0.01)
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    return make_model("mlp"), make_data("mlp")
+
+
+def close_to(got, want, tol=1e-6):
+    errors = relative_errors(got, want)
+    assert max(errors) <= tol, errors
+
+
+def test_parameters_and_gradients_are_views_of_library_memory(mlp):
+    template, (x, y) = mlp
+
+    def body(backend):
+        model = copy.deepcopy(template)
+        opt = ShardedOptimizer(model, "adamw", strategy="zero2", backend=backend, **LR)
+        params = list(model.parameters())
+        flat = opt._so.parameters  # the library's flat buffer (padded)
+        lo, hi = flat.ctypes.data, flat.ctypes.data + flat.nbytes
+        assert all(lo <= p.data_ptr() < hi for p in params), "parameters are not views of the library's buffer"
+        assert all(p.grad is None for p in params)
+        opt.zero_grad(set_to_none=False)
+        assert all(p.grad is not None and not p.grad.any() for p in params)
+        loss_fn(model, shard_of(x[0], backend.rank, 2), shard_of(y[0], backend.rank, 2)).backward()
+        addresses = [p.grad.data_ptr() for p in params]
+        assert addresses == [opt._grad_views[opt._tensor_of[id(p)]].data_ptr() for p in params]
+        before = [p.detach().clone() for p in params]
+        opt.step()
+        assert all(not torch.equal(a, b) for a, b in zip(before, params))  # updated in place, seen by torch
+        opt.zero_grad()
+        assert all(p.grad is None for p in params)
+        opt.close()
+        assert all(p.grad is None for p in params) and torch.isfinite(params[0]).all()  # a copy survives
+    run_ranks(2, body)
+
+
+def test_lr_scheduler(mlp):
+    template, data = mlp
+    sched = lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)  # noqa: E731
+    want = torch_reference(template, data, scheduler=sched, world_size=2, **LR)
+    for got in train_ranks(template, data, 2, "zero2", scheduler=sched, **LR):
+        close_to(got, want)
+
+
+def test_no_sync_accumulation(mlp):
+    """Two micro-batches per step, the first under no_sync(): torch DDP's gradient accumulation."""
+    template, (x, y) = mlp
+    steps, world = 10, 2
+    ref = copy.deepcopy(template)
+    ref_opt = torch.optim.AdamW(ref.parameters(), **LR)
+    params = list(ref.parameters())
+    for s in range(steps):  # the average over ranks of the sum over each rank's micro-batches
+        ref_opt.zero_grad()
+        total = None
+        for r in range(world):
+            rank_x, rank_y = shard_of(x[s], r, world), shard_of(y[s], r, world)
+            loss = loss_fn(ref, rank_x[:8], rank_y[:8]) + loss_fn(ref, rank_x[8:], rank_y[8:])
+            g = torch.autograd.grad(loss, params)
+            total = list(g) if total is None else [a + b for a, b in zip(total, g)]
+        for p, g in zip(params, total):
+            p.grad = g / world
+        ref_opt.step()
+
+    def body(backend):
+        model = copy.deepcopy(template)
+        opt = ShardedOptimizer(model, "adamw", strategy="zero2", backend=backend, bucket_cap_mb=0.004, **LR)
+        r = backend.rank
+        for s in range(steps):
+            opt.zero_grad()
+            rank_x, rank_y = shard_of(x[s], r, world), shard_of(y[s], r, world)
+            with opt.no_sync():
+                loss_fn(model, rank_x[:8], rank_y[:8]).backward()
+            loss_fn(model, rank_x[8:], rank_y[8:]).backward()
+            opt.step()
+        return [p.detach().clone() for p in model.parameters()]
+    for got in run_ranks(world, body):
+        close_to(got, [p.detach() for p in params])
+
+
+def test_backward_twice_without_no_sync_is_an_error(mlp):
+    template, (x, y) = mlp
+
+    def body(backend):
+        model = copy.deepcopy(template)
+        opt = ShardedOptimizer(model, "adamw", strategy="ddp", backend=backend, **LR)
+        loss_fn(model, x[0], y[0]).backward()
+        with pytest.raises(RuntimeError, match="no_sync"):
+            loss_fn(model, x[1], y[1]).backward()
+        opt.zero_grad()  # starts over
+        loss_fn(model, x[1], y[1]).backward()
+        opt.step()
+    run_ranks(2, body)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_clipping_across_shards(mlp, strategy):
+    template, data = mlp
+    want = torch_reference(template, data, clip=0.05, world_size=2, **LR)
+    x, y = data
+
+    def body(backend):
+        model = copy.deepcopy(template)
+        opt = ShardedOptimizer(model, "adamw", strategy=strategy, backend=backend, max_grad_norm=0.05,
+                               bucket_cap_mb=0.004, **LR)
+        norms = []
+        for s in range(20):
+            opt.zero_grad()
+            loss_fn(model, shard_of(x[s], backend.rank, 2), shard_of(y[s], backend.rank, 2)).backward()
+            opt.clip_grad_norm_(0.05)
+            opt.step()
+            norms.append(opt.last_step.grad_norm)
+        with pytest.raises(ValueError, match="max_grad_norm"):
+            opt.clip_grad_norm_(1.0)
+        assert min(norms) > 0.05  # every step was clipped
+        return [p.detach().clone() for p in model.parameters()]
+    for got in run_ranks(2, body):
+        close_to(got, want)
+
+
+def test_state_dict_saved_at_4_loaded_at_2(mlp, tmp_path):
+    """ZeRO-2 at 4 ranks for 10 steps, its state_dict through torch.save; FSDP at 2 ranks loads it and trains 10
+    more: torch's 20 steps. The library's sharded checkpoint directory the same way (save() / load())."""
+    template, data = mlp
+    x, y = data
+    want = torch_reference(template, data, **LR)
+    fresh = make_model("mlp", seed=7)  # loading replaces these parameters
+
+    def first(backend):
+        model = copy.deepcopy(template)
+        opt = ShardedOptimizer(model, "adamw", strategy="zero2", backend=backend, **LR)
+        for s in range(10):
+            opt.zero_grad()
+            loss_fn(model, shard_of(x[s], backend.rank, 4), shard_of(y[s], backend.rank, 4)).backward()
+            opt.step()
+        state = opt.state_dict()
+        opt.save(tmp_path / "ckpt")
+        return saved(state)
+    blob = run_ranks(4, first)[0]
+
+    def second(use_dir):
+        def body(backend):
+            model = copy.deepcopy(fresh)
+            opt = ShardedOptimizer(model, "adamw", strategy="fsdp", backend=backend, lr=0.5)
+            if use_dir:
+                opt.load(tmp_path / "ckpt")
+            else:
+                opt.load_state_dict(loaded(blob))
+            assert opt.param_groups[0]["lr"] == LR["lr"]
+            for s in range(10, 20):
+                opt.zero_grad()
+                loss_fn(model, shard_of(x[s], backend.rank, 2), shard_of(y[s], backend.rank, 2)).backward()
+                opt.step()
+            return [p.detach().clone() for p in model.parameters()]
+        return run_ranks(2, body)
+    for use_dir in (False, True):
+        for got in second(use_dir):
+            close_to(got, want, 1e-4)  # 4 then 2 ranks: the gradient averages round as their slices do
+
+
+# ---- bad input: a clear error at construction ----
+def one_rank(fn):
+    return run_ranks(1, fn)[0]
+
+
+def test_non_leaf_parameter():
+    w = torch.nn.Parameter(torch.ones(3))
+    with pytest.raises(ValueError, match="not a leaf"):
+        one_rank(lambda b: ShardedOptimizer([w * 2], backend=b))
+
+
+def test_shared_parameter():
+    a = torch.nn.Linear(4, 4)
+    model = torch.nn.Sequential(a, torch.nn.Tanh(), torch.nn.Linear(4, 4))
+    model[2].weight = a.weight
+    with pytest.raises(ValueError, match="'2.weight' is the same tensor as '0.weight' .shared between modules"):
+        one_rank(lambda b: ShardedOptimizer(model, backend=b))
+    with pytest.raises(ValueError, match="share memory"):
+        base = torch.zeros(8)
+        one_rank(lambda b: ShardedOptimizer([torch.nn.Parameter(base[:4]), torch.nn.Parameter(base[4:])],
+                                            backend=b))
+
+
+def test_parameters_differing_across_ranks():
+    def body(backend):
+        model = torch.nn.Linear(4, 4 + backend.rank)
+        with pytest.raises(ValueError, match="differ across ranks"):
+            ShardedOptimizer(model, backend=backend)
+    run_ranks(2, body)
+
+
+def test_tensor_on_another_device_and_other_mistakes():
+    meta = torch.nn.Linear(4, 4, device="meta")
+    with pytest.raises(ValueError, match="is on meta.*CPU tensors"):
+        one_rank(lambda b: ShardedOptimizer(meta, backend=b))
+    mixed = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2).double())
+    with pytest.raises(ValueError, match="mix"):
+        one_rank(lambda b: ShardedOptimizer(mixed, backend=b))
+    with pytest.raises(ValueError, match="one parameter group"):
+        one_rank(lambda b: ShardedOptimizer([{"params": [torch.nn.Parameter(torch.ones(2))]},
+                                             {"params": [torch.nn.Parameter(torch.ones(2))]}], backend=b))
+    with pytest.raises(ValueError, match="unknown strategy"):
+        one_rank(lambda b: ShardedOptimizer(torch.nn.Linear(2, 2), strategy="zero4", backend=b))
+    with pytest.raises(so.InvalidArgumentError, match="update_threads"):
+        one_rank(lambda b: ShardedOptimizer(torch.nn.Linear(2, 2), backend=b, update_threads=-1))

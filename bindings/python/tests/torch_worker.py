@@ -1,0 +1,26 @@
+"""One rank of test_torch_launch.py, under `python -m shardopt.run -n N` or torchrun: shardopt.torch over UCX
+(backend=None: the launcher's environment), ZeRO-2 on the MLP, against torch.optim.AdamW computed here."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+
+from shardopt.torch import ShardedOptimizer  # noqa: E402
+from torch_cases import loss_fn, make_data, make_model, relative_errors, shard_of, torch_reference  # noqa: E402
+
+strategy = sys.argv[1] if len(sys.argv) > 1 else "zero2"
+template, (x, y) = make_model("mlp"), make_data("mlp")
+model = make_model("mlp")
+opt = ShardedOptimizer(model, "adamw", lr=1e-2, strategy=strategy, bucket_cap_mb=0.004)
+rank, world = opt.rank, opt.world_size
+assert world == int(os.environ.get("SHARDOPT_WORLD_SIZE", os.environ.get("WORLD_SIZE", "0"))), world
+for s in range(20):
+    opt.zero_grad()
+    loss_fn(model, shard_of(x[s], rank, world), shard_of(y[s], rank, world)).backward()
+    opt.step()
+want = torch_reference(template, (x, y), world_size=world, lr=1e-2)
+errors = relative_errors([p.detach() for p in model.parameters()], want)
+assert max(errors) <= 1e-6, errors
+print(f"torch ok rank {rank} of {world} {strategy} max relative error {max(errors):.2e}", flush=True)
+opt.close()
