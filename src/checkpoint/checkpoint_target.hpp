@@ -79,6 +79,8 @@ class CheckpointTarget {
 // world; see sharded_optimizer.hpp for the contract).
 void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form);
 std::vector<unsigned char> serialize(CheckpointTarget &target);
+// The same bytes, in order, into `sink` on each rank that passes one (consolidated.hpp).
+void serialize(CheckpointTarget &target, ByteSink *sink);
 // From the directory or manifest `dir`, or from `bytes` when not null (serialize()'s bytes).
 void load(CheckpointTarget &target, const std::string &dir, const void *bytes, std::size_t size);
 void deserialize(CheckpointTarget &target, const void *data, std::size_t size);

@@ -45,33 +45,40 @@ std::uint64_t get_uint(const ByteSource &source, const nlohmann::json &j, const 
 
 } // namespace
 
-std::uint64_t write_container(ByteSink &sink, nlohmann::json header, const std::vector<SegmentData> &segments) {
-    nlohmann::json records = nlohmann::json::array();
-    std::uint64_t data_offset = 0;
-    for (const auto &s : segments) {
-        records.push_back({{"part", s.part},
-                           {"tensor", s.tensor},
-                           {"offset", s.offset},
-                           {"count", s.count},
-                           {"data_offset", data_offset},
-                           {"bytes", std::uint64_t(s.bytes)},
-                           {"xxh3", hex64(xxh3(s.data, s.bytes))}});
-        data_offset += s.bytes;
-    }
-    header["segments"] = std::move(records);
-    header["data_bytes"] = data_offset;
+std::string container_head(nlohmann::json header, const std::vector<SegmentRecord> &records, std::uint64_t data_bytes) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto &r : records)
+        list.push_back({{"part", r.part},
+                        {"tensor", r.tensor},
+                        {"offset", r.offset},
+                        {"count", r.count},
+                        {"data_offset", r.data_offset},
+                        {"bytes", r.bytes},
+                        {"xxh3", hex64(r.xxh3)}});
+    header["segments"] = std::move(list);
+    header["data_bytes"] = data_bytes;
     const std::string text = header.dump();
-    unsigned char pre[kPreambleBytes];
+    std::string out(kPreambleBytes, '\0');
+    auto *pre = reinterpret_cast<unsigned char *>(out.data());
     std::memcpy(pre, kMagic, 8);
     put_u32(pre + 8, kFormatVersion);
     put_u32(pre + 12, 0);
     put_u64(pre + 16, text.size());
-    const std::uint64_t header_hash = xxh3(text.data(), text.size());
-    put_u64(pre + 24, header_hash);
-    sink.write(pre, sizeof pre);
-    sink.write(text.data(), text.size());
+    put_u64(pre + 24, xxh3(text.data(), text.size()));
+    return out + text;
+}
+
+std::uint64_t write_container(ByteSink &sink, nlohmann::json header, const std::vector<SegmentData> &segments) {
+    std::vector<SegmentRecord> records;
+    std::uint64_t data_offset = 0;
+    for (const auto &s : segments) {
+        records.push_back({s.part, s.tensor, s.offset, s.count, data_offset, std::uint64_t(s.bytes), xxh3(s.data, s.bytes)});
+        data_offset += s.bytes;
+    }
+    const std::string head = container_head(std::move(header), records, data_offset);
+    sink.write(head.data(), head.size());
     for (const auto &s : segments) sink.write(s.data, s.bytes);
-    return header_hash;
+    return get_u64(reinterpret_cast<const unsigned char *>(head.data()) + 24);
 }
 
 Container read_container(const ByteSource &source) {

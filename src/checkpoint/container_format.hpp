@@ -54,6 +54,12 @@ struct SegmentData {
 std::string hex64(std::uint64_t v);
 std::uint64_t xxh3(const void *data, std::size_t n);
 
+// The preamble and header of a container whose segments are `records` (data_offset, bytes and
+// xxh3 as given), data_bytes long: what comes before the data. With every xxh3 = 0 it has the
+// length it will have with the real checksums (fixed-width hex), so writers can place the data
+// before the checksums are known.
+std::string container_head(nlohmann::json header, const std::vector<SegmentRecord> &records, std::uint64_t data_bytes);
+
 // Writes one container: header (the caller's fields plus "segments" and "data_bytes") then the
 // segments' bytes. Returns the XXH3 of the header written.
 std::uint64_t write_container(ByteSink &sink, nlohmann::json header, const std::vector<SegmentData> &segments);

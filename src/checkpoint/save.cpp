@@ -1,14 +1,14 @@
-// save(): the consolidated form (serialize()'s bytes as the manifest file, the parameters again as
-// safetensors), or the sharded form in the parts an asynchronous save runs apart (every rank its
+// save(): the consolidated form (consolidated.hpp: the one file and the parameters again as
+// safetensors, each rank writing its own ranges), or the sharded form in the parts an asynchronous save runs apart (every rank its
 // shard file, then rank 0 the manifest that makes the checkpoint exist).
+#include <cstdlib>
 #include <cstring>
 
 #include "atomic_file.hpp"
 #include "checkpoint_target.hpp"
 #include "collective_errors.hpp"
+#include "consolidated.hpp"
 #include "container_format.hpp"
-#include "resharding.hpp"
-#include "safetensors_writer.hpp"
 #include "stage_layouts.hpp"
 #include "target_manifest.hpp"
 #include "shardopt/error.hpp"
@@ -33,7 +33,6 @@ class CountingSink final : public ByteSink {
 
 void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form) {
     Communicator &world = target.world();
-    const ParameterSet &layout = target.layout();
     run_agreed(world, [&] {
         require(form == CheckpointForm::sharded || form == CheckpointForm::consolidated, ErrorCode::invalid_argument,
                 "save: invalid checkpoint form");
@@ -46,47 +45,17 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
         publish_sharded_save(world, *save);
         return;
     }
+    // Every rank writes its own ranges of the one file, unless SHARDOPT_CHECKPOINT_WRITER=rank0
+    // (ranks that do not share the directory's file system): then rank 0 writes what the others
+    // stream to it.
+    const char *env = std::getenv("SHARDOPT_CHECKPOINT_WRITER");
+    const std::string writer = env ? env : "";
+    const bool rank0 = writer == "rank0";
     run_agreed(world, [&] {
-        require(!dir.empty(), ErrorCode::invalid_argument, "save: empty checkpoint directory");
-        check_checkpointable(target, "save");
+        require(writer.empty() || rank0 || writer == "every_rank", ErrorCode::invalid_argument,
+                "SHARDOPT_CHECKPOINT_WRITER='" + writer + "': expected every_rank or rank0");
     });
-    const std::size_t elem = layout.element_size();
-    const std::int64_t step_count = target.step_count();
-    // Pipeline stages: the manifest and every shard file describe the whole model.
-    ModelLayout model;
-    run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); });
-    const LayoutInfo &info = model.info;
-    const std::string manifest_path = join_path(dir, kManifestFile);
-
-    const std::vector<unsigned char> bytes = serialize(target); // collective; rank 0's are the file
-    run_agreed(world, [&] {
-        if (world.rank() != 0) return;
-        make_directories(dir);
-        write_file_atomically(manifest_path, [&](ByteSink &sink) { sink.write(bytes.data(), bytes.size()); });
-        // The parameters again, for other tools: read them back from the bytes just written.
-        MemorySource source(bytes.data(), bytes.size());
-        const Container c = read_container(source);
-        std::size_t total = 0;
-        for (const auto &t : info.tensors) total += t.count;
-        std::vector<unsigned char> packed(total * elem);
-        SegmentIndex index(info);
-        index.add(std::make_shared<MemorySource>(bytes.data(), bytes.size()), std::make_shared<Container>(c));
-        std::size_t at = 0;
-        for (int t = 0; t < int(info.tensors.size()); ++t) {
-            const std::size_t n = info.tensors[std::size_t(t)].count;
-            index.read("param", t, 0, n, packed.data() + at * elem);
-            at += n;
-        }
-        write_file_atomically(join_path(dir, kSafetensorsFile), [&](ByteSink &sink) {
-            write_safetensors(sink, info, packed.data(),
-                              {{"producer", "shardopt"}, {"step_count", std::to_string(step_count)}});
-        });
-        // Shard files of an earlier sharded save are no longer referenced.
-        for (const auto &name : list_directory(dir))
-            if (is_shard_file_name(name) || name.find(".tmp.") != std::string::npos)
-                remove_file_quietly(join_path(dir, name));
-        fsync_directory(dir);
-    });
+    save_consolidated(target, dir, !rank0);
 }
 
 std::unique_ptr<ShardedSave> begin_sharded_save(CheckpointTarget &target, const std::string &dir, bool copy) {

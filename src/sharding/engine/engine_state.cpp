@@ -135,6 +135,12 @@ void StepEngine::load(const std::string &dir) {
     checkpoint::load(view, dir, nullptr, 0);
 }
 
+void StepEngine::serialize(const ShardedOptimizer::ByteWriter &write) {
+    CheckpointView view(*this);
+    checkpoint::FunctionSink sink(write);
+    checkpoint::serialize(view, write ? &sink : nullptr);
+}
+
 std::vector<unsigned char> StepEngine::serialize() {
     CheckpointView view(*this);
     return checkpoint::serialize(view);

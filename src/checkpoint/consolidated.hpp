@@ -1,0 +1,67 @@
+// The consolidated form without gathering: the file's layout is fixed in advance from where every
+// rank's parts are (a plan), each rank hashes the pieces it holds, and then either every rank
+// writes its own byte ranges of the one file (save(consolidated)), or the bytes stream in file
+// order, piece by piece from the rank holding them, to the ranks that want them (serialize(), and
+// save(consolidated) with SHARDOPT_CHECKPOINT_WRITER=rank0). No rank holds more than its own parts
+// and one window (SHARDOPT_CHECKPOINT_WINDOW_BYTES, 32 MiB by default; a piece is at most that).
+//
+// The file is the consolidated container of container_format.hpp, version 1 as before: its data
+// is the parameters, then each state slot, every tensor's elements in order (so the parameters
+// are also safetensors' data area), then the ranks' own states; a tensor is cut into several
+// segments (the ranks' chunks, at most a window each), which any loader of version 1 reads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "byte_io.hpp"
+#include "checkpoint_target.hpp"
+#include "manifest.hpp"
+
+namespace shardopt::checkpoint {
+
+// The window: the most bytes a piece holds, and what a rank buffers beyond its own parts.
+std::size_t checkpoint_window_bytes();
+
+struct ConsolidatedPlan {
+    struct Piece {
+        std::string part;             // "param", "state.<k>", "rank_state.<r>"
+        int slot = -1;                // -1 parameters, k state slot k, -2 a rank state
+        int tensor = 0;               // in the model's layout (a rank state: 0)
+        std::uint64_t offset = 0;     // first element in the tensor
+        std::uint64_t count = 0;      // elements (a rank state: bytes)
+        int owner = 0;                // the world rank holding its bytes
+        std::uint64_t data_offset = 0, bytes = 0;
+        std::uint64_t xxh3 = 0;       // known everywhere after hash_pieces
+        const unsigned char *data = nullptr; // on the owner: its bytes
+    };
+    std::vector<Piece> pieces; // in file order
+    Manifest manifest;          // kind "consolidated"
+    std::uint64_t data_bytes = 0;
+    std::uint64_t param_bytes = 0; // the first param_bytes of the data: the packed parameters
+    std::uint64_t head_bytes = 0;  // preamble + header (the same with and without checksums)
+    std::vector<unsigned char> rank_state; // this rank's, what its rank state piece points into
+
+    std::uint64_t file_bytes() const { return head_bytes + data_bytes; }
+    // Preamble + header with the checksums known so far.
+    std::string head() const;
+};
+
+// Collective over the target's world: checks, the model's layout, every rank's pieces.
+ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what);
+// Collective: each owner hashes its pieces; every rank learns every checksum.
+void hash_pieces(Communicator &world, ConsolidatedPlan &plan);
+// Collective: the file's bytes in order into `sink` on each rank that passes one (null: this rank
+// wants none; its pieces still go to the others). A sink that throws stops receiving; once the
+// stream is over every rank throws the first such error (run_agreed).
+void stream_consolidated(Communicator &world, const ConsolidatedPlan &plan, ByteSink *sink);
+
+// save(consolidated): the checkpoint file and model.safetensors in `dir`, atomically. `every_rank`:
+// each rank writes its own ranges of the two files (a file system every rank sees); else rank 0
+// writes them from the stream.
+void save_consolidated(CheckpointTarget &target, const std::string &dir, bool every_rank);
+
+} // namespace shardopt::checkpoint
