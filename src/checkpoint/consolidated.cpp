@@ -27,6 +27,14 @@ std::size_t checkpoint_window_bytes() {
     return std::max<std::size_t>(std::size_t(n), kLeast);
 }
 
+const unsigned char *ConsolidatedPlan::fetch(CheckpointTarget &target, const Piece &piece,
+                                             std::vector<unsigned char> &buffer) const {
+    if (piece.slot == -2) return rank_state.data();
+    buffer.resize(std::size_t(piece.bytes));
+    target.copy_part(piece.slot, piece.at, std::size_t(piece.count), buffer.data());
+    return buffer.data();
+}
+
 std::string ConsolidatedPlan::head() const {
     std::vector<SegmentRecord> records;
     records.reserve(pieces.size());
@@ -103,11 +111,6 @@ ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what) {
         world.allgather(padded.data(), all.data(), 3 * std::size_t(widest), DType::i64);
     }
 
-    // Each rank's pointers into its own parts.
-    std::vector<const unsigned char *> base(std::size_t(slots + 1));
-    run_agreed(world, [&] {
-        for (int k = -1; k < slots; ++k) base[std::size_t(k + 1)] = target.host_part(k);
-    });
     const Placement &placement = target.placement();
 
     run_agreed(world, [&] {
@@ -151,10 +154,8 @@ ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what) {
                     p.owner = e.owner;
                     p.data_offset = data_offset;
                     p.bytes = p.count * elem;
-                    if (e.owner == world.rank()) {
-                        const std::size_t at = sharded ? own.at_sharded[e.index] : own.at_full[e.index];
-                        p.data = base[std::size_t(k + 1)] + (at + done) * elem;
-                    }
+                    if (e.owner == world.rank())
+                        p.at = (sharded ? own.at_sharded[e.index] : own.at_full[e.index]) + std::size_t(done);
                     data_offset += p.bytes;
                     plan.pieces.push_back(std::move(p));
                 }
@@ -169,7 +170,6 @@ ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what) {
             p.count = p.bytes = bytes;
             p.owner = r;
             p.data_offset = data_offset;
-            if (r == world.rank()) p.data = plan.rank_state.data();
             data_offset += bytes;
             plan.pieces.push_back(std::move(p));
         }
@@ -190,18 +190,23 @@ ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what) {
     return plan;
 }
 
-void hash_pieces(Communicator &world, ConsolidatedPlan &plan) {
+void hash_pieces(CheckpointTarget &target, ConsolidatedPlan &plan) {
+    Communicator &world = target.world();
     std::vector<std::int64_t> sums(plan.pieces.size(), 0);
-    for (std::size_t i = 0; i < plan.pieces.size(); ++i)
-        if (plan.pieces[i].owner == world.rank())
-            sums[i] = std::int64_t(xxh3(plan.pieces[i].data, std::size_t(plan.pieces[i].bytes)));
+    std::vector<unsigned char> buffer;
+    run_agreed(world, [&] {
+        for (std::size_t i = 0; i < plan.pieces.size(); ++i)
+            if (plan.pieces[i].owner == world.rank())
+                sums[i] = std::int64_t(xxh3(plan.fetch(target, plan.pieces[i], buffer), std::size_t(plan.pieces[i].bytes)));
+    });
     // One rank adds a nonzero value to each: the sum is the owner's (wrapping is well defined in
     // the reduction's two's complement).
     if (!sums.empty()) world.allreduce(sums.data(), sums.data(), sums.size(), DType::i64, ReduceOp::sum);
     for (std::size_t i = 0; i < plan.pieces.size(); ++i) plan.pieces[i].xxh3 = std::uint64_t(sums[i]);
 }
 
-void stream_consolidated(Communicator &world, const ConsolidatedPlan &plan, ByteSink *sink) {
+void stream_consolidated(CheckpointTarget &target, const ConsolidatedPlan &plan, ByteSink *sink) {
+    Communicator &world = target.world();
     const int me = world.rank(), n = world.size();
     const std::int32_t wants_mine = sink != nullptr;
     std::vector<std::int32_t> wants(static_cast<std::size_t>(n));
@@ -212,8 +217,8 @@ void stream_consolidated(Communicator &world, const ConsolidatedPlan &plan, Byte
             ++wanting;
             only = r;
         }
-    ErrorCode code = ErrorCode::ok;
-    std::string message;
+    ErrorCode code = ErrorCode::ok, read_code = ErrorCode::ok;
+    std::string message, read_message;
     auto put = [&](const void *data, std::size_t bytes) {
         if (!sink || code != ErrorCode::ok) return;
         try {
@@ -245,17 +250,23 @@ void stream_consolidated(Communicator &world, const ConsolidatedPlan &plan, Byte
                    bytes + plan.pieces[end].bytes <= window)
                 bytes += std::size_t(plan.pieces[end++].bytes);
             const bool others = wanting - int(wants[std::size_t(owner)] != 0) > 0;
-            if (me == owner) {
-                if (!others) {
-                    for (std::size_t j = i; j < end; ++j) put(plan.pieces[j].data, std::size_t(plan.pieces[j].bytes));
-                } else {
-                    buffer.resize(bytes);
-                    std::size_t at = 0;
-                    for (std::size_t j = i; j < end; ++j) {
-                        std::memcpy(buffer.data() + at, plan.pieces[j].data, std::size_t(plan.pieces[j].bytes));
-                        at += std::size_t(plan.pieces[j].bytes);
+            if (me == owner) { // the run into the buffer (a failure to read it is the stream's error, later)
+                buffer.resize(bytes);
+                std::size_t at = 0;
+                for (std::size_t j = i; j < end; ++j) {
+                    const auto &p = plan.pieces[j];
+                    if (read_code == ErrorCode::ok) {
+                        try {
+                            if (p.slot == -2) std::memcpy(buffer.data() + at, plan.rank_state.data(), std::size_t(p.bytes));
+                            else target.copy_part(p.slot, p.at, std::size_t(p.count), buffer.data() + at);
+                        } catch (const Error &e) {
+                            read_code = e.code();
+                            read_message = e.what();
+                        }
                     }
+                    at += std::size_t(p.bytes);
                 }
+                if (!others) put(buffer.data(), bytes);
             }
             if (others) {
                 if (wanting == 1) { // one reader (rank 0 writing the file): to it alone, one run in flight
@@ -280,6 +291,7 @@ void stream_consolidated(Communicator &world, const ConsolidatedPlan &plan, Byte
         }
     }
     run_agreed(world, [&] {
+        if (read_code != ErrorCode::ok) throw Error(read_code, read_message);
         if (code != ErrorCode::ok) throw Error(code, message);
     });
 }
@@ -336,12 +348,14 @@ void save_consolidated(CheckpointTarget &target, const std::string &dir, bool ev
         // Each rank its own ranges, hashed on the way; then its writes flushed.
         std::vector<std::int64_t> sums(plan.pieces.size(), 0);
         run_agreed(world, [&] {
+            std::vector<unsigned char> buffer;
             for (std::size_t i = 0; i < plan.pieces.size(); ++i) {
                 const auto &p = plan.pieces[i];
                 if (p.owner != world.rank()) continue;
-                sums[i] = std::int64_t(xxh3(p.data, std::size_t(p.bytes)));
-                file->write_at(plan.head_bytes + p.data_offset, p.data, std::size_t(p.bytes));
-                if (p.slot == -1) tensors->write_at(tensors_head.size() + p.data_offset, p.data, std::size_t(p.bytes));
+                const unsigned char *data = plan.fetch(target, p, buffer);
+                sums[i] = std::int64_t(xxh3(data, std::size_t(p.bytes)));
+                file->write_at(plan.head_bytes + p.data_offset, data, std::size_t(p.bytes));
+                if (p.slot == -1) tensors->write_at(tensors_head.size() + p.data_offset, data, std::size_t(p.bytes));
             }
             file->sync();
             tensors->sync();
@@ -360,12 +374,12 @@ void save_consolidated(CheckpointTarget &target, const std::string &dir, bool ev
             file->write_at(0, head.data(), head.size());
         });
     } else {
-        hash_pieces(world, plan);
+        hash_pieces(target, plan);
         std::unique_ptr<FileSink> sink;
         if (world.rank() == 0)
             sink = std::make_unique<FileSink>(*file, *tensors, plan.head_bytes, plan.head_bytes + plan.param_bytes,
                                               tensors_head.size());
-        stream_consolidated(world, plan, sink.get());
+        stream_consolidated(target, plan, sink.get());
         run_agreed(world, [&] { test_delay_point(); });
     }
     // Rank 0 publishes: the checkpoint first (the moment it exists), then its parameters.

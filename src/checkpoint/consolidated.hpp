@@ -36,16 +36,18 @@ struct ConsolidatedPlan {
         int owner = 0;                // the world rank holding its bytes
         std::uint64_t data_offset = 0, bytes = 0;
         std::uint64_t xxh3 = 0;       // known everywhere after hash_pieces
-        const unsigned char *data = nullptr; // on the owner: its bytes
+        std::size_t at = 0;           // on the owner: first element in its part (CheckpointTarget::copy_part)
     };
     std::vector<Piece> pieces; // in file order
     Manifest manifest;          // kind "consolidated"
     std::uint64_t data_bytes = 0;
     std::uint64_t param_bytes = 0; // the first param_bytes of the data: the packed parameters
     std::uint64_t head_bytes = 0;  // preamble + header (the same with and without checksums)
-    std::vector<unsigned char> rank_state; // this rank's, what its rank state piece points into
+    std::vector<unsigned char> rank_state; // this rank's (its rank state piece)
 
     std::uint64_t file_bytes() const { return head_bytes + data_bytes; }
+    // The bytes of one of this rank's pieces: read into `buffer` (resized), or its rank state.
+    const unsigned char *fetch(CheckpointTarget &target, const Piece &piece, std::vector<unsigned char> &buffer) const;
     // Preamble + header with the checksums known so far.
     std::string head() const;
 };
@@ -53,11 +55,11 @@ struct ConsolidatedPlan {
 // Collective over the target's world: checks, the model's layout, every rank's pieces.
 ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what);
 // Collective: each owner hashes its pieces; every rank learns every checksum.
-void hash_pieces(Communicator &world, ConsolidatedPlan &plan);
+void hash_pieces(CheckpointTarget &target, ConsolidatedPlan &plan);
 // Collective: the file's bytes in order into `sink` on each rank that passes one (null: this rank
 // wants none; its pieces still go to the others). A sink that throws stops receiving; once the
 // stream is over every rank throws the first such error (run_agreed).
-void stream_consolidated(Communicator &world, const ConsolidatedPlan &plan, ByteSink *sink);
+void stream_consolidated(CheckpointTarget &target, const ConsolidatedPlan &plan, ByteSink *sink);
 
 // save(consolidated): the checkpoint file and model.safetensors in `dir`, atomically. `every_rank`:
 // each rank writes its own ranges of the two files (a file system every rank sees); else rank 0

@@ -8,17 +8,17 @@ namespace shardopt::checkpoint {
 
 void serialize(CheckpointTarget &target, ByteSink *sink) {
     ConsolidatedPlan plan = plan_consolidated(target, "serialize");
-    hash_pieces(target.world(), plan);
-    stream_consolidated(target.world(), plan, sink);
+    hash_pieces(target, plan);
+    stream_consolidated(target, plan, sink);
 }
 
 std::vector<unsigned char> serialize(CheckpointTarget &target) {
     ConsolidatedPlan plan = plan_consolidated(target, "serialize");
-    hash_pieces(target.world(), plan);
+    hash_pieces(target, plan);
     std::vector<unsigned char> bytes;
     bytes.reserve(std::size_t(plan.file_bytes()));
     VectorSink sink(bytes);
-    stream_consolidated(target.world(), plan, &sink);
+    stream_consolidated(target, plan, &sink);
     return bytes;
 }
 
