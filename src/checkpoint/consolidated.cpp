@@ -1,9 +1,11 @@
 #include "consolidated.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <unistd.h>
 
 #include "atomic_file.hpp"
 #include "collective_errors.hpp"
@@ -39,7 +41,7 @@ std::string ConsolidatedPlan::head() const {
     std::vector<SegmentRecord> records;
     records.reserve(pieces.size());
     for (const auto &p : pieces)
-        records.push_back({p.part, p.tensor, p.offset, p.count, p.data_offset, p.bytes, p.xxh3});
+        records.push_back({p.part, p.tensor, p.offset, p.count, p.data_offset, p.bytes, p.xxh3, p.file});
     return container_head(manifest_to_json(manifest), records, data_bytes);
 }
 
@@ -79,7 +81,7 @@ OwnSegments own_segments(CheckpointTarget &target, const ModelLayout &model) {
 
 } // namespace
 
-ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what) {
+ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what, bool params_file) {
     Communicator &world = target.world();
     const ParameterSet &layout = target.layout();
     run_agreed(world, [&] { check_checkpointable(target, what); });
@@ -183,6 +185,21 @@ ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what) {
     plan.manifest.layout = model.info;
     plan.manifest.kind = "consolidated";
     plan.manifest.generation = hex64(std::uint64_t(generation));
+    if (params_file) { // the parameters move to their own file's data area
+        plan.params_file = params_file_name(plan.manifest.generation);
+        plan.params_head = safetensors_head(plan.manifest.layout, {{"producer", "shardopt"},
+                                                                   {"step_count", std::to_string(plan.manifest.step_count)},
+                                                                   {"generation", plan.manifest.generation}});
+        for (auto &p : plan.pieces) {
+            if (p.slot == -1) {
+                p.file = plan.params_file;
+                p.data_offset += plan.params_head.size();
+            } else {
+                p.data_offset -= plan.param_bytes;
+            }
+        }
+        plan.data_bytes -= plan.param_bytes;
+    }
     // Every rank's manifest fields are the same; its length is rank 0's, for certain.
     std::int64_t head_bytes = std::int64_t(plan.head().size());
     world.broadcast(&head_bytes, 1, DType::i64, 0);
@@ -298,51 +315,87 @@ void stream_consolidated(CheckpointTarget &target, const ConsolidatedPlan &plan,
 
 namespace {
 
-// Appends to a file at increasing offsets, the parameters also into the safetensors file.
+// The stream of a saved checkpoint into its two files: the head into the checkpoint's, the
+// parameters (first in the stream) into their own file's data area, the rest after the head.
 class FileSink final : public ByteSink {
   public:
-    FileSink(PositionalFile &file, PositionalFile &tensors, std::uint64_t params_from, std::uint64_t params_to,
-             std::uint64_t tensors_head)
-        : file_(file), tensors_(tensors), from_(params_from), to_(params_to), tensors_head_(tensors_head) {}
+    FileSink(PositionalFile &file, PositionalFile &params, const ConsolidatedPlan &plan)
+        : file_(file), params_(params), head_(plan.head_bytes), params_end_(plan.head_bytes + plan.param_bytes),
+          params_head_(plan.params_head.size()) {}
     void write(const void *data, std::size_t n) override {
-        file_.write_at(at_, data, n);
-        const std::uint64_t lo = std::max(at_, from_), hi = std::min(at_ + n, to_);
-        if (lo < hi)
-            tensors_.write_at(tensors_head_ + (lo - from_), static_cast<const unsigned char *>(data) + (lo - at_),
-                              std::size_t(hi - lo));
-        at_ += n;
+        const auto *p = static_cast<const unsigned char *>(data);
+        while (n > 0) {
+            std::uint64_t take;
+            if (at_ < head_) {
+                take = std::min<std::uint64_t>(n, head_ - at_);
+                file_.write_at(at_, p, std::size_t(take));
+            } else if (at_ < params_end_) {
+                take = std::min<std::uint64_t>(n, params_end_ - at_);
+                params_.write_at(params_head_ + (at_ - head_), p, std::size_t(take));
+            } else {
+                take = n;
+                file_.write_at(at_ - (params_end_ - head_), p, std::size_t(take));
+            }
+            at_ += take;
+            p += take;
+            n -= std::size_t(take);
+        }
     }
 
   private:
-    PositionalFile &file_, &tensors_;
-    std::uint64_t from_, to_, tensors_head_, at_ = 0;
+    PositionalFile &file_, &params_;
+    std::uint64_t head_, params_end_, params_head_, at_ = 0;
 };
+
+// model.safetensors: a hard link to the parameters' file (a copy where links are not possible),
+// replaced atomically.
+void link_safetensors(const std::string &dir, const std::string &params_file, const std::string &tag) {
+    const std::string from = join_path(dir, params_file), to = join_path(dir, kSafetensorsFile);
+    const std::string tmp = to + ".tmp." + tag;
+    remove_file_quietly(tmp);
+    if (::link(from.c_str(), tmp.c_str()) != 0) {
+        FileSource source(from);
+        PositionalFile copy(to, tag, PositionalFile::Mode::create, source.size());
+        std::vector<unsigned char> buffer(std::min<std::uint64_t>(source.size(), checkpoint_window_bytes()));
+        for (std::uint64_t at = 0; at < source.size(); at += buffer.size()) {
+            const std::size_t n = std::size_t(std::min<std::uint64_t>(buffer.size(), source.size() - at));
+            source.read(at, buffer.data(), n);
+            copy.write_at(at, buffer.data(), n);
+        }
+        copy.sync();
+        copy.publish();
+        return;
+    }
+    if (::rename(tmp.c_str(), to.c_str()) != 0) {
+        const int e = errno;
+        remove_file_quietly(tmp);
+        throw Error(ErrorCode::io, "cannot rename into place '" + to + "': " + std::strerror(e));
+    }
+}
 
 } // namespace
 
 void save_consolidated(CheckpointTarget &target, const std::string &dir, bool every_rank) {
     Communicator &world = target.world();
     run_agreed(world, [&] { require(!dir.empty(), ErrorCode::invalid_argument, "save: empty checkpoint directory"); });
-    ConsolidatedPlan plan = plan_consolidated(target, "save");
-    const std::string path = join_path(dir, kManifestFile), tensors_path = join_path(dir, kSafetensorsFile);
-    const std::string tensors_head =
-        safetensors_head(plan.manifest.layout, {{"producer", "shardopt"}, {"step_count", std::to_string(plan.manifest.step_count)}});
+    ConsolidatedPlan plan = plan_consolidated(target, "save", true);
+    const std::string path = join_path(dir, kManifestFile), params_path = join_path(dir, plan.params_file);
     const std::string &tag = plan.manifest.generation;
-    std::unique_ptr<PositionalFile> file, tensors;
+    std::unique_ptr<PositionalFile> file, params;
     // Rank 0 makes the two temporary files at their sizes, then the others open them.
     run_agreed(world, [&] {
         if (world.rank() != 0) return;
         make_directories(dir);
         file = std::make_unique<PositionalFile>(path, tag, PositionalFile::Mode::create, plan.file_bytes());
-        tensors = std::make_unique<PositionalFile>(tensors_path, tag, PositionalFile::Mode::create,
-                                                   tensors_head.size() + plan.param_bytes);
-        tensors->write_at(0, tensors_head.data(), tensors_head.size());
+        params = std::make_unique<PositionalFile>(params_path, tag, PositionalFile::Mode::create,
+                                                  plan.params_head.size() + plan.param_bytes);
+        params->write_at(0, plan.params_head.data(), plan.params_head.size());
     });
     if (every_rank) {
         run_agreed(world, [&] {
             if (world.rank() != 0) {
                 file = std::make_unique<PositionalFile>(path, tag, PositionalFile::Mode::open);
-                tensors = std::make_unique<PositionalFile>(tensors_path, tag, PositionalFile::Mode::open);
+                params = std::make_unique<PositionalFile>(params_path, tag, PositionalFile::Mode::open);
             }
         });
         // Each rank its own ranges, hashed on the way; then its writes flushed.
@@ -354,15 +407,15 @@ void save_consolidated(CheckpointTarget &target, const std::string &dir, bool ev
                 if (p.owner != world.rank()) continue;
                 const unsigned char *data = plan.fetch(target, p, buffer);
                 sums[i] = std::int64_t(xxh3(data, std::size_t(p.bytes)));
-                file->write_at(plan.head_bytes + p.data_offset, data, std::size_t(p.bytes));
-                if (p.slot == -1) tensors->write_at(tensors_head.size() + p.data_offset, data, std::size_t(p.bytes));
+                if (p.file.empty()) file->write_at(plan.head_bytes + p.data_offset, data, std::size_t(p.bytes));
+                else params->write_at(p.data_offset, data, std::size_t(p.bytes));
             }
             file->sync();
-            tensors->sync();
+            params->sync();
             test_delay_point();
             if (world.rank() != 0) {
                 file->close();
-                tensors->close();
+                params->close();
             }
         });
         if (!sums.empty()) world.allreduce(sums.data(), sums.data(), sums.size(), DType::i64, ReduceOp::sum);
@@ -376,23 +429,24 @@ void save_consolidated(CheckpointTarget &target, const std::string &dir, bool ev
     } else {
         hash_pieces(target, plan);
         std::unique_ptr<FileSink> sink;
-        if (world.rank() == 0)
-            sink = std::make_unique<FileSink>(*file, *tensors, plan.head_bytes, plan.head_bytes + plan.param_bytes,
-                                              tensors_head.size());
+        if (world.rank() == 0) sink = std::make_unique<FileSink>(*file, *params, plan);
         stream_consolidated(target, plan, sink.get());
         run_agreed(world, [&] { test_delay_point(); });
     }
-    // Rank 0 publishes: the checkpoint first (the moment it exists), then its parameters.
+    // Rank 0 publishes: the parameters' file, then the checkpoint (the moment it exists), then
+    // model.safetensors for other tools.
     run_agreed(world, [&] {
         if (world.rank() != 0) return;
+        params->sync();
+        params->publish();
         file->sync();
         file->publish();
-        tensors->sync();
-        tensors->publish();
-        // Shard files of an earlier sharded save are no longer referenced; temporaries of
-        // interrupted saves go too.
+        link_safetensors(dir, plan.params_file, tag);
+        // Shard files of an earlier sharded save, the parameters of earlier consolidated ones and
+        // temporaries of interrupted saves are no longer referenced.
         for (const auto &name : list_directory(dir))
-            if (is_shard_file_name(name) || name.find(".tmp.") != std::string::npos)
+            if (is_shard_file_name(name) || name.find(".tmp.") != std::string::npos ||
+                (is_params_file_name(name) && name != plan.params_file))
                 remove_file_quietly(join_path(dir, name));
         fsync_directory(dir);
     });

@@ -5,10 +5,12 @@
 // save(consolidated) with SHARDOPT_CHECKPOINT_WRITER=rank0). No rank holds more than its own parts
 // and one window (SHARDOPT_CHECKPOINT_WINDOW_BYTES, 32 MiB by default; a piece is at most that).
 //
-// The file is the consolidated container of container_format.hpp, version 1 as before: its data
-// is the parameters, then each state slot, every tensor's elements in order (so the parameters
-// are also safetensors' data area), then the ranks' own states; a tensor is cut into several
-// segments (the ranks' chunks, at most a window each), which any loader of version 1 reads.
+// The bytes are the consolidated container of container_format.hpp: its data is the parameters,
+// then each state slot, every tensor's elements in order, then the ranks' own states; a tensor is
+// cut into several segments (the ranks' chunks, at most a window each). serialize() streams them
+// as version 1 (self-contained; any loader of version 1 reads it). A saved checkpoint keeps its
+// parameters once, as the data of model.<generation>.safetensors, which its header (version 2)
+// indexes and checksums: the parameters' segments name that file.
 #pragma once
 
 #include <cstdint>
@@ -36,13 +38,17 @@ struct ConsolidatedPlan {
         int owner = 0;                // the world rank holding its bytes
         std::uint64_t data_offset = 0, bytes = 0;
         std::uint64_t xxh3 = 0;       // known everywhere after hash_pieces
+        std::string file;             // empty: in the container's data area; else the parameters' file
         std::size_t at = 0;           // on the owner: first element in its part (CheckpointTarget::copy_part)
     };
     std::vector<Piece> pieces; // in file order
     Manifest manifest;          // kind "consolidated"
     std::uint64_t data_bytes = 0;
-    std::uint64_t param_bytes = 0; // the first param_bytes of the data: the packed parameters
+    std::uint64_t param_bytes = 0; // the packed parameters' bytes (first in the stream)
     std::uint64_t head_bytes = 0;  // preamble + header (the same with and without checksums)
+    // A saved checkpoint: the parameters' file (model.<generation>.safetensors) and what precedes
+    // its data; empty when the parameters are in the container's data area (serialize()).
+    std::string params_file, params_head;
     std::vector<unsigned char> rank_state; // this rank's (its rank state piece)
 
     std::uint64_t file_bytes() const { return head_bytes + data_bytes; }
@@ -53,7 +59,8 @@ struct ConsolidatedPlan {
 };
 
 // Collective over the target's world: checks, the model's layout, every rank's pieces.
-ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what);
+// `params_file`: place the parameters in model.<generation>.safetensors (a save), else in the data.
+ConsolidatedPlan plan_consolidated(CheckpointTarget &target, const char *what, bool params_file = false);
 // Collective: each owner hashes its pieces; every rank learns every checksum.
 void hash_pieces(CheckpointTarget &target, ConsolidatedPlan &plan);
 // Collective: the file's bytes in order into `sink` on each rank that passes one (null: this rank

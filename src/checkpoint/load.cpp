@@ -76,7 +76,17 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
 
         SegmentIndex index(meta.layout);
         if (meta.kind == "consolidated") {
-            index.add(msource, mcontainer);
+            // A saved consolidated checkpoint's parameters lie in its model.<generation>.safetensors.
+            SegmentIndex::FileOpener open;
+            if (!bytes)
+                open = [&](const std::string &name) -> std::shared_ptr<const ByteSource> {
+                    try {
+                        return std::make_shared<FileSource>(join_path(base_dir, name));
+                    } catch (const Error &e) {
+                        throw Error(ErrorCode::io, "checkpoint file '" + name + "' is missing or unreadable: " + e.what());
+                    }
+                };
+            index.add(msource, mcontainer, open);
         } else {
             // LocalSGD keeps one replica per rank: at the same world size each rank takes its own.
             std::vector<ShardFileInfo> files = meta.files;

@@ -161,7 +161,7 @@ void write_shard_from_target(ShardedSave &save) {
     std::vector<SegmentRecord> records;
     std::uint64_t data_bytes = 0;
     for (const auto &d : save.data) {
-        records.push_back({d.part, d.tensor, d.offset, d.count, data_bytes, std::uint64_t(d.bytes), 0});
+        records.push_back({d.part, d.tensor, d.offset, d.count, data_bytes, std::uint64_t(d.bytes), 0, {}});
         data_bytes += d.bytes;
     }
     std::string head = container_head(save.shard_header, records, data_bytes);
@@ -233,7 +233,7 @@ void write_manifest(ShardedSave &save) noexcept {
         for (const auto &name : list_directory(save.dir)) {
             const bool current = name.find("." + generation + ".") != std::string::npos && is_shard_file_name(name);
             if ((is_shard_file_name(name) && !current) || name.find(".tmp.") != std::string::npos ||
-                name == kSafetensorsFile)
+                name == kSafetensorsFile || is_params_file_name(name))
                 remove_file_quietly(join_path(save.dir, name));
         }
         fsync_directory(save.dir);

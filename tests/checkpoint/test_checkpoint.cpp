@@ -230,6 +230,32 @@ BOOST_AUTO_TEST_CASE(resume_is_bitwise_at_same_world_and_strategy) {
     }
 }
 
+// Checkpoints written before the consolidated form was planned (format version 1, one segment per
+// tensor; tests/checkpoint/data) load, at any world size and strategy, and resume bit for bit.
+BOOST_AUTO_TEST_CASE(older_format_loads) {
+    const std::string dir = std::string(SHARDOPT_CHECKPOINT_DATA) + "/v1_consolidated";
+    const auto expected = read_bytes(dir + "/expected.bin");
+    ResumeSetup s;
+    for (const Target &t : {Target{"2-rank fsdp", 2, strategy_options(Strategy::fsdp), true},
+                            Target{"3-rank zero2", 3, strategy_options(Strategy::zero2), true}}) {
+        std::atomic<int> wrong_step{0};
+        const auto got = run_training<double>(s, t.world, t.options, 0, [&](ShardedOptimizer &opt) {
+            opt.load(dir);
+            if (opt.step_count() != 3) ++wrong_step;
+        });
+        BOOST_TEST_CONTEXT(t.name) {
+            BOOST_CHECK_EQUAL(wrong_step.load(), 0);
+            BOOST_REQUIRE_EQUAL(got.size() * sizeof(double), expected.size());
+            BOOST_CHECK(std::memcmp(got.data(), expected.data(), expected.size()) == 0);
+        }
+    }
+    // Saved by 2-rank FSDP after 3 steps: 5 more there equal 8 uninterrupted steps.
+    const auto ref = run_training<double>(s, 2, strategy_options(Strategy::fsdp), 8);
+    const auto got = run_training<double>(s, 2, strategy_options(Strategy::fsdp), 5,
+                                          [&](ShardedOptimizer &opt) { opt.load(dir); });
+    BOOST_CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(double)) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(save_refused_mid_accumulation) {
     ResumeSetup s;
     s.accumulation = 2;
@@ -271,12 +297,28 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
     const auto shards = shard_files(good);
     BOOST_REQUIRE_EQUAL(shards.size(), 4u);
 
-    // A bad copy of the consolidated checkpoint: its directory.
+    // A bad copy of the consolidated checkpoint: its directory (with its parameters' file), the
+    // checkpoint file replaced.
     int case_number = 0;
     auto bad_copy = [&](const std::vector<unsigned char> &bytes) {
         const std::string dir = tmp.sub("bad" + std::to_string(case_number++));
-        ::mkdir(dir.c_str(), 0755);
+        std::system(("cp -r '" + cons + "' '" + dir + "'").c_str());
         write_bytes(dir + "/checkpoint.shardopt", bytes);
+        return dir;
+    };
+    // The parameters' file of the consolidated checkpoint (model.<generation>.safetensors).
+    std::string params_file;
+    {
+        FILE *p = ::popen(("ls '" + cons + "' | grep '^model\\.[0-9a-f]*\\.safetensors$'").c_str(), "r");
+        char line[256];
+        if (p && std::fgets(line, sizeof line, p)) params_file = std::string(line, std::strcspn(line, "\n"));
+        if (p) ::pclose(p);
+    }
+    BOOST_REQUIRE(!params_file.empty());
+    auto bad_params = [&](const std::function<void(const std::string &path)> &edit) {
+        const std::string dir = tmp.sub("bad" + std::to_string(case_number++));
+        std::system(("cp -r '" + cons + "' '" + dir + "'").c_str());
+        edit(dir + "/" + params_file);
         return dir;
     };
     // A bad copy of the sharded checkpoint with one shard file changed (or removed).
@@ -308,8 +350,25 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
     bad_magic[0] = 'X';
     cases.push_back({"wrong magic", bad_copy(bad_magic), ErrorCode::corrupt, "wrong magic", {}});
     auto future = consolidated;
-    future[8] = 2;
-    cases.push_back({"future version", bad_copy(future), ErrorCode::corrupt, "format version 2 is not supported", {}});
+    future[8] = 3;
+    cases.push_back({"future version", bad_copy(future), ErrorCode::corrupt, "format version 3 is not supported", {}});
+    cases.push_back({"missing parameters file", bad_params([](const std::string &path) { std::remove(path.c_str()); }),
+                     ErrorCode::io, "is missing or unreadable", {}});
+    cases.push_back({"truncated parameters file", bad_params([](const std::string &path) {
+                         auto b = read_bytes(path);
+                         b.resize(b.size() - 5);
+                         write_bytes(path, b);
+                     }),
+                     ErrorCode::corrupt, "(truncated)", {}});
+    cases.push_back({"flipped parameter bit", bad_params([](const std::string &path) {
+                         auto b = read_bytes(path);
+                         b[b.size() - 3] ^= 4;
+                         write_bytes(path, b);
+                     }),
+                     ErrorCode::corrupt, "checksum mismatch in param", {}});
+    cases.push_back({"parameters file outside the directory",
+                     bad_copy(with_header(consolidated, [&](nlohmann::json &h) { h["segments"][0]["file"] = "../x"; })),
+                     ErrorCode::corrupt, "field 'file' is not a plain file name", {}});
     cases.push_back({"truncated file",
                      bad_copy(std::vector<unsigned char>(consolidated.begin(), consolidated.end() - 100)),
                      ErrorCode::corrupt, "truncated", {}});
