@@ -5,12 +5,12 @@ Each round measures shardopt, the peers and tag_bw at one size moments apart, so
 within a round and the reported ratio is the median over rounds (robust to load that comes and
 goes on a shared machine); the best-of-rounds bandwidths are printed too.
 
-Targets (allreduce, 2 ranks, busbw, 4 MiB .. 256 MiB):
-  vs OpenMPI: geometric mean >= 1.5x, and no size below 1.0x
-  vs Gloo:    >= 3x at every size
+Targets (allreduce, 2 ranks, busbw, every size measured, 1 MiB .. 256 MiB):
+  vs OpenMPI: >= 1.5x at every size (median over rounds); the geometric mean is printed too
+  vs Gloo:    >= 3x at every size it was measured at
   at 64 MiB:  >= 70% of ucx_perftest tag_bw point-to-point bandwidth
-Mid sizes (lines with mid=1: 1, 4 and 8 MiB at 2 and 4 ranks): >= 1.5x OpenMPI at every size
-and rank count (median over rounds).
+Mid sizes (lines with mid=1: 1, 4 and 8 MiB at 4 ranks, 2 cores): >= 1.5x OpenMPI at every size
+(median over rounds).
 """
 import math
 import re
@@ -59,7 +59,7 @@ def verdict(ok):
     return "MET" if ok else "NOT MET"
 
 
-for peer, geo_target, min_target in (("openmpi", 1.5, 1.0), ("gloo", None, 3.0)):
+for peer, min_target in (("openmpi", 1.5), ("gloo", 3.0)):
     ratios = []
     for b in sizes:
         med, rs = ratio(peer, b)
@@ -73,18 +73,14 @@ for peer, geo_target, min_target in (("openmpi", 1.5, 1.0), ("gloo", None, 3.0))
         continue
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     low = min(ratios)
-    if geo_target:
-        print(f"target vs {peer}: geomean {geo:.2f}x (>= {geo_target}x) and min {low:.2f}x (>= {min_target}x): "
-              f"{verdict(geo >= geo_target and low >= min_target)}")
-    else:
-        print(f"target vs {peer}: min {low:.2f}x (>= {min_target}x at every size), geomean {geo:.2f}x: "
-              f"{verdict(low >= min_target)}")
+    print(f"target vs {peer}: min {low:.2f}x (>= {min_target}x at every size), geomean {geo:.2f}x: "
+          f"{verdict(low >= min_target)} met={'yes' if low >= min_target else 'no'}")
 b = 64 << 20
 med, rs = ratio("tag_bw", b)
 if med is not None:
     per_round = " ".join(f"{x:.2f}" for x in rs)
     print(f"ratio collective=allreduce ranks=2 bytes={b} shardopt/tag_bw={med:.2f} (per round: {per_round})")
-    print(f"target vs tag_bw at 64 MiB: {med:.0%} (>= 70%): {verdict(med >= 0.7)}")
+    print(f"target vs tag_bw at 64 MiB: {med:.0%} (>= 70%): {verdict(med >= 0.7)} met={'yes' if med >= 0.7 else 'no'}")
 else:
     print("target vs tag_bw at 64 MiB: not measured")
 
@@ -103,4 +99,5 @@ for n, b in mid_keys:
     print(f"ratio collective=allreduce ranks={n} bytes={b} shardopt/openmpi={med:.2f} (per round: {per_round})"
           f"{bound_text}")
 if mid_keys:
-    print(f"target 1-8 MiB vs openmpi: >= 1.5x at every size and rank count (median of rounds): {verdict(mid_ok)}")
+    print(f"target 1-8 MiB at 4 ranks vs openmpi: >= 1.5x at every size (median of rounds): {verdict(mid_ok)} "
+          f"met={'yes' if mid_ok else 'no'}")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Optimizer-update benchmarks. CPU: f32 Adam at 16M/64M/256M parameters on 1 and 2 threads
 # against the plain copy bandwidth measured in the same run (extra args go to bench_optim:
-# --sizes 16,64 in Mi-parameters, --threads 1,2,4). GPU: the CUDA optimizer's Adam, f32 and
+# --sizes 16,64 in Mi-parameters, --threads 1,2,4), then against torch.optim.Adam(fused=True) on
+# the CPU at 64M/256M, 1 and 2 threads, in one process (bench/optim_torch.py; OPTIM_TORCH_ARGS,
+# e.g. "--sizes 64 --rounds 9"; ./dev bench installs torch). GPU: the CUDA optimizer's Adam, f32 and
 # bf16 mixed precision at 16M/64M/256M, against the device-to-device copy bandwidth and, when
 # python3 has torch with CUDA, torch.optim.Adam(fused=True) timed in the same run. Without a
 # GPU (or without CUDA in the build) the GPU section prints one line saying why it was skipped.
@@ -11,6 +13,13 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-$HERE/../build}
 
 "$BUILD/bench/bench_optim" "$@"
+# torch.optim.Adam(fused=True) on the CPU, the peer of the CPU update, in one process with it
+# (bench/optim_torch.py: alternating steps, ratio per round, met against 1.1x).
+if command -v python3 >/dev/null && [ -f "$BUILD/bench/libshardopt_bench_optim.so" ]; then
+  python3 "$HERE/optim_torch.py" --lib "$BUILD/bench/libshardopt_bench_optim.so" ${OPTIM_TORCH_ARGS:-}
+else
+  echo 'name=optim peer=torch_fused skipped=yes reason="no python3 or no libshardopt_bench_optim.so"'
+fi
 
 if [ ! -x "$BUILD/bench/bench_optim_gpu" ]; then
   echo 'name=optim_gpu skipped=yes reason="shardopt was built without CUDA"'

@@ -18,40 +18,39 @@ CallQueue::~CallQueue() {
             Error(ErrorCode::invalid_state, "communicator destroyed before the operation ran")));
 }
 
-bool CallQueue::idle() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return !busy_ && pending_.empty();
-}
+bool CallQueue::idle() { return state_.load(std::memory_order_acquire) == 0; }
 
 WorkPtr CallQueue::enqueue(Job job) {
     auto work = std::make_shared<Work>();
     {
         std::lock_guard<std::mutex> lock(mutex_);
         pending_.push_back(Entry{std::move(job), work});
+        state_.fetch_add(kOneQueued, std::memory_order_acq_rel);
         if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
     }
     cv_.notify_all();
     return work;
 }
 
+void CallQueue::release() {
+    // Jobs queued meanwhile: the worker waits for the running bit under the mutex, so taking
+    // it here before notifying cannot miss the worker between its check and its wait.
+    if (state_.fetch_sub(kRunning, std::memory_order_acq_rel) != kRunning) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        cv_.notify_all();
+    }
+}
+
 void CallQueue::run_in_order(const Job &job) {
-    {
-        std::unique_lock<std::mutex> lock(mutex_);
-        if (!pending_.empty() || busy_) {
-            lock.unlock();
-            auto work = enqueue(job);
-            work->wait();
-            return;
-        }
-        busy_ = true;
+    std::uint64_t idle_state = 0;
+    if (!state_.compare_exchange_strong(idle_state, kRunning, std::memory_order_acq_rel)) {
+        // Something runs or waits: take a place in the queue behind it.
+        enqueue(job)->wait();
+        return;
     }
     struct Release {
         CallQueue *queue;
-        ~Release() {
-            std::lock_guard<std::mutex> lock(queue->mutex_);
-            queue->busy_ = false;
-            queue->cv_.notify_all();
-        }
+        ~Release() { queue->release(); }
     } release{this};
     job();
 }
@@ -59,11 +58,18 @@ void CallQueue::run_in_order(const Job &job) {
 void CallQueue::worker_loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-        cv_.wait(lock, [&] { return stopping_ || (!pending_.empty() && !busy_); });
+        // Claims the running bit for the oldest queued job (one queued job becomes the running one).
+        cv_.wait(lock, [&] {
+            if (stopping_) return true;
+            if (pending_.empty()) return false;
+            std::uint64_t s = state_.load(std::memory_order_acquire);
+            while (!(s & kRunning))
+                if (state_.compare_exchange_weak(s, s - kOneQueued + kRunning, std::memory_order_acq_rel)) return true;
+            return false;
+        });
         if (stopping_) return;
         Entry entry = std::move(pending_.front());
         pending_.pop_front();
-        busy_ = true;
         lock.unlock();
         std::exception_ptr error;
         try {
@@ -72,10 +78,7 @@ void CallQueue::worker_loop() {
             error = std::current_exception();
         }
         // Idle before the waiter wakes: once wait() returns, the queue holds nothing of that call.
-        lock.lock();
-        busy_ = false;
-        cv_.notify_all();
-        lock.unlock();
+        state_.fetch_sub(kRunning, std::memory_order_acq_rel);
         entry.work->complete(error);
         lock.lock();
     }

@@ -33,6 +33,9 @@ void ring_reduce(Exchange &ex);
 // Ranks sharing a host (ex.arena()): every rank published its input with its header; each
 // computes the result from the slots (reductions in rank order, so every rank gets the same bits).
 void shm_collective(Exchange &ex);
+// The result of such a collective once every rank published `seq` with the same call (the
+// shared part of shm_collective and UcxComm's path without an Exchange).
+void shm_result(Communicator &comm, const ShmArena &arena, const Call &call, std::uint64_t seq);
 // Whether `call` on n ranks fits the arena's slots, and the bytes this rank publishes for it.
 bool shm_fits(const Call &call, int n, std::size_t capacity);
 const void *shm_payload(const Call &call, int rank, int n, std::size_t &bytes);

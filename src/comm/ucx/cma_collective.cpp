@@ -49,9 +49,13 @@ namespace {
 constexpr std::size_t kReducePieceBytes = ShmArena::kRingPieceBytes;
 // Hand-off reduces a piece this much at a time, each block streamed to the output while in L1.
 constexpr std::size_t kStreamBlockBytes = 8 << 10;
-// Hand-offs of outputs smaller than this (they fit in the caches) use ordinary stores: streaming
-// ones would push the output out to memory just before the caller reads it.
-constexpr std::size_t kStreamFromBytes = 16 << 20;
+// Hand-offs write the outputs with streaming (non-temporal) stores once the inputs and outputs
+// of all the host's ranks (2 n x the buffer) reach this: twice the last-level cache of the
+// development machine (8 MiB), i.e. from 4 MiB at 2 ranks. Below that they fit in the caches,
+// and streaming stores would push an output out to memory just before the caller reads it. Chosen
+// from measurement on the 2-core machine, 2 ranks, streaming vs ordinary stores interleaved:
+// 1.24-1.32x at 8 MiB, 1.02-1.62x at 4 MiB, mixed at 2 MiB (docs/collectives.md).
+constexpr std::size_t kStreamFromHostBytes = 16 << 20;
 
 struct Context {
     Exchange &ex;
@@ -62,6 +66,10 @@ struct Context {
     std::size_t elem;
     int given_up_on = -1; // the peer this rank stopped waiting for (it made no progress), if any
 };
+
+bool stream_outputs(const Context &c) {
+    return 2 * std::size_t(c.n) * c.call.count * c.elem >= kStreamFromHostBytes;
+}
 
 // Leaves the collective on an error about `peer`: marks this rank abandoned (it touches nobody's
 // buffers any more, and nobody may touch its own), then reports the root cause when it is known
@@ -130,7 +138,7 @@ void reduce_into(const Context &c, const void *const *inputs, std::size_t m, uns
         reduce_inputs(inputs, c.n, out, m, c.call.dtype, c.call.op);
         return;
     }
-    const bool stream = c.call.count * c.elem >= kStreamFromBytes;
+    const bool stream = stream_outputs(c);
     const std::size_t block = kStreamBlockBytes / c.elem;
     const void *at_block[ShmArena::kMaxRanks];
     for (std::size_t i = 0; i < m; i += block) {
@@ -202,7 +210,7 @@ class HandOff {
   public:
     HandOff(Context &c, const Segments &segs, const unsigned char *in, unsigned char *out)
         : c_(c), arena_(c.arena), segs_(segs), in_(in), out_(out), piece_(ShmArena::kRingPieceBytes / c.elem),
-          staging_(c.ex.comm().stage_inputs()), stream_(c.call.count * c.elem >= kStreamFromBytes) {
+          staging_(c.ex.comm().stage_inputs()), stream_(stream_outputs(c)) {
         if (!staging_) scratch_ = c.ex.comm().scratch(0, std::size_t(c.n) * piece_ * c.elem);
     }
 

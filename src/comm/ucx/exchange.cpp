@@ -49,8 +49,22 @@ std::string call_signature(const Call &call) {
     return describe(c);
 }
 
+WireHeader wire_header(const UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal) {
+    WireHeader h;
+    h.kind = std::uint32_t(call.kind);
+    h.seq = seq;
+    h.count = call.count;
+    h.dtype = std::int32_t(call.dtype);
+    h.op = std::int32_t(call.op);
+    h.root = call.root;
+    h.tag = call.tag;
+    h.context_proposal = context_proposal;
+    h.fingerprint = comm.history_fingerprint();
+    return h;
+}
+
 Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal,
-                   const void *payload, std::size_t payload_bytes)
+                   const void *payload, std::size_t payload_bytes, bool already_published)
     : comm_(comm), arena_(comm.arena()), call_(call), seq_(seq), rank_(comm.rank()), size_(comm.size()), storage_(comm.exchange_storage()), headers_(storage_.headers),
       header_recvs_(storage_.header_recvs), header_checked_(storage_.header_checked), requests_(storage_.requests) {
     if (storage_.in_use) throw Error(ErrorCode::internal, "ucx: two collectives at once on one communicator");
@@ -63,18 +77,10 @@ Exchange::Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint
     header_checked_.assign(std::size_t(size_), 0);
     requests_.clear();
     WireHeader &mine = headers_[rank_];
-    mine.kind = std::uint32_t(call.kind);
-    mine.seq = seq;
-    mine.count = call.count;
-    mine.dtype = std::int32_t(call.dtype);
-    mine.op = std::int32_t(call.op);
-    mine.root = call.root;
-    mine.tag = call.tag;
-    mine.context_proposal = context_proposal;
-    mine.fingerprint = comm.history_fingerprint();
+    mine = wire_header(comm, call, seq, context_proposal);
     header_checked_[rank_] = true;
     if (arena_) {
-        arena_->publish(seq, mine, payload, payload_bytes, call.send, call.recv);
+        if (!already_published) arena_->publish(seq, mine, payload, payload_bytes, call.send, call.recv);
         return;
     }
     Worker &w = comm_.worker();

@@ -41,9 +41,11 @@ struct ExchangeStorage {
 class Exchange {
   public:
     // With a shared-memory arena (comm.arena()), the header goes through it instead of UCX,
-    // together with `payload_bytes` of `payload` (the input of an arena algorithm).
+    // together with `payload_bytes` of `payload` (the input of an arena algorithm); with
+    // `already_published`, the caller published it there (UcxComm's small collectives, which
+    // take an Exchange only when their spin ran out or a peer's call differs).
     Exchange(UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal = 0,
-             const void *payload = nullptr, std::size_t payload_bytes = 0);
+             const void *payload = nullptr, std::size_t payload_bytes = 0, bool already_published = false);
     ~Exchange();
     Exchange(const Exchange &) = delete;
     Exchange &operator=(const Exchange &) = delete;
@@ -107,5 +109,8 @@ class Exchange {
 
 // The part of a call every rank must agree on, as text ("split" for split).
 std::string call_signature(const Call &call);
+
+// This rank's header for collective `seq` of `call`.
+WireHeader wire_header(const UcxComm &comm, const Call &call, std::uint64_t seq, std::uint32_t context_proposal = 0);
 
 } // namespace shardopt::ucx

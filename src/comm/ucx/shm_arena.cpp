@@ -1,6 +1,7 @@
 #include "shm_arena.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -76,12 +77,28 @@ void ShmArena::remove_name() {
 void ShmArena::publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes,
                        const void *send, const void *recv) {
     SlotHeader &s = slot(rank_, seq);
-    if (bytes) std::memcpy(s.payload(), payload, bytes);
-    s.header = header;
+    if (bytes) std::memcpy(bytes <= kInlineBytes ? s.inline_payload : s.payload(), payload, bytes);
+    s.call = CallWords{header.count, signature_of(header), header.tag, header.context_proposal, header.fingerprint};
     s.buffers = Buffers{pid_, std::uint64_t(reinterpret_cast<std::uintptr_t>(send)),
                         std::uint64_t(reinterpret_cast<std::uintptr_t>(recv))};
     __atomic_store_n(&s.published, seq + 1, __ATOMIC_RELEASE);
+    note_cpu(sched_getcpu());
     ring();
+}
+
+WireHeader ShmArena::header(int rank, std::uint64_t seq) const {
+    const CallWords &c = slot(rank, seq).call;
+    WireHeader h;
+    h.kind = std::uint32_t(c.signature & 0xff);
+    h.seq = seq;
+    h.count = c.count;
+    h.dtype = std::int32_t((c.signature >> 8) & 0xff);
+    h.op = std::int32_t((c.signature >> 16) & 0xff);
+    h.root = std::int32_t(std::uint32_t(c.signature >> 32));
+    h.tag = c.tag;
+    h.context_proposal = c.context_proposal;
+    h.fingerprint = c.fingerprint;
+    return h;
 }
 
 void ShmArena::set_finished(std::uint64_t seq) {
@@ -158,10 +175,6 @@ void ShmArena::set_staged(std::uint64_t seq, int to, std::uint64_t pieces) {
 
 std::uint64_t ShmArena::staged(int from, int to, std::uint64_t seq) const {
     return count_in(__atomic_load_n(&ring_header(from).staged[to], __ATOMIC_ACQUIRE), seq);
-}
-
-bool ShmArena::published(int rank, std::uint64_t seq) const {
-    return __atomic_load_n(&slot(rank, seq).published, __ATOMIC_ACQUIRE) == seq + 1;
 }
 
 bool ShmArena::finished(int rank, std::uint64_t seq) const {

@@ -2,9 +2,12 @@
 // collective's header (and, for small collectives, its input), so a small allreduce is one
 // cache-line handoff per peer instead of UCX messages.
 //
-// Layout: for every rank, two slots (collective seq uses slot seq % 2). A slot is a header line
-// and a payload of `capacity` bytes. A rank writes its payload and header, then stores
-// `published = seq + 1` with release; readers acquire-load `published` and read the slot.
+// Layout: for every rank, two slots (collective seq uses slot seq % 2). A slot's first cache line
+// holds `published`, the call in compact form and, for payloads of at most kInlineBytes (an
+// 8-byte allreduce), the payload itself, so a small collective costs each reader one cache-line
+// transfer per peer; larger payloads (up to `capacity` bytes) follow the slot's header lines. A
+// rank writes its payload and header, then stores `published = seq + 1` with release; readers
+// acquire-load `published` and read the slot.
 //
 // Why two slots need no acknowledgements: a rank rewrites slot seq % 2 only at seq + 2, and it
 // starts seq + 2 only after it has seen every rank's seq + 1 header, which each rank publishes
@@ -63,15 +66,32 @@ class ShmArena {
         std::uint64_t pid = 0, send = 0, recv = 0;
     };
 
+    // Payloads up to this size travel in the slot's first cache line, beside `published`.
+    static constexpr std::size_t kInlineBytes = 24;
+
     // Writes this rank's header (and `bytes` of payload, and its buffers) for collective `seq`
     // and publishes it.
     void publish(std::uint64_t seq, const WireHeader &header, const void *payload, std::size_t bytes,
                  const void *send = nullptr, const void *recv = nullptr);
     // True when `rank` has published `seq`; then header() and payload() are valid until the
     // caller's next collective.
-    bool published(int rank, std::uint64_t seq) const;
-    const WireHeader &header(int rank, std::uint64_t seq) const { return slot(rank, seq).header; }
-    const unsigned char *payload(int rank, std::uint64_t seq) const { return slot(rank, seq).payload(); }
+    bool published(int rank, std::uint64_t seq) const {
+        return __atomic_load_n(&slot(rank, seq).published, __ATOMIC_ACQUIRE) == seq + 1;
+    }
+    // True when `rank` published `seq` with the same kind, count, dtype, op and root as this rank
+    // did, and no differing history fingerprint: a sufficient test that the calls agree, read
+    // from the one line published() read (Exchange does the full, normalized comparison).
+    bool same_call(int rank, std::uint64_t seq) const {
+        const CallWords &a = slot(rank, seq).call, &b = slot(rank_, seq).call;
+        return a.count == b.count && a.signature == b.signature &&
+               (a.fingerprint == b.fingerprint || a.fingerprint == 0 || b.fingerprint == 0);
+    }
+    WireHeader header(int rank, std::uint64_t seq) const;
+    // The payload `rank` published for `seq`, of `bytes` (the size the agreed call gives).
+    const unsigned char *payload(int rank, std::uint64_t seq, std::size_t bytes) const {
+        const SlotHeader &s = slot(rank, seq);
+        return bytes <= kInlineBytes ? s.inline_payload : s.payload();
+    }
     const Buffers &buffers(int rank, std::uint64_t seq) const { return slot(rank, seq).buffers; }
 
     // The mark that this rank has finished with its peers' buffers for `seq` (release; read
@@ -111,6 +131,12 @@ class ShmArena {
     void set_staged(std::uint64_t seq, int to, std::uint64_t pieces);
     std::uint64_t staged(int from, int to, std::uint64_t seq) const;
 
+    // The CPU this rank last ran on, as of its last publish or note_cpu(): ranks that outnumber
+    // the cores yield theirs only to a peer they wait for that last ran on the same one
+    // (UcxComm::arena_calls_agree).
+    void note_cpu(int cpu) { __atomic_store_n(&bell_of(rank_).cpu, cpu, __ATOMIC_RELAXED); }
+    int cpu_of(int rank) const { return __atomic_load_n(&bell_of(rank).cpu, __ATOMIC_RELAXED); }
+
     // Sleeping waits: every publish or finish of a rank rings its bell (a futex word),
     // waking ranks that sleep on it. Sleeps on `rank`'s bell unless ready() holds; returns when
     // it rang or after `max`.
@@ -120,16 +146,33 @@ class ShmArena {
     static std::size_t bytes_for(int ranks, bool stages);
 
   private:
+    // The call in a slot, compact: WireHeader less what the arena implies (magic, seq).
+    struct CallWords {
+        std::uint64_t count;
+        std::uint64_t signature; // kind, dtype, op (a byte each, one spare), root
+        std::int32_t tag;
+        std::uint32_t context_proposal;
+        std::uint64_t fingerprint;
+    };
+    static std::uint64_t signature_of(const WireHeader &h) {
+        return std::uint64_t(h.kind & 0xff) | std::uint64_t(std::uint32_t(h.dtype) & 0xff) << 8 |
+               std::uint64_t(std::uint32_t(h.op) & 0xff) << 16 | std::uint64_t(std::uint32_t(h.root)) << 32;
+    }
     struct alignas(64) SlotHeader {
+        // Line 0: all a small collective's reader touches.
         std::uint64_t published; // seq + 1 of the last collective written here (atomic)
-        WireHeader header;
-        Buffers buffers;
+        CallWords call;
+        unsigned char inline_payload[kInlineBytes];
+        // Line 1: the buffers, for the cross-process copies.
+        alignas(64) Buffers buffers;
         alignas(64) std::uint64_t finished; // seq + 1 once done with the peers' buffers (own line: polled)
         std::uint64_t abandoned;            // seq + 1 once left on an error (set before finished)
         const unsigned char *payload() const { return reinterpret_cast<const unsigned char *>(this + 1); }
         unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
     };
     static constexpr std::size_t kSlotBytes = sizeof(SlotHeader) + kCapacity;
+    static_assert(sizeof(std::uint64_t) + sizeof(CallWords) + kInlineBytes == 64,
+                  "a slot's first line holds published, the call and a small payload");
     // A ring's counters: each on its own line (produced is polled by every peer; consumed[p] and
     // staged[p] are written by this rank only, read by rank p).
     struct alignas(64) RingHeader {
@@ -148,10 +191,12 @@ class ShmArena {
         return ((seq + 1) << kCountBits) | count;
     }
     static std::uint64_t count_in(std::uint64_t word, std::uint64_t seq);
-    // One line per rank ahead of the slots: its bell and how many ranks sleep on it.
+    // One line per rank ahead of the slots: its bell, how many ranks sleep on it, and the CPU
+    // it last ran on.
     struct alignas(64) Bell {
         std::uint32_t count;
         std::uint32_t sleepers;
+        std::int32_t cpu;
     };
 
     Bell &bell_of(int rank) const { return reinterpret_cast<Bell *>(base_)[rank]; }

@@ -35,11 +35,13 @@ bool shm_fits(const Call &call, int n, std::size_t capacity) {
 
 void shm_collective(Exchange &ex) {
     ex.wait_headers();
-    const Call &call = ex.call();
-    const ShmArena &arena = *ex.arena();
-    const int n = ex.size(), r = ex.rank();
-    const std::uint64_t seq = ex.headers()[r].seq;
+    const std::uint64_t seq = ex.headers()[ex.rank()].seq;
     test_hook::stop_point(test_hook::shm, seq);
+    shm_result(ex.comm(), *ex.arena(), ex.call(), seq);
+}
+
+void shm_result(Communicator &comm, const ShmArena &arena, const Call &call, std::uint64_t seq) {
+    const int n = comm.size(), r = comm.rank();
     const std::size_t elem = dtype_size(call.dtype), bytes = call.count * elem;
     if (bytes == 0) return;
     // At most ShmArena::kMaxRanks inputs: a fixed array keeps the hot path free of allocation.
@@ -48,33 +50,30 @@ void shm_collective(Exchange &ex) {
     const std::size_t foreign = std::size_t(n - 1) * bytes;
     switch (call.kind) {
     case CallKind::allreduce:
-    case CallKind::reduce_scatter:
-    case CallKind::allgather: ex.comm().count_sent(foreign); break;
-    case CallKind::reduce:
-        if (r == call.root) ex.comm().count_sent(foreign);
-        break;
-    case CallKind::broadcast:
-        if (r != call.root) ex.comm().count_sent(bytes);
-        break;
-    default: break;
-    }
-    switch (call.kind) {
-    case CallKind::allreduce:
     case CallKind::reduce:
         if (call.kind == CallKind::reduce && r != call.root) return;
-        for (int p = 0; p < n; ++p) inputs[p] = arena.payload(p, seq);
+        comm.count_sent(foreign);
+        for (int p = 0; p < n; ++p) inputs[p] = arena.payload(p, seq, bytes);
         reduce_inputs(inputs, n, call.recv, call.count, call.dtype, call.op);
         return;
-    case CallKind::reduce_scatter:
-        for (int p = 0; p < n; ++p) inputs[p] = arena.payload(p, seq) + std::size_t(r) * bytes;
+    case CallKind::reduce_scatter: {
+        comm.count_sent(foreign);
+        const std::size_t published = bytes * std::size_t(n); // each rank published its whole input
+        for (int p = 0; p < n; ++p) inputs[p] = arena.payload(p, seq, published) + std::size_t(r) * bytes;
         reduce_inputs(inputs, n, call.recv, call.count, call.dtype, call.op);
         return;
+    }
     case CallKind::allgather:
+        comm.count_sent(foreign);
         for (int p = 0; p < n; ++p)
-            std::memcpy(static_cast<unsigned char *>(call.recv) + std::size_t(p) * bytes, arena.payload(p, seq), bytes);
+            std::memcpy(static_cast<unsigned char *>(call.recv) + std::size_t(p) * bytes, arena.payload(p, seq, bytes),
+                        bytes);
         return;
     case CallKind::broadcast:
-        if (r != call.root) std::memcpy(call.recv, arena.payload(call.root, seq), bytes);
+        if (r != call.root) {
+            comm.count_sent(bytes);
+            std::memcpy(call.recv, arena.payload(call.root, seq, bytes), bytes);
+        }
         return;
     default: return;
     }

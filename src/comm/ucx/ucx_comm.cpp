@@ -234,6 +234,68 @@ void UcxComm::run_recv(const Call &call) {
     }
 }
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+} // namespace
+
+bool UcxComm::arena_calls_agree(std::uint64_t seq) const {
+    // Spins for at most spin_time(), reading the clock only every 256 polls (or yield). With a core each,
+    // the peers answer within a few hundred nanoseconds: pure spinning, yielding only once a
+    // peer is late (a peer descheduled by some other process needs the core). When ranks
+    // outnumber cores, a yield hands the core to another process, which costs microseconds
+    // here (two context switches): this rank yields only when a peer it waits for last ran on
+    // this CPU (it cannot be running now, and may be waiting for this core), else it spins,
+    // since that peer runs elsewhere and will publish shortly; a peer that moved is caught by
+    // yielding after kPureSpins polls anyway. So each CPU switches ranks about once per
+    // collective instead of ping-ponging between ranks that all wait on the other CPU.
+    constexpr unsigned kPureSpins = 2048;
+    const ShmArena &arena = *arena_;
+    const int n = size(), me = rank();
+    unsigned polls = 0, since_yield = 0;
+    Clock::time_point until{};
+    int cpu = shares_cores_ ? sched_getcpu() : -1;
+    for (int k = 1; k < n; ++k) {
+        const int p = (me + k) % n;
+        while (!arena.published(p, seq)) {
+            bool yield = since_yield > kPureSpins;
+            int here = -1; // a peer this rank waits for that last ran on this CPU
+            if (shares_cores_ && !yield)
+                for (int q = p; q != me; q = (q + 1) % n)
+                    if (!arena.published(q, seq) && arena.cpu_of(q) == cpu) {
+                        here = q;
+                        break;
+                    }
+            yield |= here >= 0;
+            if (yield) {
+                sched_yield();
+                since_yield = 0;
+                if (shares_cores_) {
+                    cpu = sched_getcpu();
+                    arena_->note_cpu(cpu);
+                }
+            } else {
+                cpu_relax();
+                ++since_yield;
+            }
+            if (++polls % 256 == 0 || yield) { // a yield takes microseconds: the clock is cheap beside it
+                const auto now = Clock::now();
+                if (until == Clock::time_point{})
+                    until = now + spin_time();
+                else if (now >= until)
+                    return false;
+            }
+        }
+        if (!arena.same_call(p, seq)) return false;
+    }
+    return true;
+}
+
 void UcxComm::run_collective(const Call &call) {
     const std::uint64_t seq = next_seq_++;
     std::size_t payload_bytes = 0;
@@ -246,13 +308,26 @@ void UcxComm::run_collective(const Call &call) {
         return;
     }
     const bool in_arena = arena_ && shm_fits(call, size(), ShmArena::kCapacity);
-    const bool by_cma = arena_ && !in_arena && cma_applicable(call, *this);
-    if (in_arena) payload = shm_payload(call, rank(), size(), payload_bytes);
+    if (in_arena) {
+        // The latency path: publish, watch the peers' slots, compute. No Exchange unless the
+        // spin runs out (then it blocks with the deadline, lost-peer and abort checks) or a
+        // peer's call differs (then it reports the mismatch).
+        payload = shm_payload(call, rank(), size(), payload_bytes);
+        arena_->publish(seq, wire_header(*this, call, seq), payload, payload_bytes, call.send, call.recv);
+        if (arena_calls_agree(seq)) {
+            test_hook::stop_point(test_hook::shm, seq);
+            shm_result(*this, *arena_, call, seq);
+            return;
+        }
+        Exchange ex(*this, call, seq, 0, nullptr, 0, true);
+        shm_collective(ex);
+        ex.finish();
+        return;
+    }
+    const bool by_cma = arena_ && cma_applicable(call, *this);
     Exchange ex(*this, call, seq, 0, payload, payload_bytes);
     if (size() == 1) {
         local_collective(ex);
-    } else if (in_arena) {
-        shm_collective(ex);
     } else if (by_cma) {
         cma_collective(ex);
     } else {

@@ -113,6 +113,9 @@ class UcxComm final : public Communicator {
     void run_send(const Call &call);
     void run_recv(const Call &call);
     void run_collective(const Call &call);
+    // A collective in the arena: true once every peer published `seq` with this rank's call;
+    // false when the spin ran out first or a peer's call differs (an Exchange takes over).
+    bool arena_calls_agree(std::uint64_t seq) const;
     void poll_notice_locked();
     // With host_keys_ known: the arena when they are all one host, else the hierarchy.
     void attach_by_host_keys(bool hierarchy_allowed);
