@@ -347,8 +347,8 @@ class FileSink final : public ByteSink {
     std::uint64_t head_, params_end_, params_head_, at_ = 0;
 };
 
-// model.safetensors: a hard link to the parameters' file (a copy where links are not possible),
-// replaced atomically.
+} // namespace
+
 void link_safetensors(const std::string &dir, const std::string &params_file, const std::string &tag) {
     const std::string from = join_path(dir, params_file), to = join_path(dir, kSafetensorsFile);
     const std::string tmp = to + ".tmp." + tag;
@@ -372,8 +372,6 @@ void link_safetensors(const std::string &dir, const std::string &params_file, co
         throw Error(ErrorCode::io, "cannot rename into place '" + to + "': " + std::strerror(e));
     }
 }
-
-} // namespace
 
 void save_consolidated(CheckpointTarget &target, const std::string &dir, bool every_rank) {
     Communicator &world = target.world();

@@ -73,4 +73,8 @@ void stream_consolidated(CheckpointTarget &target, const ConsolidatedPlan &plan,
 // writes them from the stream.
 void save_consolidated(CheckpointTarget &target, const std::string &dir, bool every_rank);
 
+// model.safetensors in `dir`: a hard link to the parameters' file (a copy where links are not
+// possible), replaced atomically.
+void link_safetensors(const std::string &dir, const std::string &params_file, const std::string &tag);
+
 } // namespace shardopt::checkpoint

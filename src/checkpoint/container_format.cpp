@@ -100,6 +100,7 @@ Container read_container(const ByteSource &source) {
     if (version == 0 || version > kFormatVersion)
         corrupt(source, "checkpoint format version " + std::to_string(version) + " is not supported (this build reads " +
                             "versions 1.." + std::to_string(kFormatVersion) + ")");
+    c.version = version;
     const std::uint32_t flags = get_u32(pre + 12);
     if (flags != 0) corrupt(source, "unknown flags " + std::to_string(flags));
     const std::uint64_t header_len = get_u64(pre + 16);

@@ -72,6 +72,7 @@ std::string container_head(nlohmann::json header, const std::vector<SegmentRecor
 std::uint64_t write_container(ByteSink &sink, nlohmann::json header, const std::vector<SegmentData> &segments);
 
 struct Container {
+    std::uint32_t version = 1;
     nlohmann::json header;
     std::uint64_t header_xxh3 = 0;
     std::uint64_t data_start = 0;

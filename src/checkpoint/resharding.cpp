@@ -48,6 +48,12 @@ void SegmentIndex::add(std::shared_ptr<const ByteSource> source, std::shared_ptr
     containers_.push_back(std::move(container));
 }
 
+std::vector<std::string> SegmentIndex::rank_state_parts() const {
+    std::vector<std::string> parts;
+    for (const auto &[part, entry] : rank_states_) parts.push_back(part);
+    return parts;
+}
+
 bool SegmentIndex::read_rank_state(const std::string &part, std::vector<unsigned char> &out) const {
     const auto it = rank_states_.find(part);
     if (it == rank_states_.end()) return false;

@@ -39,6 +39,8 @@ class SegmentIndex {
     // Checksum-verified on read; false when the checkpoint holds none under that part.
     static constexpr const char *kRankStatePrefix = "rank_state.";
     bool read_rank_state(const std::string &part, std::vector<unsigned char> &out) const;
+    // The rank state parts the checkpoint holds, in order.
+    std::vector<std::string> rank_state_parts() const;
 
     const LayoutInfo &layout() const noexcept { return layout_; }
 

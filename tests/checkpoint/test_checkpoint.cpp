@@ -595,3 +595,93 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_grids_are_refused) {
     BOOST_CHECK(code == ErrorCode::unsupported);
     BOOST_CHECK_MESSAGE(message.find("tensor parallelism are not supported") != std::string::npos, message);
 }
+
+namespace {
+
+// Runs shardopt-ckpt with `args`; its exit status, its standard output in `out`.
+int ckpt_tool(const std::string &args, std::string *out = nullptr) {
+    FILE *p = ::popen((std::string(SHARDOPT_CKPT) + " " + args + " 2>&1").c_str(), "r");
+    BOOST_REQUIRE(p);
+    std::string text;
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+    const int status = ::pclose(p);
+    if (out) *out = text;
+    BOOST_TEST_MESSAGE("shardopt-ckpt " << args << ": " << text.substr(0, 300));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+nlohmann::json digests_of(const std::string &dir) {
+    std::string out;
+    BOOST_REQUIRE_EQUAL(ckpt_tool("inspect --verify '" + dir + "'", &out), 0);
+    return nlohmann::json::parse(out).at("digests");
+}
+
+} // namespace
+
+// shardopt-ckpt, no job: a 4-rank sharded checkpoint converted to consolidated, to 3 ranks and
+// back resumes exactly like the original (bit for bit where a direct load is); every form has the
+// same digests; exports read back; bad input is refused with status 1, bad usage with 2.
+BOOST_AUTO_TEST_CASE(offline_tool_converts_and_resumes) {
+    TempDir tmp;
+    const std::string dir = tmp.sub("ckpt"), cons = tmp.sub("cons"), s3 = tmp.sub("s3"), s2 = tmp.sub("s2");
+    run_training<double>(setup64(), 4, strategy_options(Strategy::zero2), kHalf, {},
+                         [&](ShardedOptimizer &opt) { opt.save(dir, CheckpointForm::sharded); });
+    BOOST_REQUIRE_EQUAL(ckpt_tool("convert '" + dir + "' '" + cons + "'"), 0);
+    BOOST_REQUIRE_EQUAL(ckpt_tool("convert '" + dir + "' '" + s3 + "' --sharded --world-size 3"), 0);
+    BOOST_REQUIRE_EQUAL(ckpt_tool("convert '" + cons + "/checkpoint.shardopt' '" + s2 + "' --sharded --world-size 2"), 0);
+    BOOST_CHECK(shard_files(cons).empty());
+    BOOST_CHECK_EQUAL(shard_files(s3).size(), 3u);
+    BOOST_CHECK_EQUAL(shard_files(s2).size(), 2u);
+    const nlohmann::json digests = digests_of(dir);
+    BOOST_CHECK(digests.contains("state.1"));
+    for (const auto &d : {cons, s3, s2}) BOOST_CHECK_MESSAGE(digests_of(d) == digests, d);
+
+    // Resumed at the saving world and strategy: bit for bit the uninterrupted run.
+    const Target same{"4-rank zero2", 4, strategy_options(Strategy::zero2), true};
+    for (const auto &d : {cons, s3, s2})
+        check_resumed(run_training<double>(setup64(), 4, same.options, kHalf, [&](ShardedOptimizer &opt) {
+                          opt.load(d);
+                          BOOST_CHECK_EQUAL(opt.step_count(), kHalf);
+                      }),
+                      same, "converted " + d);
+    // Elsewhere: bit for bit what a direct load of the original gives.
+    const auto direct = run_training<double>(setup64(), 3, strategy_options(Strategy::fsdp), 5,
+                                             [&](ShardedOptimizer &opt) { opt.load(dir); });
+    for (const auto &d : {cons, s3}) {
+        const auto got = run_training<double>(setup64(), 3, strategy_options(Strategy::fsdp), 5,
+                                              [&](ShardedOptimizer &opt) { opt.load(d); });
+        BOOST_CHECK_MESSAGE(got.size() == direct.size() &&
+                                std::memcmp(got.data(), direct.data(), got.size() * sizeof(double)) == 0,
+                            d << " resumed on 3-rank fsdp differs from a direct load");
+    }
+
+    // Export: the parameters and the state (Adam: two tensors per parameter tensor).
+    const std::string params = tmp.sub("export/params.safetensors"), state = tmp.sub("export/state.safetensors");
+    BOOST_REQUIRE_EQUAL(ckpt_tool("export '" + s3 + "' '" + params + "' --state '" + state + "'"), 0);
+    const auto pbytes = read_bytes(params), sbytes = read_bytes(state);
+    const auto &ref_params = run_training<double>(setup64(), 4, same.options, 0, [&](ShardedOptimizer &opt) { opt.load(dir); });
+    BOOST_REQUIRE_GE(pbytes.size(), ref_params.size() * sizeof(double));
+    BOOST_CHECK(std::memcmp(pbytes.data() + pbytes.size() - ref_params.size() * sizeof(double), ref_params.data(),
+                            ref_params.size() * sizeof(double)) == 0);
+    BOOST_CHECK_GE(sbytes.size(), 2 * ref_params.size() * sizeof(double));
+    std::string out;
+    BOOST_CHECK_EQUAL(ckpt_tool("inspect '" + s2 + "'", &out), 0);
+    BOOST_CHECK(out.find("\"exp_avg_sq\"") != std::string::npos);
+
+    // Refused: a damaged segment (verify, convert), the source as destination, bad usage.
+    const std::string victim = s3 + "/" + shard_files(s3)[1];
+    auto bytes = read_bytes(victim);
+    bytes[bytes.size() - 9] ^= 0x10;
+    write_bytes(victim, bytes);
+    BOOST_CHECK_EQUAL(ckpt_tool("verify '" + s3 + "'", &out), 1);
+    BOOST_CHECK_MESSAGE(out.find("checksum") != std::string::npos, out);
+    BOOST_CHECK_EQUAL(ckpt_tool("convert '" + s3 + "' '" + tmp.sub("bad") + "'"), 1);
+    BOOST_CHECK_EQUAL(ckpt_tool("convert '" + cons + "' '" + cons + "/'"), 1);
+    BOOST_CHECK_EQUAL(ckpt_tool("verify '" + tmp.sub("none") + "'"), 1);
+    BOOST_CHECK_EQUAL(ckpt_tool("convert '" + dir + "' '" + tmp.sub("x") + "' --world-size 0"), 2);
+    BOOST_CHECK_EQUAL(ckpt_tool("frobnicate '" + dir + "'"), 2);
+    // The good ones are untouched by the refusals.
+    BOOST_CHECK(digests_of(cons) == digests);
+}
