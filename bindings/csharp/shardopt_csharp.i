@@ -57,7 +57,7 @@
 
 /* ---- outputs ---- */
 %apply int *OUTPUT { int *rank, int *size, int *index, int *count, int *bucket, int *stop, int *done };
-%apply unsigned long long *OUTPUT { size_t *count, size_t *padded_count, size_t *size, uint64_t *bytes };
+%apply unsigned long long *OUTPUT { size_t *count, size_t *padded_count, size_t *size, uint64_t *bytes, size_t *recv_count };
 %apply long long *OUTPUT { int64_t *steps };
 %apply double *OUTPUT { double *lr };
 
@@ -83,7 +83,7 @@ SO_HANDLE_OUT(shardopt_pipeline, SWIGTYPE_p_shardopt_pipeline_s)
 %typemap(cstype) void **OUT "out global::System.IntPtr"
 %typemap(in) void **OUT %{ $1 = $input; %}
 %typemap(csin) void **OUT "out $csinput"
-%apply void **OUT { void **params, void **grad, void **data };
+%apply void **OUT { void **params, void **grad, void **data, void **recv };
 
 /* ---- caller memory, callbacks and opaque call-scoped handles: IntPtr ---- */
 %apply void *VOID_INT_PTR { void *, const void *, const int64_t *samples, shardopt_activation,

@@ -2,12 +2,14 @@
  * return throws an org.shardopt.ShardoptException (INVALID_ARGUMENT: IllegalArgumentException; IO, CORRUPT: IOException;
  * UNSUPPORTED: UnsupportedOperationException; OUT_OF_MEMORY: OutOfMemoryError; else IllegalStateException) with the
  * status, rank and "SHARDOPT_ERR_X: <the library's message>"; outputs are return values (two as long[2]); memory is a
- * direct buffer; an options struct's setter is checked by the library's validate (a refused value is not kept).
- * Hand-written: trampolines calling the layer's bridges (train's model and lr_fn, pipeline stages) and so_view. */
+ * float[] or double[] (copied for the call) or a direct buffer, whose element type and count are read from it (so_mem);
+ * an options struct's setter is checked by the library's validate (a refused value is not kept).
+ * Hand-written: trampolines calling the layer's bridges (train's model and lr_fn, pipeline stages), so_mem and so_view. */
 %{
 #define SHARDOPT_EXPERIMENTAL /* in-process members, pipelines */
 #include "shardopt.h"
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -70,6 +72,72 @@ static int so_backward(void *u, const shardopt_stage_call *c, const void *in, si
 }
 static const shardopt_pipeline_stage so_stage_fns = {sizeof(shardopt_pipeline_stage), so_forward, so_backward, NULL};
 
+/* ---- memory from Java (so_mem): a float[]/double[] (its elements for the call, copied back unless only read) or a direct
+ * FloatBuffer/DoubleBuffer in native byte order (its remaining elements, in place); else an IllegalArgumentException naming
+ * `what` (null: NullPointerException) ---- */
+typedef struct so_mem { jarray array; void *p; size_t n; shardopt_dtype dtype; jint mode; } so_mem;
+static unsigned char so_empty[8]; /* the address of 0 elements */
+static int so_iae(JNIEnv *env, const char *format, ...) {
+    char m[512];
+    va_list a;
+    va_start(a, format), vsnprintf(m, sizeof m, format, a), va_end(a);
+    (*env)->ThrowNew(env, (*env)->FindClass(env, "java/lang/IllegalArgumentException"), m);
+    return 0;
+}
+static int so_mem_get(JNIEnv *env, jobject o, const char *what, int out, so_mem *m) {
+    static const char *const kind[] = {"[F", "[D", "java/nio/FloatBuffer", "java/nio/DoubleBuffer"};
+    static const uint16_t one = 1;
+    const char *native = *(const unsigned char *)&one ? "LITTLE_ENDIAN" : "BIG_ENDIAN";
+    jclass order, buffer;
+    int k = 0;
+    memset(m, 0, sizeof *m);
+    if (!o) return (*env)->ThrowNew(env, (*env)->FindClass(env, "java/lang/NullPointerException"), what), 0;
+    while (k < 4 && !(*env)->IsInstanceOf(env, o, (*env)->FindClass(env, kind[k]))) ++k;
+    if (k == 4) return so_iae(env, "%s must be a float[], double[], or a direct FloatBuffer or DoubleBuffer", what);
+    m->dtype = k % 2 ? SHARDOPT_F64 : SHARDOPT_F32;
+    if (k < 2) {
+        if (!(m->n = (size_t)(*env)->GetArrayLength(env, o))) return m->p = so_empty, 1;
+        m->array = (jarray)o, m->mode = out ? 0 : JNI_ABORT;
+        m->p = k ? (void *)(*env)->GetDoubleArrayElements(env, o, NULL) : (void *)(*env)->GetFloatArrayElements(env, o, NULL);
+        return m->p != NULL;
+    }
+    if (!(m->p = (*env)->GetDirectBufferAddress(env, o)))
+        return so_iae(env, "%s must be a direct buffer (ByteBuffer.allocateDirect)", what);
+    order = (*env)->FindClass(env, "java/nio/ByteOrder"), buffer = (*env)->FindClass(env, "java/nio/Buffer");
+    if (!(*env)->IsSameObject(env, (*env)->CallObjectMethod(env, o, (*env)->GetMethodID(env, (*env)->FindClass(env, kind[k]), "order",
+                                                                                         "()Ljava/nio/ByteOrder;")),
+                              (*env)->GetStaticObjectField(env, order, (*env)->GetStaticFieldID(env, order, native, "Ljava/nio/ByteOrder;"))))
+        return so_iae(env, "%s is in %s byte order; native code reads %s (make it with ByteBuffer.allocateDirect(n).order("
+                      "ByteOrder.nativeOrder()))", what, native[0] == 'L' ? "BIG_ENDIAN" : "LITTLE_ENDIAN", native);
+    m->p = (char *)m->p + (*env)->CallIntMethod(env, o, (*env)->GetMethodID(env, buffer, "position", "()I")) * (k % 2 ? 8 : 4);
+    m->n = (size_t)(*env)->CallIntMethod(env, o, (*env)->GetMethodID(env, buffer, "remaining", "()I"));
+    return 1;
+}
+static void so_mem_release(JNIEnv *env, so_mem *m) {
+    if (m->array && m->dtype == SHARDOPT_F64) (*env)->ReleaseDoubleArrayElements(env, m->array, m->p, m->mode);
+    else if (m->array) (*env)->ReleaseFloatArrayElements(env, m->array, m->p, m->mode);
+}
+/* m, taken, checked by the library (a shardopt_*_check_array status): else released, and the error thrown */
+static int so_mem_checked(JNIEnv *env, so_mem *m, shardopt_status st) {
+    if (st != SHARDOPT_OK) so_mem_release(env, m), so_throw(env, st);
+    return st == SHARDOPT_OK;
+}
+/* allgather (gather 1) and reduce_scatter (0): data in m, and the result, a new array of data's type, in r */
+static jarray so_gather_scatter(JNIEnv *env, shardopt_comm comm, jobject data, int gather, so_mem *m, so_mem *r) {
+    int ws = 1;
+    size_t n;
+    jarray out;
+    if (!so_mem_get(env, data, "data", 0, m)) return NULL;
+    shardopt_comm_size(comm, &ws); /* a bad handle fails the call itself */
+    n = gather ? m->n * (size_t)ws : m->n / (size_t)ws;
+    if (!gather && m->n % (size_t)ws)
+        so_iae(env, "reduceScatter: data has %zu elements, not a multiple of the world size %d", m->n, ws), out = NULL;
+    else out = m->dtype == SHARDOPT_F64 ? (jarray)(*env)->NewDoubleArray(env, (jsize)n) : (jarray)(*env)->NewFloatArray(env, (jsize)n);
+    if (out && so_mem_get(env, out, "the result", 1, r)) return out;
+    so_mem_release(env, m); /* failed: nothing else will */
+    return NULL;
+}
+
 #define SO_SETTER(wrapper) (sizeof(wrapper) > 5 && !memcmp((wrapper) + sizeof(wrapper) - 5, "_set", 4)) /* folded */
 
 /* UCX's error handling (loaded with libshardopt) replaces the handlers the JVM turns into NullPointerException and
@@ -107,6 +175,7 @@ SO_RET(SO_LONG, jlong, long, long)
 SO_RET(SO_DOUBLE, jdouble, double, double)
 SO_RET(SO_LONGS, jlongArray, long[], long[])
 SO_RET(SO_BYTES, jbyteArray, byte[], byte[])
+SO_RET(SO_ARRAY, jobject, Object, Object)
 SO_HANDLE(SO_COMM, SWIGTYPE_p_shardopt_comm_s)
 SO_HANDLE(SO_PARAMS, SWIGTYPE_p_shardopt_params_s)
 SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
@@ -121,6 +190,7 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
 %apply shardopt_status SO_LONGS { shardopt_status shardopt_optimizer_tensor_info, shardopt_status shardopt_optimizer_element_count,
     shardopt_status shardopt_optimizer_bucket_grad, shardopt_status shardopt_optimizer_tensor_grad, shardopt_status shardopt_stage_call_grad };
 %apply shardopt_status SO_BYTES { shardopt_status shardopt_optimizer_serialize };
+%apply shardopt_status SO_ARRAY { shardopt_status shardopt_allgather, shardopt_status shardopt_reduce_scatter, shardopt_status shardopt_scatter };
 %apply shardopt_status SO_COMM { shardopt_status shardopt_comm_create_inprocess_member, shardopt_status shardopt_comm_create_from_env,
     shardopt_status shardopt_comm_create_single };
 %apply shardopt_status SO_PARAMS { shardopt_status shardopt_params_create };
@@ -148,7 +218,52 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
 %typemap(in, numinputs=0) size_t struct_size "$1 = sizeof *arg1;"
 %immutable struct_size;
 
-/* ---- memory from Java: direct buffers (no copy; the training result's outlive the setter, write-only from Java) ---- */
+/* ---- memory from Java: an Object (so_mem) as pointer, count and element type; direct buffers (no copy) for what
+ * outlives the call (the training result's, the caller's parameters) ---- */
+%define SO_MEM(ARGS, LOCALS, SET, RELEASE)
+%typemap(jni) ARGS "jobject"
+%typemap(jtype) ARGS "Object"
+%typemap(jstype) ARGS "Object"
+%typemap(javain) ARGS "$javainput"
+%typemap(in) ARGS LOCALS %{ SET %}
+%typemap(freearg) ARGS RELEASE
+%enddef
+%define SO_MEM1(ARGS, WHAT, OUT, SET)
+SO_MEM(ARGS, (so_mem m), if (!so_mem_get(jenv, $input, WHAT, OUT, &m)) return $null; SET, "so_mem_release(jenv, &m$argnum);")
+%enddef
+SO_MEM1((const void *send, void *recv, size_t count, shardopt_dtype dtype), "data", 1, $1 = $2 = m.p; $3 = m.n; $4 = m.dtype;)
+SO_MEM1((void *buffer, size_t count, shardopt_dtype dtype), "data", 1, $1 = m.p; $2 = m.n; $3 = m.dtype;)
+SO_MEM1((const void *buffer, size_t count, shardopt_dtype dtype), "data", 0, $1 = m.p; $2 = m.n; $3 = m.dtype;)
+/* the packed parameters and the caller's parameter buffer (direct: it outlives the call), checked by the library */
+%define SO_PACKED(ARGS, WHAT, OUT, CHECK)
+SO_MEM1(ARGS, WHAT, OUT, if (!so_mem_checked(jenv, &m, CHECK)) return $null; $1 = m.p; $2 = m.n;)
+%enddef
+SO_PACKED((void *packed, size_t count), "out", 1, shardopt_optimizer_check_array(arg1, "out", m.dtype, m.n))
+SO_PACKED((const void *packed, size_t count), "values", 0, shardopt_optimizer_check_array(arg1, "values", m.dtype, m.n))
+SO_PACKED((void *param_buffer, size_t param_count), "parameters", 1, /* the count: create_external's check */
+          shardopt_params_check_array(arg2, "parameters", m.dtype, m.n, m.n))
+SO_MEM(const void *initial, (so_mem m, jobject o), o = $input; m.array = NULL;, "so_mem_release(jenv, &m$argnum);")
+%typemap(check) const void *initial %{ /* after the other arguments, which then have nothing to release when it fails */
+    if (o$argnum && !(so_mem_get(jenv, o$argnum, "initial", 0, &m$argnum)
+                      && so_mem_checked(jenv, &m$argnum,
+                                        shardopt_params_check_array(arg2, "initial", m$argnum.dtype, m$argnum.n, 0))))
+        return $null;
+    $1 = o$argnum ? m$argnum.p : NULL; %}
+%define SO_GATHER_SCATTER(COUNT, GATHER) /* the result, a new array, is returned */
+SO_MEM((const void *send, void *recv, size_t COUNT, shardopt_dtype dtype), (so_mem m, so_mem r, jarray out = NULL),
+       if (!(out = so_gather_scatter(jenv, arg1, $input, GATHER, &m, &r))) return $null;
+       $1 = m.p; $2 = r.p; $3 = GATHER ? m.n : r.n; $4 = m.dtype;, "so_mem_release(jenv, &m$argnum); so_mem_release(jenv, &r$argnum);")
+%typemap(argout) (const void *send, void *recv, size_t COUNT, shardopt_dtype dtype) "$result = out$argnum;"
+%enddef
+SO_GATHER_SCATTER(send_count, 1)
+SO_GATHER_SCATTER(recv_count, 0)
+%typemap(in, numinputs=0) (void **recv, size_t *recv_count) (void *d = NULL, size_t n = 0) "$1 = &d; $2 = &n;"
+%typemap(argout) (void **recv, size_t *recv_count) %{ /* scatter: this rank's part, an array of the buffer's type */
+    if (d$argnum && arg4 == SHARDOPT_F64 && ($result = (*jenv)->NewDoubleArray(jenv, (jsize)n$argnum)))
+        (*jenv)->SetDoubleArrayRegion(jenv, $result, 0, (jsize)n$argnum, (const jdouble *)d$argnum);
+    else if (d$argnum && ($result = (*jenv)->NewFloatArray(jenv, (jsize)n$argnum)))
+        (*jenv)->SetFloatArrayRegion(jenv, $result, 0, (jsize)n$argnum, (const jfloat *)d$argnum);
+    shardopt_buffer_free(d$argnum); %}
 %typemap(jni) void *DIRECT, shardopt_pipeline pipeline, (shardopt_batch_fn model, void *user_data) "jobject"
 %typemap(jtype) void *DIRECT "java.nio.Buffer"
 %typemap(jstype) void *DIRECT "java.nio.Buffer"
@@ -158,9 +273,8 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
 %typemap(in) void *DIRECT "$1 = ($1_ltype)($input ? (*jenv)->GetDirectBufferAddress(jenv, $input) : NULL);"
 %typemap(out) void *DIRECT "(void)$1; $result = NULL;"
 %typemap(javaout) void *DIRECT { return null; }
-%apply void *DIRECT { void *recv, void *buffer, void *packed, void *param_buffer, const void *send, const void *packed,
-    const void *initial, const void *data, void *best_parameters, double *training_loss_history, double *validation_loss_history,
-    double *learning_rate_history }
+%apply void *DIRECT { const void *data, void *best_parameters, double *training_loss_history,
+    double *validation_loss_history, double *learning_rate_history }
 
 /* ---- train(): the Java bridge as the model, and as the lr_fn of a CUSTOM schedule (train's options are arg 4) ---- */
 %typemap(in) (shardopt_batch_fn model, void *user_data) (so_cb cb = {0}) %{ {
@@ -198,11 +312,12 @@ SO_HANDLE(SO_OPT, SWIGTYPE_p_shardopt_optimizer_s)
     if (st_ != SHARDOPT_OK) { *$1 = saved$argnum; so_throw(jenv, st_); } } %}
 %enddef
 SO_OPTIONS(shardopt_optimizer_options, shardopt_optimizer_options_validate)
-SO_OPTIONS(shardopt_sharding_options, shardopt_sharding_options_validate)
+SO_OPTIONS(shardopt_sharding_options, shardopt_sharding_options_validate_strict) /* also refuses 0 for a default */
+SO_OPTIONS(shardopt_elastic_options, shardopt_elastic_options_validate_strict)
 SO_OPTIONS(shardopt_training_options, shardopt_training_options_validate)
 
 /* ---- the C ABI, less what Java does not use ---- */
-%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|params_tensor_count|params_padded_count|training_learning_rate)$";
+%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|params_tensor_count|params_padded_count|training_learning_rate|.*_check_array)$";
 %ignore shardopt_batch;
 %ignore shardopt_status; /* its values: ShardoptException.getStatus() */
 %ignore shardopt_pipeline_stage;

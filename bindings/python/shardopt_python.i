@@ -152,13 +152,17 @@ SO_HANDLE(shardopt_comm) SO_HANDLE(shardopt_params) SO_HANDLE(shardopt_optimizer
 %apply uint64_t *OUTPUT { uint64_t *bytes };
 %typemap(in, numinputs=0) void ** (void *p = NULL) "$1 = &p;"
 %typemap(argout) void ** { %append_output(SO_ADDR(p$argnum)); }
-%typemap(in, numinputs=0) (void **data, size_t *size) (void *p = NULL, size_t n = 0) "$1 = &p; $2 = &n;"
-%typemap(argout) (void **data, size_t *size) {
-    PyObject *bytes = PyBytes_FromStringAndSize((const char *)p$argnum, (Py_ssize_t)n$argnum);
+%define SO_BYTES_OUT(ARGS, ELEMENT) /* library bytes (n elements of ELEMENT bytes), copied and freed */
+%typemap(in, numinputs=0) ARGS (void *p = NULL, size_t n = 0) "$1 = &p; $2 = &n;"
+%typemap(argout) ARGS {
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)p$argnum, (Py_ssize_t)(n$argnum * ELEMENT));
     shardopt_buffer_free(p$argnum);
     if (!bytes) SWIG_fail;
     %append_output(bytes);
 }
+%enddef
+SO_BYTES_OUT((void **data, size_t *size), 1)
+SO_BYTES_OUT((void **recv, size_t *recv_count), "\4\10\2\2\4\10\1"[arg4]) /* scatter's part: arg4 is its dtype */
 
 /* arrays */
 %define SO_ARRAY(ARGS, WRITABLE, NONE, SET)

@@ -186,6 +186,13 @@ SHARDOPT_API shardopt_status shardopt_allgather(shardopt_comm comm, const void *
                                                 shardopt_dtype dtype);
 SHARDOPT_API shardopt_status shardopt_broadcast(shardopt_comm comm, void *buffer, size_t count, shardopt_dtype dtype,
                                                 int root);
+/* Root's buffer of count elements (a multiple of the world size; ignored on the other ranks, whose
+ * count need not be known) split in rank order: each rank's part, count / size elements, in *recv,
+ * allocated by the library (release it with shardopt_buffer_free), its element count in
+ * *recv_count. Every rank passes the same dtype and root. A count that is not a multiple of the
+ * world size (or a NULL buffer) on root is INVALID_ARGUMENT on every rank. */
+SHARDOPT_API shardopt_status shardopt_scatter(shardopt_comm comm, const void *buffer, size_t count, shardopt_dtype dtype,
+                                              int root, void **recv, size_t *recv_count);
 /* Like allreduce, but only root's recv is written (recv may be NULL on other ranks). */
 SHARDOPT_API shardopt_status shardopt_reduce(shardopt_comm comm, const void *send, void *recv, size_t count,
                                              shardopt_dtype dtype, shardopt_reduce_op op, int root);
@@ -493,6 +500,14 @@ SHARDOPT_API shardopt_status shardopt_sharding_options_init_preset(shardopt_shar
  * create would, without a communicator: INVALID_ARGUMENT naming the first bad field. (Combinations
  * that depend on the memory or the world are checked by create.) */
 SHARDOPT_API shardopt_status shardopt_sharding_options_validate(const shardopt_sharding_options *opts);
+/* As shardopt_sharding_options_validate, and INVALID_ARGUMENT naming the field for a 0 (SHARDOPT_AUTO) where the C
+ * ABI reads 0 as a default that _init writes as a value: gradient_accumulation_steps, staging_buffers, the hybrid
+ * sizes, hsdp_replicas, local_sgd_period, compression_ratio, compression_block_size, power_sgd_rank,
+ * power_sgd_min_elements and the switches. A struct filled by _init or _init_preset holds no 0 there, so such a 0 was
+ * set by the caller, who meant a value: what a binding's setters call, so that no language restates the rule. (Fields
+ * where 0 is a value, or _init's own default, are as in _validate: max_grad_norm, update_threads, async_staleness,
+ * parameter_group_size, learning_rate.) Fields beyond struct_size are not checked. */
+SHARDOPT_API shardopt_status shardopt_sharding_options_validate_strict(const shardopt_sharding_options *opts);
 
 typedef struct shardopt_optimizer_s *shardopt_optimizer;
 
@@ -563,6 +578,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_element_count(shardopt_optimizer
 SHARDOPT_API shardopt_status shardopt_optimizer_set_learning_rate(shardopt_optimizer opt, double lr);
 /* The learning rate the next step uses (after set_learning_rate, or a load: the checkpoint's). */
 SHARDOPT_API shardopt_status shardopt_optimizer_learning_rate(shardopt_optimizer opt, double *lr);
+/* AiDotNet's GetOptions().LearningRate = x, for callers that keep the options they created opt from and
+ * may change them later (the bindings): `options` is read for its lr only. When that differs from the lr
+ * opt last took from its options (at create, or at an earlier call), it becomes the rate of later steps, as
+ * set_learning_rate; otherwise the rate in force (set_learning_rate's, a schedule's, a load's) stays. The
+ * bindings call it before each step, train, pipeline batch and learning-rate query or change. Errors:
+ * INVALID_ARGUMENT (NULL, a bad lr). */
+SHARDOPT_API shardopt_status shardopt_optimizer_follow_options(shardopt_optimizer opt,
+                                                               const shardopt_optimizer_options *options);
 /* Updates applied so far (accumulation micro-steps and skipped steps not counted). */
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps);
 
@@ -578,6 +601,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_get_parameters(shardopt_optimize
 /* Replace all parameters from packed (count = element_count), identical on every rank. */
 SHARDOPT_API shardopt_status shardopt_optimizer_set_parameters(shardopt_optimizer opt, const void *packed,
                                                                size_t count);
+/* For bindings, whose arrays carry their element type and length: checks an array given as `what` (count
+ * elements of dtype) against opt's packed parameters (element_count elements of its dtype), or against params
+ * (of its dtype; need elements, 0: its element count). INVALID_ARGUMENT, e.g. "initial holds float64 elements
+ * but the layout is float32", "values has 3 elements; the layout needs 9". */
+SHARDOPT_API shardopt_status shardopt_optimizer_check_array(shardopt_optimizer opt, const char *what,
+                                                            shardopt_dtype dtype, size_t count);
+SHARDOPT_API shardopt_status shardopt_params_check_array(shardopt_params params, const char *what,
+                                                         shardopt_dtype dtype, size_t count, size_t need);
 /* FSDP: makes unit (bucket) b's full parameters available (collective over the group) and
  * returns them in *params (may be NULL); release frees them. Others: the resident pointer. */
 SHARDOPT_API shardopt_status shardopt_optimizer_gather(shardopt_optimizer opt, int bucket, void **params);
@@ -816,7 +847,8 @@ SHARDOPT_API shardopt_status shardopt_training_options_init_sized(shardopt_train
 static inline shardopt_status shardopt_training_options_init(shardopt_training_options *opts) {
     return shardopt_training_options_init_sized(opts, sizeof *opts);
 }
-/* Checks *opts as train would: INVALID_ARGUMENT naming the first bad field. */
+/* Checks *opts as train would: INVALID_ARGUMENT naming the first bad field. (Its fields hold plain values, and where
+ * 0 stands for a default, as decay_period's, _init writes 0: there is no _strict form.) */
 SHARDOPT_API shardopt_status shardopt_training_options_validate(const shardopt_training_options *opts);
 /* The rate schedule `opts` gives at t for base, as train applies it (bindings and tests use it to
  * show a schedule without training). Errors: INVALID_ARGUMENT (bad options, t < 0, NULL), and a
@@ -911,6 +943,9 @@ static inline shardopt_status shardopt_elastic_options_init(shardopt_elastic_opt
 /* Checks the fields of *opts on their own, as make_elastic does (the directory is checked there: it
  * may come from the environment): INVALID_ARGUMENT naming the first bad field. */
 SHARDOPT_API shardopt_status shardopt_elastic_options_validate(const shardopt_elastic_options *opts);
+/* As shardopt_elastic_options_validate, and INVALID_ARGUMENT for min_workers or max_workers 0 (a default that _init
+ * writes as a value, so a 0 there was the caller's). checkpoint_every 0 and checkpoint_dir NULL are _init's own. */
+SHARDOPT_API shardopt_status shardopt_elastic_options_validate_strict(const shardopt_elastic_options *opts);
 
 /* Collective: makes opt elastic (once). Checks the options and that the world size lies in
  * [min_workers, max_workers], then loads the latest complete checkpoint in the directory when
@@ -1068,11 +1103,15 @@ typedef struct shardopt_pipeline_s *shardopt_pipeline;
 SHARDOPT_API shardopt_status shardopt_pipeline_create(shardopt_optimizer opt, const shardopt_pipeline_stage *stage,
                                                       const shardopt_pipeline_options *options,
                                                       shardopt_pipeline *out);
+/* INVALID_STATE while a batch of the pipeline runs (from a stage). */
 SHARDOPT_API shardopt_status shardopt_pipeline_destroy(shardopt_pipeline pipeline);
 /* Collective over the optimizer's world: one batch and one optimizer step; result may be NULL.
  * A failing callback or stage aborts the pipeline group, so every stage returns an error at once
  * (INVALID_STATE naming the rank and the callback's return code, or shardopt_model_error's
- * message when the callback set one). */
+ * message when the callback set one). While the batch runs the optimizer is the batch's, as it is
+ * its training loop's inside train: a call that changes it or is collective (destroy included),
+ * from a stage or another thread, is INVALID_STATE ("not while a pipeline batch is running on this
+ * optimizer"); so is run_batch from a stage. A stage may read it (queries, tensor_parameters). */
 SHARDOPT_API shardopt_status shardopt_pipeline_run_batch(shardopt_pipeline pipeline, shardopt_pipeline_result *result);
 /* From a forward callback: sets the output's element count and returns its buffer in *data. */
 SHARDOPT_API shardopt_status shardopt_activation_resize(shardopt_activation output, size_t count, void **data);

@@ -49,10 +49,13 @@ struct shardopt_optimizer_s {
     // Set by shardopt_optimizer_make_elastic: the checkpoint schedule around opt (declared after
     // it, so destroyed first).
     std::unique_ptr<shardopt::ElasticOptimizer> elastic;
-    // The thread running shardopt_optimizer_optimize or _train, while it runs: its callbacks must
-    // not call back into (or destroy) the optimizer whose buffers the loop is using, and no other
-    // thread may use it meanwhile.
+    // The thread running shardopt_optimizer_optimize or _train, or a pipeline batch on the optimizer
+    // (in_pipeline), while it runs: its callbacks must not call back into (or destroy) the optimizer
+    // whose buffers the loop is using, and no other thread may use it meanwhile.
     std::atomic<std::thread::id> training_thread{};
+    std::atomic<bool> in_pipeline{false};
+    // The lr of the caller's options when opt last took it (create, shardopt_optimizer_follow_options).
+    double options_lr = 0;
 };
 
 namespace shardopt::capi {
@@ -99,12 +102,18 @@ inline ShardedOptimizer &opt_query_of(shardopt_optimizer o) {
     call_rank = opt.rank();
     return opt;
 }
-// For what changes the optimizer or is collective: refused from inside its own optimize().
-inline ShardedOptimizer &opt_of(shardopt_optimizer o) {
+// For what changes the optimizer or is collective: refused from inside its own optimize() or pipeline
+// batch (stage_may_call: a pipeline stage may, from the batch's thread: tensor_parameters).
+inline ShardedOptimizer &opt_of(shardopt_optimizer o, bool stage_may_call = false) {
     shardopt_optimizer_s *h = check(o, HandleTag::optimizer, "optimizer");
     call_rank = h->opt->rank();
     const std::thread::id trainer = h->training_thread.load();
-    if (trainer != std::thread::id()) {
+    if (trainer != std::thread::id() && h->in_pipeline) {
+        const bool stage = trainer == std::this_thread::get_id();
+        require(stage && stage_may_call, ErrorCode::invalid_state,
+                std::string("not while a pipeline batch is running on this optimizer (called from ") +
+                    (stage ? "a stage callback)" : "another thread)"));
+    } else if (trainer != std::thread::id()) {
         require(trainer != std::this_thread::get_id(), ErrorCode::invalid_state,
                 "called from inside this optimizer's training loop (its model callback): the loop is using it");
         throw Error(ErrorCode::invalid_state,
@@ -113,6 +122,21 @@ inline ShardedOptimizer &opt_of(shardopt_optimizer o) {
     }
     return *h->opt;
 }
+// Marks the handle as busy on this thread (training, or running a pipeline batch) for the call's
+// duration, however it ends.
+class BusyCall {
+  public:
+    BusyCall(shardopt_optimizer_s *h, bool pipeline) : h_(h) {
+        h_->in_pipeline = pipeline;
+        h_->training_thread = std::this_thread::get_id();
+    }
+    ~BusyCall() { h_->training_thread = std::thread::id(); }
+    BusyCall(const BusyCall &) = delete;
+    BusyCall &operator=(const BusyCall &) = delete;
+
+  private:
+    shardopt_optimizer_s *h_;
+};
 inline ParameterSet &params_of(shardopt_params p) { return check(p, HandleTag::params, "parameter set")->set; }
 // destroy(NULL) is a no-op; any other handle is checked, marked dead and deleted.
 template <typename H> void destroy(H *handle, HandleTag tag, const char *what) {
@@ -127,6 +151,17 @@ inline void not_null(const void *p, const char *name) {
 inline DType dtype_arg(shardopt_dtype d) {
     require(is_valid(DType(d)), ErrorCode::invalid_argument, "invalid dtype " + std::to_string(int(d)));
     return DType(d);
+}
+// shardopt_*_check_array: an array a binding passes as `what` against `need` elements of set's dtype.
+inline void array_arg(const ParameterSet &set, const char *what, shardopt_dtype dtype, std::size_t count,
+                      std::size_t need) {
+    not_null(what, "what");
+    auto name = [](DType d) { return d == DType::f32 ? "float32" : d == DType::f64 ? "float64" : dtype_name(d); };
+    require(DType(dtype) == set.dtype(), ErrorCode::invalid_argument,
+            std::string(what) + " holds " + (is_valid(DType(dtype)) ? name(DType(dtype)) : "invalid-dtype") +
+                " elements but the layout is " + name(set.dtype()));
+    require(count == need, ErrorCode::invalid_argument,
+            std::string(what) + " has " + std::to_string(count) + " elements; the layout needs " + std::to_string(need));
 }
 inline ReduceOp op_arg(shardopt_reduce_op op) {
     require(is_valid(ReduceOp(op)), ErrorCode::invalid_argument, "invalid reduce op " + std::to_string(int(op)));
@@ -148,6 +183,16 @@ template <typename T> T read_struct(const T *user, const char *name, std::size_t
     T full{};
     std::memcpy(static_cast<void *>(&full), user, size);
     return full;
+}
+// The _strict validate functions: `field` (at `offset` of the caller's struct c) is 0 where the C ABI
+// reads 0 as a default that _init writes as a value (`init`, in words), so the 0 was the caller's.
+template <typename S, typename V>
+void require_set(const S &c, std::size_t offset, V value, const std::string &init, const char *what,
+                 const char *field) {
+    if (offset + sizeof(V) > c.struct_size || value != V(0)) return;
+    throw Error(ErrorCode::invalid_argument, std::string(what) + ": " + field + " is 0, which the C ABI reads as " +
+                                                 "its default (" + init + "), not as a value: give a value, or leave " +
+                                                 "the field as _init filled it");
 }
 // Output structs: the caller must have set struct_size (checked before any work is done).
 template <typename T> void check_out_struct(const T *user, const char *name) {

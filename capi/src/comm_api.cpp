@@ -163,6 +163,36 @@ SHARDOPT_API shardopt_status shardopt_broadcast(shardopt_comm comm, void *buffer
     return guard(__func__, [&] { comm_of(comm).broadcast(buffer, count, dtype_arg(dtype), root); });
 }
 
+SHARDOPT_API shardopt_status shardopt_scatter(shardopt_comm comm, const void *buffer, size_t count, shardopt_dtype dtype,
+                                              int root, void **recv, size_t *recv_count) {
+    return guard(__func__, [&] {
+        Communicator &c = comm_of(comm);
+        const DType dt = dtype_arg(dtype);
+        not_null(recv, "recv");
+        not_null(recv_count, "recv_count");
+        const int size = c.size(), rank = c.rank();
+        require(root >= 0 && root < size, ErrorCode::invalid_argument,
+                "root " + std::to_string(root) + " outside [0, " + std::to_string(size) + ")");
+        // root's count and its part of it, -1 when it refuses them: every rank then fails alike
+        std::int64_t counts[2] = {std::int64_t(count), -1};
+        if (rank == root && (buffer != nullptr || count == 0) && count % std::size_t(size) == 0)
+            counts[1] = std::int64_t(count / std::size_t(size));
+        c.broadcast(counts, 2, DType::i64, root);
+        require(counts[1] >= 0, ErrorCode::invalid_argument,
+                "scatter: root rank " + std::to_string(root) + "'s data (" + std::to_string(counts[0]) + " elements" +
+                    (counts[0] % size ? ") is not a multiple of the world size " + std::to_string(size) : ") is NULL"));
+        const std::size_t part = std::size_t(counts[1]) * dtype_size(dt);
+        std::vector<unsigned char> all(rank == root ? 0 : part * std::size_t(size));
+        const unsigned char *from = rank == root ? static_cast<const unsigned char *>(buffer) : all.data();
+        if (part) c.broadcast(const_cast<unsigned char *>(from), std::size_t(counts[1]) * std::size_t(size), dt, root);
+        void *out = std::malloc(part ? part : 1); // released with shardopt_buffer_free
+        if (!out) throw std::bad_alloc();
+        if (part) std::memcpy(out, from + std::size_t(rank) * part, part);
+        *recv = out;
+        *recv_count = std::size_t(counts[1]);
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_reduce(shardopt_comm comm, const void *send, void *recv, size_t count,
                                              shardopt_dtype dtype, shardopt_reduce_op op, int root) {
     return guard(__func__, [&] { comm_of(comm).reduce(send, recv, count, dtype_arg(dtype), op_arg(op), root); });

@@ -60,6 +60,18 @@ SHARDOPT_API shardopt_status shardopt_elastic_options_validate(const shardopt_el
     return guard(__func__, [&] { elastic_options_from(opts).validate(); });
 }
 
+SHARDOPT_API shardopt_status shardopt_elastic_options_validate_strict(const shardopt_elastic_options *opts) {
+    return guard(__func__, [&] {
+        elastic_options_from(opts).validate();
+        const auto c = read_struct(opts, "elastic options", kMinElasticOptions);
+        const ElasticOptions d;
+        require_set(c, offsetof(shardopt_elastic_options, min_workers), c.min_workers, std::to_string(d.min_workers),
+                    "elastic options", "min_workers");
+        require_set(c, offsetof(shardopt_elastic_options, max_workers), c.max_workers, std::to_string(d.max_workers),
+                    "elastic options", "max_workers");
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_optimizer_make_elastic(shardopt_optimizer opt,
                                                              const shardopt_elastic_options *options) {
     return guard(__func__, [&] {

@@ -24,18 +24,6 @@ thread_local std::string model_error_message;
     throw Error(ErrorCode::invalid_state, why);
 }
 
-// Marks the handle as training on this thread for the call's duration, however it ends.
-class TrainingCall {
-  public:
-    explicit TrainingCall(shardopt_optimizer_s *h) : h_(h) { h_->training_thread = std::this_thread::get_id(); }
-    ~TrainingCall() { h_->training_thread = std::thread::id(); }
-    TrainingCall(const TrainingCall &) = delete;
-    TrainingCall &operator=(const TrainingCall &) = delete;
-
-  private:
-    shardopt_optimizer_s *h_;
-};
-
 template <typename T> std::size_t copy_history(const std::vector<double> &from, double *to, std::size_t capacity) {
     if (to) std::copy_n(from.begin(), std::min(from.size(), capacity), to);
     return from.size();
@@ -96,7 +84,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_train(shardopt_optimizer opt, sh
             if (rc != 0) callback_failed(world, "model callback", rc);
             return loss;
         };
-        TrainingCall call(opt);
+        BusyCall call(opt, false);
         TrainingResult r = opt->elastic ? opt->elastic->train(fn, to) : o.train(fn, to);
         if (!result) return;
         if (out.best_parameters) std::memcpy(out.best_parameters, r.best_parameters.data(), r.best_parameters.size());
@@ -142,7 +130,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_optimize(shardopt_optimizer opt,
             if (rc != 0) callback_failed(world, "model callback", rc);
             return loss;
         };
-        TrainingCall call(opt);
+        BusyCall call(opt, false);
         const OptimizeResult r = opt->elastic ? opt->elastic->optimize(fn, oo) : o.optimize(fn, oo);
         if (!result) return;
         if (out.best_parameters && !r.best_parameters.empty())

@@ -47,6 +47,7 @@ shardopt_status create(const char *fn, shardopt_comm comm, shardopt_params param
                         std::to_string(planned.padded_count()) + " elements (shardopt_params_padded_count)");
         }
         std::unique_ptr<shardopt_optimizer_s> h(new shardopt_optimizer_s);
+        h->options_lr = o.lr;
         h->opt = ShardedOptimizer::create(c.shared_from_this(), layout, o, s, initial,
                                           use_external ? external : nullptr);
         *out = h.release();
@@ -138,6 +139,17 @@ SHARDOPT_API shardopt_status shardopt_optimizer_learning_rate(shardopt_optimizer
     });
 }
 
+SHARDOPT_API shardopt_status shardopt_optimizer_follow_options(shardopt_optimizer opt,
+                                                               const shardopt_optimizer_options *options) {
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_query_of(opt);
+        const double lr = optimizer_options_from(options).lr;
+        if (lr == opt->options_lr) return;
+        o.set_learning_rate(lr);
+        opt->options_lr = lr;
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_optimizer_step_count(shardopt_optimizer opt, int64_t *steps) {
     return guard(__func__, [&] {
         ShardedOptimizer &o = opt_query_of(opt);
@@ -158,7 +170,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_parameters(shardopt_optimizer op
 
 SHARDOPT_API shardopt_status shardopt_optimizer_tensor_parameters(shardopt_optimizer opt, int tensor, void **params) {
     return guard(__func__, [&] {
-        ShardedOptimizer &o = opt_of(opt);
+        ShardedOptimizer &o = opt_of(opt, /*stage_may_call=*/true);
         tensor_arg(o.layout(), tensor);
         not_null(params, "params");
         *params = o.tensor_parameters(tensor);
@@ -181,6 +193,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_set_parameters(shardopt_optimize
         not_null(packed, "packed");
         packed_count_arg(o.layout(), count);
         o.set_parameters(packed);
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_optimizer_check_array(shardopt_optimizer opt, const char *what,
+                                                            shardopt_dtype dtype, size_t count) {
+    return guard(__func__, [&] {
+        const ParameterSet &l = opt_query_of(opt).layout();
+        array_arg(l, what, dtype, count, l.element_count());
     });
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 
 #include "capi_internal.hpp"
 #include "options_convert.hpp"
@@ -197,6 +198,35 @@ void validate_sharding_fields(ShardingOptions o) {
     validate_auto_sync(o);
     if (o.strategy != Strategy::async_sgd) o.strategy = Strategy::hybrid; // every strategy's fields allowed here
     validate_sharding_options(o);
+}
+
+std::string shown(double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return text;
+}
+
+// The fields where 0 (SHARDOPT_AUTO) stands for a default that _init writes as a value: a 0 there in a struct that
+// _init or a preset filled was set by the caller, who meant a value (the _strict check).
+#define SHARDOPT_SHARDING_VALUE_FIELDS(X)                                                                       \
+    X(gradient_accumulation_steps) X(staging_buffers) X(pipeline_parallel_size) X(tensor_parallel_size)          \
+    X(data_parallel_size) X(hsdp_replicas) X(local_sgd_period) X(compression_ratio) X(compression_block_size)   \
+    X(power_sgd_rank) X(power_sgd_min_elements)
+#define SHARDOPT_SHARDING_SWITCH_FIELDS(X)                                                                      \
+    X(skip_nonfinite) X(fsdp_prefetch) X(overlap_param_gather) X(broadcast_initial) X(error_feedback)           \
+    X(cpu_offload_optimizer) X(cpu_offload_gradients) X(cpu_offload_params) X(auto_sync_gradients)
+
+void require_sharding_values(const shardopt_sharding_options &c) {
+    const shardopt_sharding_options d = sharding_defaults();
+#define SHARDOPT_REQUIRE_VALUE(name)                                                                            \
+    require_set(c, offsetof(shardopt_sharding_options, name), c.name, shown(double(d.name)), "sharding options", #name);
+    SHARDOPT_SHARDING_VALUE_FIELDS(SHARDOPT_REQUIRE_VALUE)
+#undef SHARDOPT_REQUIRE_VALUE
+#define SHARDOPT_REQUIRE_SWITCH(name)                                                                           \
+    require_set(c, offsetof(shardopt_sharding_options, name), int(c.name),                                      \
+                d.name == SHARDOPT_ENABLE ? "SHARDOPT_ENABLE" : "SHARDOPT_DISABLE", "sharding options", #name);
+    SHARDOPT_SHARDING_SWITCH_FIELDS(SHARDOPT_REQUIRE_SWITCH)
+#undef SHARDOPT_REQUIRE_SWITCH
 }
 
 // A 0/1 field of the training options.
@@ -420,6 +450,13 @@ SHARDOPT_API shardopt_status shardopt_sharding_options_init_preset(shardopt_shar
 
 SHARDOPT_API shardopt_status shardopt_sharding_options_validate(const shardopt_sharding_options *opts) {
     return guard(__func__, [&] { validate_sharding_fields(sharding_options_from(opts)); });
+}
+
+SHARDOPT_API shardopt_status shardopt_sharding_options_validate_strict(const shardopt_sharding_options *opts) {
+    return guard(__func__, [&] {
+        validate_sharding_fields(sharding_options_from(opts));
+        require_sharding_values(read_struct(opts, "sharding options", kMinShardingOptions));
+    });
 }
 
 SHARDOPT_API shardopt_status shardopt_training_options_init_sized(shardopt_training_options *opts,

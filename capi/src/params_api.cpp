@@ -61,6 +61,16 @@ SHARDOPT_API shardopt_status shardopt_params_element_count(shardopt_params param
     });
 }
 
+SHARDOPT_API shardopt_status shardopt_params_check_array(shardopt_params params, const char *what,
+                                                         shardopt_dtype dtype, size_t count, size_t need) {
+    return guard(__func__, [&] {
+        const ParameterSet &set = params_of(params);
+        std::size_t n = 0;
+        for (const auto &t : set.tensors()) n += t.count;
+        array_arg(set, what, dtype, count, need ? need : n);
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_params_padded_count(shardopt_params params, int shards, size_t *count) {
     return guard(__func__, [&] {
         ParameterSet copy = params_of(params);

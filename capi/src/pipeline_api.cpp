@@ -65,6 +65,8 @@ class CallbackStage final : public PipelineStage {
 
 struct shardopt_pipeline_s {
     std::uint32_t tag = kPipelineTag;
+    shardopt_optimizer_s *opt = nullptr; // its optimizer's handle, busy while a batch runs
+    std::atomic<bool> running{false};
     std::unique_ptr<CallbackStage> stage;
     std::unique_ptr<PipelineRunner> runner;
 };
@@ -102,6 +104,7 @@ SHARDOPT_API shardopt_status shardopt_pipeline_create(shardopt_optimizer opt, co
         auto handle = std::make_unique<shardopt_pipeline_s>();
         handle->stage = std::make_unique<CallbackStage>(s);
         handle->runner = std::make_unique<PipelineRunner>(o, *handle->stage, cpp);
+        handle->opt = opt;
         *out = handle.release();
     });
 }
@@ -109,7 +112,9 @@ SHARDOPT_API shardopt_status shardopt_pipeline_create(shardopt_optimizer opt, co
 SHARDOPT_API shardopt_status shardopt_pipeline_destroy(shardopt_pipeline pipeline) {
     return guard(__func__, [&] {
         if (!pipeline) return;
-        pipeline_of(pipeline)->tag = 0;
+        require(!pipeline_of(pipeline)->running, ErrorCode::invalid_state,
+                "not while a batch of this pipeline is running (called from a stage callback?)");
+        pipeline->tag = 0;
         delete pipeline;
     });
 }
@@ -118,6 +123,13 @@ SHARDOPT_API shardopt_status shardopt_pipeline_run_batch(shardopt_pipeline pipel
     return guard(__func__, [&] {
         shardopt_pipeline_s *p = pipeline_of(pipeline);
         if (result) check_out_struct(result, "pipeline result");
+        opt_of(p->opt); // refused while it trains or runs a batch (from a stage: run_batch again)
+        BusyCall busy(p->opt, true);
+        p->running = true;
+        struct Done {
+            shardopt_pipeline_s *p;
+            ~Done() { p->running = false; }
+        } done{p};
         const PipelineBatchResult r = p->runner->run_batch();
         if (!result) return;
         shardopt_pipeline_result out{};

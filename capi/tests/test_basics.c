@@ -80,6 +80,9 @@ static void test_null_handles(void) {
     NULL_HANDLE(shardopt_optimizer_bucket_info(NULL, 0, &n));
     NULL_HANDLE(shardopt_optimizer_element_count(NULL, &n, &n));
     NULL_HANDLE(shardopt_optimizer_set_learning_rate(NULL, 0.1));
+    NULL_HANDLE(shardopt_optimizer_follow_options(NULL, &opt));
+    NULL_HANDLE(shardopt_optimizer_check_array(NULL, "out", SHARDOPT_F32, 4));
+    NULL_HANDLE(shardopt_params_check_array(NULL, "initial", SHARDOPT_F32, 4, 0));
     NULL_HANDLE(shardopt_optimizer_step_count(NULL, &i64));
     NULL_HANDLE(shardopt_optimizer_parameters(NULL, &p));
     NULL_HANDLE(shardopt_optimizer_tensor_parameters(NULL, 0, &p));

@@ -141,6 +141,28 @@ static void collectives_rank(shardopt_comm comm, int rank, void *arg) {
     CHECK_OK(shardopt_barrier(comm));
 }
 
+/* scatter: root's data (only root knows its count) split in rank order, each part in a library buffer; a count that
+ * does not split, on root, fails every rank at once. */
+static void scatter_rank(shardopt_comm comm, int rank, void *arg) {
+    double all[2 * RANKS], *mine = NULL;
+    size_t n = 99;
+    int i;
+    (void)arg;
+    CHECK_OK(shardopt_comm_set_timeout(comm, 60000));
+    for (i = 0; i < 2 * RANKS; ++i) all[i] = 10.0 * i;
+    CHECK_OK(shardopt_scatter(comm, rank == 1 ? all : NULL, rank == 1 ? 2 * RANKS : 0, SHARDOPT_F64, 1, (void **)&mine, &n));
+    CHECK(n == 2 && mine[0] == 20.0 * rank && mine[1] == 20.0 * rank + 10.0);
+    CHECK_OK(shardopt_buffer_free(mine));
+    CHECK_OK(shardopt_scatter(comm, all, 0, SHARDOPT_F64, 0, (void **)&mine, &n)); /* nothing to split */
+    CHECK(n == 0);
+    CHECK_OK(shardopt_buffer_free(mine));
+    CHECK_ERR(shardopt_scatter(comm, all, 3, SHARDOPT_F64, 0, (void **)&mine, &n), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "scatter: root rank 0's data (3 elements) is not a multiple of the world size 4");
+    CHECK_ERR(shardopt_scatter(comm, all, 4, SHARDOPT_F64, RANKS, (void **)&mine, &n), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "root 4 outside [0, 4)");
+    CHECK_ERR(shardopt_scatter(comm, all, 4, SHARDOPT_F64, 0, NULL, &n), SHARDOPT_ERR_INVALID_ARGUMENT, "recv is NULL");
+}
+
 /* abort on one rank fails the others' pending and later calls with the reason. */
 static void abort_rank(shardopt_comm comm, int rank, void *arg) {
     (void)arg;
@@ -159,6 +181,7 @@ static void mismatch_rank(shardopt_comm comm, int rank, void *arg) {
 
 void test_collectives(void) {
     run_ranks(RANKS, collectives_rank, NULL);
+    run_ranks(RANKS, scatter_rank, NULL);
     run_ranks(2, abort_rank, NULL);
     run_ranks(2, mismatch_rank, NULL);
 }

@@ -96,13 +96,26 @@ static void zero2_rank(shardopt_comm comm, int rank) {
     size_t n = 0, padded = 0;
     int i, count = 0, bucket = -1, stop = -1, ok = 1;
     int64_t steps = -1;
+    double lr = 0;
     for (i = 0; i < N; ++i) init[i] = (float)(i + 1);
     CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_SGD, &o));
     o.lr = 0.1;
     CHECK_OK(shardopt_sharding_options_init(&s));
     s.strategy = SHARDOPT_ZERO2;
+    CHECK_OK(shardopt_params_check_array(p, "initial", SHARDOPT_F32, N, 0));
+    CHECK_OK(shardopt_params_check_array(p, "parameters", SHARDOPT_F32, 12, 12));
+    CHECK_ERR(shardopt_params_check_array(p, "initial", SHARDOPT_F64, N, 0), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "initial holds float64 elements but the layout is float32");
+    CHECK_ERR(shardopt_params_check_array(p, "initial", SHARDOPT_F32, 3, 0), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "initial has 3 elements; the layout needs 9");
+    CHECK_ERR(shardopt_params_check_array(p, NULL, SHARDOPT_F32, N, 0), SHARDOPT_ERR_INVALID_ARGUMENT, "what is NULL");
     CHECK_OK(shardopt_optimizer_create(comm, p, &o, &s, init, &opt));
     CHECK_OK(shardopt_params_destroy(p)); /* the optimizer copied the layout */
+    CHECK_OK(shardopt_optimizer_check_array(opt, "values", SHARDOPT_F32, N));
+    CHECK_ERR(shardopt_optimizer_check_array(opt, "out", SHARDOPT_I64, N), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "out holds i64 elements but the layout is float32");
+    CHECK_ERR(shardopt_optimizer_check_array(opt, "values", SHARDOPT_F32, 12), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "values has 12 elements; the layout needs 9");
 
     CHECK_OK(shardopt_optimizer_tensor_count(opt, &count));
     CHECK(count == 2);
@@ -138,6 +151,22 @@ static void zero2_rank(shardopt_comm comm, int rank) {
     sgd_step(opt);
     CHECK_OK(shardopt_optimizer_get_parameters(opt, now, N));
     CHECK(close_to(now[0], 0.7f));
+    /* the options' lr, changed after create (AiDotNet's GetOptions().LearningRate = x), applies from now on;
+     * unchanged, the rate in force stays */
+    CHECK_OK(shardopt_optimizer_follow_options(opt, &o));
+    CHECK_OK(shardopt_optimizer_learning_rate(opt, &lr));
+    CHECK(lr == 0.2);
+    o.lr = 0.05;
+    CHECK_OK(shardopt_optimizer_follow_options(opt, &o));
+    CHECK_OK(shardopt_optimizer_learning_rate(opt, &lr));
+    CHECK(lr == 0.05);
+    CHECK_OK(shardopt_optimizer_set_learning_rate(opt, 0.2));
+    CHECK_OK(shardopt_optimizer_follow_options(opt, &o));
+    CHECK_OK(shardopt_optimizer_learning_rate(opt, &lr));
+    CHECK(lr == 0.2);
+    o.lr = -1;
+    CHECK_ERR(shardopt_optimizer_follow_options(opt, &o), SHARDOPT_ERR_INVALID_ARGUMENT, "lr");
+    CHECK_ERR(shardopt_optimizer_follow_options(opt, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "is NULL");
 
     /* wrong sizes, NULL pointers, out-of-range indices */
     CHECK_ERR(shardopt_optimizer_get_parameters(opt, now, N - 1), SHARDOPT_ERR_INVALID_ARGUMENT,

@@ -105,9 +105,79 @@ static void test_sharding_validate(void) {
     CHECK_ERR(shardopt_sharding_options_validate(&s), SHARDOPT_ERR_INVALID_ARGUMENT, "async_staleness must be in");
 }
 
+/* The _strict forms: 0 (SHARDOPT_AUTO) where the C ABI reads 0 as a default that _init writes as a value is
+ * refused naming the field (a struct _init or a preset filled has none there); 0 where it is a value, or _init's own
+ * default, is not; fields beyond struct_size are not read. */
+static void test_validate_strict(void) {
+    shardopt_sharding_options s;
+    shardopt_elastic_options e;
+    int p;
+    for (p = SHARDOPT_SHARDING_DEFAULT; p <= SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL; ++p) {
+        CHECK_OK(shardopt_sharding_options_init_preset(&s, sizeof s, (shardopt_sharding_preset)p));
+        CHECK_OK(shardopt_sharding_options_validate_strict(&s));
+    }
+    CHECK_OK(shardopt_sharding_options_init(&s));
+    CHECK_OK(shardopt_sharding_options_validate_strict(&s));
+    s.local_sgd_period = 0;
+    CHECK_OK(shardopt_sharding_options_validate(&s)); /* 0 = the default, for create */
+    CHECK_ERR(shardopt_sharding_options_validate_strict(&s), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "local_sgd_period is 0, which the C ABI reads as its default (4)");
+    s.local_sgd_period = 4;
+    s.compression_ratio = 0;
+    CHECK_ERR(shardopt_sharding_options_validate_strict(&s), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "compression_ratio is 0, which the C ABI reads as its default (0.1)");
+    s.compression_ratio = 1.5; /* what _validate refuses, _strict refuses too */
+    CHECK_ERR(shardopt_sharding_options_validate_strict(&s), SHARDOPT_ERR_INVALID_ARGUMENT, "ratio");
+    s.compression_ratio = 0.25;
+    s.power_sgd_rank = 0;
+    CHECK_ERR(shardopt_sharding_options_validate_strict(&s), SHARDOPT_ERR_INVALID_ARGUMENT, "power_sgd_rank is 0");
+    s.power_sgd_rank = 2;
+    s.gradient_accumulation_steps = 0;
+    CHECK_ERR(shardopt_sharding_options_validate_strict(&s), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "gradient_accumulation_steps is 0");
+    s.gradient_accumulation_steps = 1;
+    s.data_parallel_size = 0;
+    CHECK_ERR(shardopt_sharding_options_validate_strict(&s), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "data_parallel_size is 0, which the C ABI reads as its default (-1)");
+    s.data_parallel_size = -1;
+    s.error_feedback = SHARDOPT_AUTO;
+    CHECK_ERR(shardopt_sharding_options_validate_strict(&s), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "error_feedback is 0, which the C ABI reads as its default (SHARDOPT_ENABLE)");
+    s.error_feedback = SHARDOPT_DISABLE;
+    /* values, and _init's own defaults, that are 0 */
+    s.max_grad_norm = 0;
+    s.update_threads = 0;
+    s.parameter_group_size = 0;
+    s.learning_rate = 0;
+    s.strategy = SHARDOPT_ASYNC_SGD;
+    s.async_staleness = 0;
+    CHECK_OK(shardopt_sharding_options_validate_strict(&s));
+    /* an older caller's struct: what lies beyond it is the library's default */
+    s.strategy = SHARDOPT_DDP;
+    s.struct_size = offsetof(shardopt_sharding_options, update_threads);
+    s.auto_sync_gradients = SHARDOPT_AUTO;
+    CHECK_OK(shardopt_sharding_options_validate_strict(&s));
+    CHECK_ERR(shardopt_sharding_options_validate_strict(NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "sharding options is NULL");
+
+    CHECK_OK(shardopt_elastic_options_init(&e));
+    CHECK_OK(shardopt_elastic_options_validate_strict(&e)); /* checkpoint_every 0, no directory: _init's */
+    e.min_workers = 0;
+    CHECK_OK(shardopt_elastic_options_validate(&e));
+    CHECK_ERR(shardopt_elastic_options_validate_strict(&e), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "min_workers is 0, which the C ABI reads as its default (1)");
+    e.min_workers = 2;
+    e.max_workers = 0;
+    CHECK_ERR(shardopt_elastic_options_validate_strict(&e), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "max_workers is 0, which the C ABI reads as its default (1024)");
+    e.max_workers = 1;
+    CHECK_ERR(shardopt_elastic_options_validate_strict(&e), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "maxWorkers 1 is below minWorkers 2");
+}
+
 void test_options(void) {
     test_optimizer_options();
     test_sharding_and_optimize_options();
     test_params();
     test_sharding_validate();
+    test_validate_strict();
 }

@@ -19,6 +19,8 @@ static const double xs[SAMPLES] = {0.5, -1.0, 1.5, 2.0, -0.25, 0.75, 1.25, -1.5}
 struct chain {
     shardopt_optimizer opt;
     int fail_backward; /* return this from backward (0: succeed) */
+    shardopt_pipeline pipe;
+    int misuse, refused; /* backward tries what would change the optimizer or the pipeline; refusals seen */
 };
 
 static double target(int i) { return 3.0 * xs[i]; }
@@ -54,6 +56,15 @@ static int backward(void *user, const shardopt_stage_call *call, const void *inp
     if (c->fail_backward) {
         shardopt_model_error("the chain broke");
         return c->fail_backward;
+    }
+    if (c->misuse) { /* refused while the batch runs, changing nothing */
+        c->refused += shardopt_optimizer_zero_grad(c->opt) == SHARDOPT_ERR_INVALID_STATE &&
+                      strstr(shardopt_last_error_message(),
+                             "not while a pipeline batch is running on this optimizer (called from a stage callback)");
+        c->refused += shardopt_optimizer_destroy(c->opt) == SHARDOPT_ERR_INVALID_STATE;
+        c->refused += shardopt_pipeline_run_batch(c->pipe, NULL) == SHARDOPT_ERR_INVALID_STATE;
+        c->refused += shardopt_pipeline_destroy(c->pipe) == SHARDOPT_ERR_INVALID_STATE &&
+                      strstr(shardopt_last_error_message(), "not while a batch of this pipeline is running");
     }
     if (shardopt_optimizer_tensor_parameters(c->opt, 0, (void **)&p) != SHARDOPT_OK) return 1;
     if (shardopt_stage_call_grad(call, 0, (void **)&g, &n) != SHARDOPT_OK || n != 1) return 2;
@@ -116,7 +127,7 @@ static shardopt_optimizer make(shardopt_comm comm) {
 
 static void pipeline_rank(shardopt_comm comm, int rank, void *arg) {
     shardopt_pipeline_schedule schedules[2] = {SHARDOPT_PIPELINE_GPIPE, SHARDOPT_PIPELINE_1F1B};
-    struct chain c = {NULL, 0};
+    struct chain c = {NULL, 0, NULL, 0, 0};
     shardopt_pipeline_stage stage = {sizeof stage, forward, backward, &c};
     shardopt_pipeline_options po = {sizeof po, MICRO, SHARDOPT_PIPELINE_1F1B, 0};
     shardopt_pipeline pipe = NULL;
@@ -155,6 +166,15 @@ static void pipeline_rank(shardopt_comm comm, int rank, void *arg) {
               "forward and backward callbacks must both be set");
     stage.backward = backward;
     CHECK_ERR(shardopt_pipeline_run_batch(NULL, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "pipeline handle is NULL");
+
+    /* from a stage: changing the optimizer, destroying either, running a batch again: refused; the batch goes on */
+    CHECK_OK(shardopt_pipeline_create(c.opt, &stage, &po, &c.pipe));
+    c.misuse = 1;
+    CHECK_OK(shardopt_pipeline_run_batch(c.pipe, NULL));
+    CHECK(c.refused == 4 * MICRO);
+    c.misuse = 0;
+    CHECK_OK(shardopt_optimizer_zero_grad(c.opt)); /* after the batch: allowed again */
+    CHECK_OK(shardopt_pipeline_destroy(c.pipe));
 
     /* a failing callback (stage 1's backward) stops both stages, with its reason */
     c.fail_backward = rank == 1 ? 7 : 0;

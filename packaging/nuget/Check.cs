@@ -14,7 +14,7 @@ static class Check
     {
         const int Samples = 64, D = 8;
         Func<long, int, double> xOf = (r, j) => (double)((7 * r + 3 * j) % 11 - 5) / 8.0;
-        GradientModel model = (p, g, samples) => // mean 0.5 (w.x + b - y)^2 and its gradient
+        GradientModel model = (p, g, samples, dataset) => // mean 0.5 (w.x + b - y)^2 and its gradient
         {
             double loss = 0;
             var acc = new double[D + 1];

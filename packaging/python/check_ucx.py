@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 import shardopt as so
-from shardopt.demo import MlpDemo
+from mlp_demo import MlpDemo  # samples/python/mlp_demo.py, copied beside this file
 
 model = MlpDemo()
 with so.UcxCommunicationBackend() as backend:

@@ -24,7 +24,7 @@ echo "wheel: $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"
 "$PY" -m venv "$WORK/venv"
 "$WORK/venv/bin/python" -m pip install -q --disable-pip-version-check --no-index \
     --find-links "$WORK/dist/wheels" "$WHEEL"
-cp "$ROOT/packaging/python/check_ucx.py" "$WORK/run/"
+cp "$ROOT/packaging/python/check_ucx.py" "$ROOT/samples/python/mlp_demo.py" "$WORK/run/"
 cd "$WORK/run"
 # Nothing of the build or source tree on any path; no compiler is used from here on.
 env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 \

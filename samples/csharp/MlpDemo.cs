@@ -43,7 +43,7 @@ namespace Shardopt.DistributedTraining
         }
 
         /// <summary>The GradientModel: mean loss over samples, mean gradient into g.</summary>
-        public double Evaluate(ReadOnlySpan<float> p, Span<float> g, ReadOnlySpan<long> idx)
+        public double Evaluate(ReadOnlySpan<float> p, Span<float> g, ReadOnlySpan<long> idx, Dataset dataset = Dataset.Training)
         {
             double loss = 0;
             var hid = new double[Hidden]; var pre = new double[Hidden]; var logits = new double[Classes]; var dh = new double[Hidden];

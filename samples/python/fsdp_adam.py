@@ -4,7 +4,7 @@ an in-memory backend of world size 4 (one thread per rank), trains the demo MLP 
 import threading
 
 import shardopt as so
-from shardopt.demo import MlpDemo
+from mlp_demo import MlpDemo
 
 WORLD_SIZE = 4
 model = MlpDemo(samples=1024)

@@ -58,6 +58,14 @@ namespace Shardopt.DistributedTraining
                 throw new ArgumentException($"ReduceScatter: data ({send.Length} elements) does not split into {WorldSize} equal parts of {recv.Length}", nameof(send));
             Call<T>(send, recv, (h, dt, s, n, r, m) => shardopt_reduce_scatter(h, s, r, m, dt, (int)op));
         }
+        internal unsafe T[] ScatterT<T>(ReadOnlySpan<T> send, int root) where T : struct
+        {
+            IntPtr part = IntPtr.Zero;
+            ulong n = 0;
+            Call<T>(send, send, (h, dt, p, count, q, m) => shardopt_scatter(h, p, count, dt, root, out part, out n));
+            try { return new ReadOnlySpan<T>((void*)part, (int)n).ToArray(); }
+            finally { shardopt_buffer_free(part); }
+        }
         internal static SWIGTYPE_p_shardopt_comm_s InMemory(int rank, int worldSize, string id)
         {
             Errors.LoadNative();
@@ -106,20 +114,8 @@ namespace Shardopt.DistributedTraining
             return data;
         }
         /// <summary>Rank r gets root's sendData[r*n, (r+1)*n) with n = sendData.Length / WorldSize (sendData may be null on the
-        /// other ranks). The C ABI has no scatter: root's length is broadcast, then its array; each rank keeps its slice.</summary>
-        public T[] Scatter(T[] sendData, int root = 0)
-        {
-            int size = WorldSize, rank = Rank;
-            var length = new double[] { rank == root ? NotNull(sendData, nameof(sendData)).Length : 0 };
-            BroadcastT<double>(length, root);
-            long total = (long)length[0];
-            if (total % size != 0) throw new ArgumentException($"Scatter: root's data ({total} elements) does not split into {size} equal parts");
-            var all = rank == root ? sendData : new T[total];
-            BroadcastT<T>(all, root);
-            var mine = new T[total / size];
-            Array.Copy(all, rank * mine.Length, mine, 0, mine.Length);
-            return mine;
-        }
+        /// other ranks): the library's shardopt_scatter, so a length that does not split fails every rank at once.</summary>
+        public T[] Scatter(T[] sendData, int root = 0) => ScatterT<T>(sendData, root);
     }
 
     /// <summary>Rank <c>rank</c> of the in-process group <c>environmentId</c> (ranks are threads of this process): build each

@@ -18,12 +18,15 @@ namespace Shardopt.DistributedTraining
     }
 
 
-    /// <summary>The model of the lower-level Optimize: the mean loss over the training samples at the parameters, the mean
-    /// gradient written into gradient (zeroed on entry). Spans view the library's memory during the call.</summary>
-    public delegate double GradientModel(ReadOnlySpan<float> parameters, Span<float> gradient, ReadOnlySpan<long> samples);
-    public delegate double GradientModel<T>(ReadOnlySpan<T> parameters, Span<T> gradient, ReadOnlySpan<long> samples) where T : struct;
-    // The model of one data set (shardopt_dataset), the gradient scratch where the library wants the loss only.
-    internal delegate double BatchModel<T>(int dataset, ReadOnlySpan<T> parameters, Span<T> gradient, ReadOnlySpan<long> samples) where T : struct;
+    /// <summary>Which set a model call is about (shardopt_dataset).</summary>
+    public enum Dataset { Training, Validation, Test }
+    /// <summary>The model of the lower-level Optimize: the mean loss over samples of dataset at the parameters, the mean
+    /// gradient written into gradient (zeroed on entry; scratch where only the loss is wanted: validation, test, the best
+    /// solution's scores). Spans view the library's memory during the call.</summary>
+    public delegate double GradientModel(ReadOnlySpan<float> parameters, Span<float> gradient, ReadOnlySpan<long> samples,
+                                         Dataset dataset);
+    public delegate double GradientModel<T>(ReadOnlySpan<T> parameters, Span<T> gradient, ReadOnlySpan<long> samples,
+                                            Dataset dataset) where T : struct;
 
     /// <summary>A dense row-major tensor (the part of AiDotNet's Tensor&lt;T&gt; a model needs).</summary>
     public sealed class Tensor<T> where T : struct
@@ -64,8 +67,12 @@ namespace Shardopt.DistributedTraining
         public TInput XTest { get; set; } public TOutput YTest { get; set; }
     }
 
-    /// <summary>The data of the lower-level Optimize: the number of training samples its model indexes.</summary>
-    public sealed class OptimizationInputData { public long NumSamples { get; set; } }
+    /// <summary>The data of the lower-level Optimize: the sizes of the sets its model indexes (0: no such set).</summary>
+    public sealed class OptimizationInputData
+    {
+        public long NumSamples { get; set; }
+        public long NumValidationSamples { get; set; } public long NumTestSamples { get; set; }
+    }
 
     /// <summary>The loss of the best solution over one whole data set (NaN and 0 samples when the set was not given).</summary>
     public sealed class DatasetResult

@@ -27,9 +27,6 @@ namespace Shardopt.DistributedTraining
 
     internal static class Errors
     {
-        // A C# property holds the value in force; where the C ABI reads 0 as "its default", 0 is no value to set.
-        internal static V NonZero<V>(V value, string name) where V : struct => !value.Equals(default(V)) ? value
-            : throw new ArgumentException($"{name} cannot be 0 (the C ABI reads 0 there as its default): give the value", name);
         // Loading libshardopt loads UCX, whose UCX_HANDLE_ERRORS=bt would replace the runtime's SIGSEGV handler (which
         // turns null dereferences into NullReferenceException): what can make the first native call calls this first.
         static Errors() { if (Environment.GetEnvironmentVariable("UCX_HANDLE_ERRORS") == null) Environment.SetEnvironmentVariable("UCX_HANDLE_ERRORS", "none"); }

@@ -88,7 +88,6 @@ namespace Shardopt.DistributedTraining
         readonly ForwardFn forward; // the library calls these: they live as long as the runner
         readonly BackwardFn backward;
         SWIGTYPE_p_shardopt_pipeline_s pipe;
-        bool running;
         public PipelineRunner(ShardedOptimizer optimizer, PipelineStage<T> stage, PipelineOptions options = null)
         {
             this.optimizer = optimizer ?? throw new ArgumentNullException(nameof(optimizer));
@@ -108,14 +107,12 @@ namespace Shardopt.DistributedTraining
             if (pipe == null) throw new ObjectDisposedException(nameof(PipelineRunner<T>), "the PipelineRunner was disposed");
             if (!ReferenceEquals(optimizer.H, optimizerHandle)) throw new ObjectDisposedException(nameof(PipelineRunner<T>), "the PipelineRunner's optimizer was reset since the runner was made");
             optimizer.BeginPipelineBatch();
-            running = true;
             try { using (var r = new shardopt_pipeline_result { struct_size = SHARDOPT_SIZEOF_PIPELINE_RESULT }) { Callbacks.Call(() => shardopt_pipeline_run_batch(pipe, r)); return new PipelineBatchResult(r); } }
-            finally { running = false; optimizer.EndPipelineBatch(); }
+            finally { optimizer.EndPipelineBatch(); }
         }
         public void Dispose()
         {
-            if (running) throw new InvalidOperationException("not while RunBatch is running (called from a stage callback?)");
-            if (pipe != null) { var p = pipe; pipe = null; shardopt_pipeline_destroy(p); }
+            if (pipe != null) { shardopt_pipeline_destroy(pipe); pipe = null; } // the library refuses from a stage
         }
         unsafe int Forward(IntPtr user, IntPtr callPtr, IntPtr input, UIntPtr inputCount, IntPtr output, out double loss)
         {

@@ -119,9 +119,8 @@ namespace Shardopt.DistributedTraining
         internal readonly int DType;
         SWIGTYPE_p_shardopt_optimizer_s handle;
         Pinned external; // the caller's parameter array
-        bool disposed, pipelineRunning, lastStoppedEarly;
+        bool disposed, lastStoppedEarly;
         long viewEpoch;
-        double pushedOptionsLr = double.NaN;
         ParameterLayout lastLayout; // what Reset() re-creates the native optimizer from
         Array lastInitial;
         internal ShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration configuration, int strategy, int dtype, Action<shardopt_sharding_options> configure)
@@ -137,7 +136,7 @@ namespace Shardopt.DistributedTraining
         internal shardopt_sharding_options Sharding()
         {
             var s = Pin.Clone(ShardingConfiguration.Native, shardopt_sharding_options.getCPtr, SHARDOPT_SIZEOF_SHARDING_OPTIONS);
-            try { s.strategy = strategy; configure?.Invoke(s); shardopt_sharding_options_validate(s); return s; }
+            try { s.strategy = strategy; configure?.Invoke(s); shardopt_sharding_options_validate_strict(s); return s; }
             catch { s.Dispose(); throw; }
         }
         internal virtual void Created(SWIGTYPE_p_shardopt_optimizer_s native) { }
@@ -194,7 +193,6 @@ namespace Shardopt.DistributedTraining
                 }
                 finally { shardopt_params_destroy(p); }
             }
-            pushedOptionsLr = WrappedOptimizer.Options.LearningRate;
             lastLayout = layout;
             lastInitial = (T[])initial?.Clone();
             return this;
@@ -218,17 +216,21 @@ namespace Shardopt.DistributedTraining
         public bool ShouldEarlyStop(bool vote) { shardopt_optimizer_should_early_stop(H, vote ? 1 : 0, out int stop); return stop != 0; }
         public double LearningRate { get { shardopt_optimizer_learning_rate(H, out double lr); return lr; } set => SetLearningRate(value); }
         public void SetLearningRate(double lr) => shardopt_optimizer_set_learning_rate(H, lr);
-        internal void SyncOptionsLearningRate() { double lr = WrappedOptimizer.Options.LearningRate; if (!lr.Equals(pushedOptionsLr)) { SetLearningRate(lr); pushedOptionsLr = lr; } }
+        // GetOptions().LearningRate, when changed since the library last took it, is the rate from now on (its rule).
+        internal void SyncOptionsLearningRate() => shardopt_optimizer_follow_options(H, WrappedOptimizer.Options.Native);
         // ---- Optimize: one shardopt_optimizer_train with the options' training settings ----
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         delegate int BatchFn(IntPtr user, IntPtr batch, out double loss);
         /// <summary>The lower-level Optimize, collective: trains on sample indices [0, NumSamples) with the options' BatchSize,
-        /// MaxIterations, ShuffleData, schedule and early stopping. A model exception on one rank is rethrown there and fails
+        /// MaxIterations, ShuffleData, schedule and early stopping, scores each epoch on the validation set's NumValidationSamples
+        /// and the best solution on every set given (0: none). A model exception on one rank is rethrown there and fails
         /// every other rank naming it.</summary>
         public OptimizationResult<float> Optimize(GradientModel model, OptimizationInputData inputData) => Train(model == null ? null : new GradientModel<float>(model), inputData);
         internal OptimizationResult<T> Train<T>(GradientModel<T> model, OptimizationInputData data) where T : struct =>
-            Train<T>(model == null ? null : (BatchModel<T>)((d, p, g, s) => model(p, g, s)), (data ?? throw new ArgumentNullException(nameof(data))).NumSamples, 0, 0);
-        internal unsafe OptimizationResult<T> Train<T>(BatchModel<T> model, long train, long validation, long test) where T : struct
+            Train(model, (data ?? throw new ArgumentNullException(nameof(data))).NumSamples, data.NumValidationSamples,
+                  data.NumTestSamples);
+        internal unsafe OptimizationResult<T> Train<T>(GradientModel<T> model, long train, long validation, long test)
+            where T : struct
         {
             if (model == null) throw new ArgumentNullException(nameof(model));
             CheckType<T>("Optimize");
@@ -245,8 +247,9 @@ namespace Shardopt.DistributedTraining
                     var batch = new shardopt_batch(b, false);
                     IntPtr grad = batch.grad;
                     if (grad == IntPtr.Zero) Array.Clear(scratch, 0, n);
-                    l = model(batch.dataset, new ReadOnlySpan<T>((void*)batch.params_, n), grad != IntPtr.Zero ? new Span<T>((void*)grad, n) : scratch,
-                              new ReadOnlySpan<long>((void*)batch.samples, (int)batch.sample_count));
+                    l = model(new ReadOnlySpan<T>((void*)batch.params_, n),
+                              grad != IntPtr.Zero ? new Span<T>((void*)grad, n) : scratch,
+                              new ReadOnlySpan<long>((void*)batch.samples, (int)batch.sample_count), (Dataset)batch.dataset);
                 });
                 loss = l;
                 return rc;
@@ -295,9 +298,9 @@ namespace Shardopt.DistributedTraining
         {
             if (data == null) throw new ArgumentNullException(nameof(data));
             Ready();
+            SyncOptionsLearningRate(); // first: the checkpoint's rate wins until the options change again
             var h = Expire();
             Pin.Call<byte>(data, (p, n) => shardopt_optimizer_deserialize(h, p, n));
-            pushedOptionsLr = WrappedOptimizer.Options.LearningRate; // the checkpoint's rate wins until the options change
         }
         /// <summary>Saves into directory path (created if missing): sharded (every rank its shard), or consolidated (rank 0).</summary>
         public void SaveModel(string path) => SaveModel(path, false);
@@ -308,8 +311,8 @@ namespace Shardopt.DistributedTraining
         {
             if (path == null) throw new ArgumentNullException(nameof(path));
             Ready();
+            SyncOptionsLearningRate();
             shardopt_optimizer_load(Expire(), path);
-            pushedOptionsLr = WrappedOptimizer.Options.LearningRate;
         }
         // ---- layout, parameters and the step protocol ----
         public int TensorCount { get { shardopt_optimizer_tensor_count(H, out int n); return n; } }
@@ -345,18 +348,13 @@ namespace Shardopt.DistributedTraining
         internal NativeView<T> TensorGradientT<T>(int tensor) where T : struct { CheckType<T>("TensorGradient"); shardopt_optimizer_tensor_grad(H, tensor, out IntPtr p, out ulong n); return new NativeView<T>(this, p, (long)n, true); }
         internal void GetParametersT<T>(Span<T> packed) where T : struct { CheckType<T>("GetParameters"); var h = H; Pin.Call<T>(packed, (p, n) => shardopt_optimizer_get_parameters(h, p, n)); }
         internal void SetParametersT<T>(ReadOnlySpan<T> packed) where T : struct { CheckType<T>("SetParameters"); var h = H; Pin.Call(packed, (p, n) => shardopt_optimizer_set_parameters(h, p, n)); }
-        // ---- a PipelineRunner batch running natively on this optimizer (Pipeline.cs) ----
-        internal void BeginPipelineBatch()
-        {
-            if (pipelineRunning) throw new InvalidOperationException("a pipeline batch is already running on this optimizer");
-            SyncOptionsLearningRate(); Expire(); pipelineRunning = true;
-        }
-        internal void EndPipelineBatch() { pipelineRunning = false; ++viewEpoch; }
+        // ---- a PipelineRunner batch running natively on this optimizer (Pipeline.cs); meanwhile the library refuses changes ----
+        internal void BeginPipelineBatch() { SyncOptionsLearningRate(); Expire(); }
+        internal void EndPipelineBatch() => ++viewEpoch;
         void DestroyNative()
         {
-            if (pipelineRunning) throw new InvalidOperationException($"not while a pipeline batch is running on this {GetType().Name} (called from a stage callback?)");
+            if (handle != null) { shardopt_optimizer_destroy(handle); handle = null; } // refused (changing nothing) while it trains or runs a batch
             ++viewEpoch;
-            if (handle != null) { var h = handle; handle = null; shardopt_optimizer_destroy(h); }
             external?.Dispose(); external = null;
         }
         public void Dispose() { DestroyNative(); disposed = true; }
@@ -389,8 +387,8 @@ namespace Shardopt.DistributedTraining
                                                "build it as new AdamOptimizer<T, TInput, TOutput>(model, options), or use Optimize(GradientModel<T>, OptimizationInputData)");
             if (d.XTrain == null || d.YTrain == null) throw new ArgumentException("inputData needs XTrain and YTrain");
             bool validation = d.XValidation != null && d.YValidation != null, test = d.XTest != null && d.YTest != null;
-            var r = Train<T>((set, p, g, s) => set == SHARDOPT_DATASET_TRAINING ? model.ComputeLossAndGradient(p, g, d.XTrain, d.YTrain, s)
-                                  : set == SHARDOPT_DATASET_VALIDATION ? model.ComputeLossAndGradient(p, g, d.XValidation, d.YValidation, s)
+            var r = Train<T>((p, g, s, set) => set == Dataset.Training ? model.ComputeLossAndGradient(p, g, d.XTrain, d.YTrain, s)
+                                  : set == Dataset.Validation ? model.ComputeLossAndGradient(p, g, d.XValidation, d.YValidation, s)
                                   : model.ComputeLossAndGradient(p, g, d.XTest, d.YTest, s),
                 model.SampleCount(d.XTrain), validation ? model.SampleCount(d.XValidation) : 0, test ? model.SampleCount(d.XTest) : 0);
             model.SetParameters((T[])r.BestSolution.Clone());

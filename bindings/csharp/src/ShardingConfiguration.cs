@@ -12,7 +12,8 @@ namespace Shardopt.DistributedTraining
 
     /// <summary>How a sharded optimizer communicates (AiDotNet's ShardingConfiguration), over shardopt_sharding_options filled by
     /// the library: the constructor and CreateDefault are its DEFAULT preset, the other factories its presets of the same
-    /// names. A bad value is an ArgumentException naming the field, at once, and the old value stays. LearningRate, when set,
+    /// names. A bad value (also a 0 where the C ABI reads 0 as its default: shardopt_sharding_options_validate_strict) is an
+    /// ArgumentException naming the field, at once, and the old value stays. LearningRate, when set (null or 0: none),
     /// replaces the wrapped optimizer's. AutoSyncGradients = false turns DDP and ZeRO-1 into Local SGD (averaging every
     /// LocalSteps steps; the sharded optimizer classes refuse it). MinimumParameterGroupSize: gradient buckets (FSDP
     /// units) of about this many elements (0: the layout's own EndBucket buckets). EnableGradientCompression compresses every
@@ -45,14 +46,14 @@ namespace Shardopt.DistributedTraining
         void Set<V>(V old, V value, Action<V> set)
         {
             set(value);
-            try { shardopt_sharding_options_validate(Native); } catch { set(old); throw; }
+            try { shardopt_sharding_options_validate_strict(Native); } catch { set(old); throw; }
         }
         static int Switch(bool on) => on ? SHARDOPT_ENABLE : SHARDOPT_DISABLE;
         public CommunicationBackend CommunicationBackend { get; }
         public double? LearningRate
         {
             get => Native.learning_rate > 0 ? Native.learning_rate : (double?)null;
-            set => Set(Native.learning_rate, value.HasValue ? Errors.NonZero(value.Value, nameof(LearningRate)) : 0, v => Native.learning_rate = v);
+            set => Set(Native.learning_rate, value ?? 0, v => Native.learning_rate = v);
         }
         public bool AutoSyncGradients { get => Native.auto_sync_gradients == SHARDOPT_ENABLE; set => Set(Native.auto_sync_gradients, Switch(value), v => Native.auto_sync_gradients = v); }
         public long MinimumParameterGroupSize { get => Native.parameter_group_size; set => Set(Native.parameter_group_size, value, v => Native.parameter_group_size = v); }
@@ -62,12 +63,12 @@ namespace Shardopt.DistributedTraining
             get => method;
             set { bool on = EnableGradientCompression; Set(Native.compression, (int)value, v => Native.compression = v); method = value; EnableGradientCompression = on; }
         }
-        public double CompressionRatio { get => Native.compression_ratio; set => Set(Native.compression_ratio, Errors.NonZero(value, nameof(CompressionRatio)), v => Native.compression_ratio = v); }
+        public double CompressionRatio { get => Native.compression_ratio; set => Set(Native.compression_ratio, value, v => Native.compression_ratio = v); }
         public bool ErrorFeedback { get => Native.error_feedback == SHARDOPT_ENABLE; set => Set(Native.error_feedback, Switch(value), v => Native.error_feedback = v); }
-        public int PowerSgdRank { get => Native.power_sgd_rank; set => Set(Native.power_sgd_rank, Errors.NonZero(value, nameof(PowerSgdRank)), v => Native.power_sgd_rank = v); }
+        public int PowerSgdRank { get => Native.power_sgd_rank; set => Set(Native.power_sgd_rank, value, v => Native.power_sgd_rank = v); }
         public bool BroadcastInitialParameters { get => Native.broadcast_initial == SHARDOPT_ENABLE; set => Set(Native.broadcast_initial, Switch(value), v => Native.broadcast_initial = v); }
-        public int LocalSteps { get => Native.local_sgd_period; set => Set(Native.local_sgd_period, Errors.NonZero(value, nameof(LocalSteps)), v => Native.local_sgd_period = v); }
-        public int GradientAccumulationSteps { get => Native.gradient_accumulation_steps; set => Set(Native.gradient_accumulation_steps, Errors.NonZero(value, nameof(GradientAccumulationSteps)), v => Native.gradient_accumulation_steps = v); }
+        public int LocalSteps { get => Native.local_sgd_period; set => Set(Native.local_sgd_period, value, v => Native.local_sgd_period = v); }
+        public int GradientAccumulationSteps { get => Native.gradient_accumulation_steps; set => Set(Native.gradient_accumulation_steps, value, v => Native.gradient_accumulation_steps = v); }
         public double MaxGradNorm { get => Native.max_grad_norm; set => Set(Native.max_grad_norm, value, v => Native.max_grad_norm = v); }
         public bool CpuOffloadOptimizer { get => Native.cpu_offload_optimizer == SHARDOPT_ENABLE; set => Set(Native.cpu_offload_optimizer, Switch(value), v => Native.cpu_offload_optimizer = v); }
         public bool CpuOffloadGradients { get => Native.cpu_offload_gradients == SHARDOPT_ENABLE; set => Set(Native.cpu_offload_gradients, Switch(value), v => Native.cpu_offload_gradients = v); }

@@ -43,7 +43,7 @@ namespace Shardopt.DistributedTraining
                                             bool useSparsification = false) : base(wrappedOptimizer, config, SHARDOPT_DDP, s =>
         {
             s.compression = useSparsification ? SHARDOPT_COMPRESSION_TOP_K : useQuantization ? SHARDOPT_COMPRESSION_INT8 : SHARDOPT_COMPRESSION_NONE;
-            s.compression_ratio = Errors.NonZero(compressionRatio, nameof(compressionRatio));
+            s.compression_ratio = compressionRatio;
         })
         { CompressionRatio = compressionRatio; Compression = useSparsification ? GradientCompression.TopK : useQuantization ? GradientCompression.Int8 : GradientCompression.None; }
         public double CompressionRatio { get; }
@@ -72,16 +72,16 @@ namespace Shardopt.DistributedTraining
         public ElasticOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration config, int minWorkers = 1, int maxWorkers = 1024) : base(wrappedOptimizer, config, SHARDOPT_DDP)
         {
             shardopt_elastic_options_init(e);
-            e.min_workers = Errors.NonZero(minWorkers, nameof(minWorkers));
-            e.max_workers = Errors.NonZero(maxWorkers, nameof(maxWorkers));
-            shardopt_elastic_options_validate(e);
+            e.min_workers = minWorkers;
+            e.max_workers = maxWorkers;
+            shardopt_elastic_options_validate_strict(e);
         }
         internal override void Created(SWIGTYPE_p_shardopt_optimizer_s native) => shardopt_optimizer_make_elastic(native, e);
         void Set(string name, Action<shardopt_elastic_options> set, Action<shardopt_elastic_options> undo)
         {
             if (IsInitialized) throw new InvalidOperationException($"{name} is set before Initialize");
             set(e);
-            try { shardopt_elastic_options_validate(e); } catch { undo(e); throw; }
+            try { shardopt_elastic_options_validate_strict(e); } catch { undo(e); throw; }
         }
         V Status<V>(Func<shardopt_elastic_status, V> field) { using (var st = new shardopt_elastic_status { struct_size = SHARDOPT_SIZEOF_ELASTIC_STATUS }) { shardopt_optimizer_elastic_status(H, st); return field(st); } }
         public int MinWorkers => e.min_workers;

@@ -205,7 +205,7 @@ static partial class ShardoptTests
             using (var o = new DDPOptimizer<double>(new AdamOptimizer(new AdamOptimizerOptions { BatchSize = 8, MaxIterations = 2 }), new ShardingConfiguration<double>(b)))
             {
                 o.Initialize(Nine());
-                o.Optimize((p, g, s) => { if (b.Rank == 2) throw new FormatException("bad batch on two"); return 1.0; }, new OptimizationInputData { NumSamples = 16 });
+                o.Optimize((p, g, s, d) => { if (b.Rank == 2) throw new FormatException("bad batch on two"); return 1.0; }, new OptimizationInputData { NumSamples = 16 });
             }
             return 0;
         }); var errors = tup5_.Item2;
@@ -226,7 +226,7 @@ static partial class ShardoptTests
             {
                 o.Initialize(Nine());
                 int calls = 0; // 16 samples in batches of 8: two steps an epoch; rank 1's fifth call is epoch 3's first step
-                o.Optimize((p, g, s) => b.Rank == 1 && ++calls >= 5 ? double.NaN : 1.0, new OptimizationInputData { NumSamples = 16 });
+                o.Optimize((p, g, s, d) => b.Rank == 1 && ++calls >= 5 ? double.NaN : 1.0, new OptimizationInputData { NumSamples = 16 });
             }
             return 0;
         }); var errors = tup6_.Item2;
@@ -410,7 +410,7 @@ static partial class ShardoptTests
                 o.Step();
                 Assert(o.LearningRate == 0.005, "GetOptions() changes apply");
                 opts.LearningRateSchedule = LearningRateSchedule.StepDecay(2, 0.5); // epoch 0: the base, 0.005
-                o.Optimize((p, g, s) => 1.0, new OptimizationInputData { NumSamples = 8 });
+                o.Optimize((p, g, s, d) => 1.0, new OptimizationInputData { NumSamples = 8 });
                 Assert(o.LearningRate == 0.005, $"the schedule's rate of epoch 0 (got {o.LearningRate})");
                 Assert(Throws<ArgumentException>(() => o.LearningRate = -1).Message.StartsWith("SHARDOPT_ERR_INVALID_ARGUMENT"), "negative rate");
             }

@@ -3,6 +3,7 @@
 // 5-minute timeout); a call from another thread while an optimizer trains is reported by the library as such; the
 // exceptions carry the status code and the rank; the options are checked by the library as they are set.
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
 using System.Linq;
 using System.Threading;
@@ -65,7 +66,7 @@ static partial class ShardoptTests
             {
                 o.Initialize(Nine());
                 if (b.Rank == 1) throw new FormatException("rank 1 gives up");
-                o.Optimize((p, g, s) => 1.0, new OptimizationInputData { NumSamples = 16 });
+                o.Optimize((p, g, s, d) => 1.0, new OptimizationInputData { NumSamples = 16 });
             }
             return 0;
         }).Item2;
@@ -79,7 +80,7 @@ static partial class ShardoptTests
         {
             o.Initialize(Nine());
             Exception fromThread = null, fromCallback = null;
-            o.Optimize((p, g, s) =>
+            o.Optimize((p, g, s, d) =>
             {
                 var t = new Thread(() => { try { o.GetParameters(); } catch (Exception e) { fromThread = e; } });
                 t.Start();
@@ -93,6 +94,29 @@ static partial class ShardoptTests
         }
     }
 
+    // The lower-level Optimize has the form of Java's and Python's: the sets' sizes, and the set in each model call.
+    static void LowerLevelOptimizeTakesSets()
+    {
+        using (var b = new InMemoryCommunicationBackend<double>(0, 1, "cs-policy-sets"))
+        using (var o = new DDPOptimizer<double>(new AdamOptimizer(new AdamOptimizerOptions { MaxIterations = 2 }),
+                                                new ShardingConfiguration<double>(b)))
+        {
+            o.Initialize(Nine());
+            var seen = new Dictionary<Dataset, long>();
+            var r = o.Optimize((p, g, s, d) =>
+            {
+                seen[d] = Math.Max(seen.TryGetValue(d, out long m) ? m : 0, s.ToArray().Max() + 1);
+                return d == Dataset.Training ? 1.0 : d == Dataset.Validation ? 2.0 : 3.0;
+            }, new OptimizationInputData { NumSamples = 8, NumValidationSamples = 4, NumTestSamples = 2 });
+            Assert(seen.Count == 3 && seen[Dataset.Training] == 8 && seen[Dataset.Validation] == 4
+                   && seen[Dataset.Test] == 2,
+                   string.Join(", ", seen.Select(kv => $"{kv.Key}: {kv.Value}")));
+            Assert(r.ValidationResult.Loss == 2.0 && r.ValidationResult.SampleCount == 4, $"{r.ValidationResult.Loss}");
+            Assert(r.TestResult.Loss == 3.0 && r.TestResult.SampleCount == 2, $"{r.TestResult.Loss}");
+            Assert(r.FitnessHistory.SequenceEqual(new[] { 2.0, 2.0 }), "an epoch's score is its validation loss");
+        }
+    }
+
     static void OptionsAreTheLibrarys()
     {
         using (var b = new InMemoryCommunicationBackend(0, 1, "cs-policy-options"))
@@ -101,7 +125,8 @@ static partial class ShardoptTests
             Assert(c.MinimumParameterGroupSize == 1024 && ShardingConfiguration.CreateForHighBandwidth(b).MinimumParameterGroupSize == 512, "presets");
             var e = Throws<ArgumentException>(() => c.MaxGradNorm = -1);
             Assert(e is IShardoptException && ((IShardoptException)e).StatusCode == 1 && e.Message.Contains("max_grad_norm") && c.MaxGradNorm == 0, e.Message);
-            Assert(Throws<ArgumentException>(() => c.LocalSteps = 0).Message.Contains("LocalSteps cannot be 0"), "0 is no value to set");
+            Assert(Throws<ArgumentException>(() => c.LocalSteps = 0).Message.Contains("local_sgd_period is 0") && c.LocalSteps == 4,
+                   "0 is no value to set (the library's shardopt_sharding_options_validate_strict)");
             var o = new RootMeanSquarePropagationOptimizerOptions();
             Assert(Throws<ArgumentException>(() => o.Epsilon = -1).Message.Contains("eps must be >= 0"), "eps");
             Assert(Throws<ArgumentException>(() => o.EarlyStoppingPatience = 0).Message.Contains("patience"), "patience >= 1");
@@ -115,5 +140,6 @@ static partial class ShardoptTests
 
     static (string, Action)[] PolicyGroup() => new (string, Action)[] {
         ("ClosedBackendFailsPeersAtOnce", ClosedBackendFailsPeersAtOnce), ("ThrowBeforeOptimizeFailsPeersAtOnce", ThrowBeforeOptimizeFailsPeersAtOnce),
-        ("CallFromAnotherThreadReported", CallFromAnotherThreadReported), ("OptionsAreTheLibrarys", OptionsAreTheLibrarys) };
+        ("CallFromAnotherThreadReported", CallFromAnotherThreadReported), ("OptionsAreTheLibrarys", OptionsAreTheLibrarys),
+        ("LowerLevelOptimizeTakesSets", LowerLevelOptimizeTakesSets) };
 }

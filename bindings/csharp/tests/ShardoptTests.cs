@@ -431,7 +431,7 @@ static partial class ShardoptTests
             using (var o = new DDPOptimizer(new AdamOptimizer(), new ShardingConfiguration(b)))
             {
                 o.Initialize(new ParameterLayout().Add("w", 4));
-                o.Optimize((p, g, s) => { if (b.Rank == 1) throw new FormatException("model failed on rank 1"); return 1.0; },
+                o.Optimize((p, g, s, d) => { if (b.Rank == 1) throw new FormatException("model failed on rank 1"); return 1.0; },
                            new OptimizationInputData { NumSamples = 8 });
             }
             return 0;

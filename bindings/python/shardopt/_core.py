@@ -32,12 +32,9 @@ def refused(e, setting):
 SWITCH = "switch"  # a shardopt_switch field, seen as a bool
 
 
-def set_checked(struct, field, value, setting, validate, zero_means_default=False):
+def set_checked(struct, field, value, setting, validate):
     """struct.field = value if the library's `validate` accepts the struct, else the field stays and the library's
-    error names `setting`. Where the C struct reads 0 as "the default", an explicit 0 is refused (leave it unset)."""
-    if zero_means_default and value == 0:
-        raise error(InvalidArgumentError, _n.SHARDOPT_ERR_INVALID_ARGUMENT, f"{setting} = 0: the C options read 0 as "
-                    f"'the default' here; leave {setting} unset for the library's default")
+    error names `setting`."""
     old = getattr(struct, field)
     try:
         setattr(struct, field, value)
@@ -57,9 +54,8 @@ def convert(kind, value):
 class Setting:
     """A property over `field` of the C struct in attribute `struct`, of kind float, int, bool or SWITCH."""
 
-    def __init__(self, struct, field, kind=float, validate=None, zero_means_default=False, doc=None):
-        self.struct, self.field, self.kind, self.validate, self.zero, self.__doc__ = (struct, field, kind, validate,
-                                                                                      zero_means_default, doc)
+    def __init__(self, struct, field, kind=float, validate=None, doc=None):
+        self.struct, self.field, self.kind, self.validate, self.__doc__ = struct, field, kind, validate, doc
 
     def __set_name__(self, owner, name):
         self.name = name
@@ -71,8 +67,7 @@ class Setting:
         return v == _n.SHARDOPT_ENABLE if self.kind is SWITCH else bool(v) if self.kind is bool else v
 
     def __set__(self, obj, value):
-        set_checked(getattr(obj, self.struct), self.field, convert(self.kind, value), self.name, self.validate,
-                    self.zero)
+        set_checked(getattr(obj, self.struct), self.field, convert(self.kind, value), self.name, self.validate)
 
 
 def parse_enum(cls, value, what, aliases=None):

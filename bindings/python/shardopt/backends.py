@@ -63,18 +63,11 @@ class CommunicationBackend(NativeResource):
         data = _array(data, True)
         return np.frombuffer(_n.shardopt_reduce_scatter(self.handle, data, int(operation)), data.dtype)
 
-    def scatter(self, data=None, root=0, count=None, dtype=None):
-        """Root's `data` (world_size * k elements) split in rank order: rank r gets block r (a new array). Other
-        ranks pass an array like root's, or count=k and dtype=. The C ABI has no scatter: a broadcast of all
-        world_size * k elements from root, world_size times the bytes a true scatter moves."""
-        ws, rank = self.world_size, self.rank
-        if data is None and (rank == root or count is None):
-            raise TypeError("data must be given on the root rank; elsewhere data, or count= and dtype=")
-        data = np.empty(int(count) * ws, np.dtype(dtype or np.float64)) if data is None else _array(data, True).copy()
-        if data.size % ws:
-            raise ValueError(f"scatter needs a multiple of the world size ({ws}) elements, got {data.size}")
-        _n.shardopt_broadcast(self.handle, data, int(root))
-        return data[rank * (data.size // ws):(rank + 1) * (data.size // ws)].copy()
+    def scatter(self, data=None, root=0, dtype=None):
+        """Root's `data` (world_size * k elements) split in rank order: rank r gets block r (a new array). Other ranks
+        pass no data, and root's dtype (default float64) when it is another: the library's shardopt_scatter."""
+        data = np.empty(0, dtype or np.float64) if data is None else _array(data, True)
+        return np.frombuffer(_n.shardopt_scatter(self.handle, data, int(root)), data.dtype).copy()
 
     def send(self, data, destination, tag=0):
         """Sends `data` to rank `destination` (buffered: returns once it is on its way)."""

@@ -21,12 +21,6 @@ class GradientCompression(enum.IntEnum):
     parse = classmethod(lambda cls, value: parse_enum(cls, value, "gradient compression"))
 
 
-def _name(name):
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a tensor needs a non-empty name (got {name!r})")
-    return name
-
-
 def _count(name, what, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"tensor '{name}': {what} must be an integer, not {type(value).__name__}")
@@ -48,11 +42,11 @@ class ParameterLayout(NativeResource):
     def add(self, name, count, tp_replicated=False):
         if isinstance(count, tuple) and len(count) == 2:
             return self.add_matrix(name, *count, tp_replicated)
-        _n.shardopt_params_add(self._handle, _name(name), _count(name, "count", count), int(tp_replicated))
+        _n.shardopt_params_add(self._handle, name, _count(name, "count", count), int(tp_replicated))
         return self
 
     def add_matrix(self, name, rows, cols, tp_replicated=False):
-        _n.shardopt_params_add_matrix(self._handle, _name(name), _count(name, "rows", rows), _count(name, "cols", cols),
+        _n.shardopt_params_add_matrix(self._handle, name, _count(name, "rows", rows), _count(name, "cols", cols),
                                       int(tp_replicated))
         return self
 
@@ -95,13 +89,14 @@ class Model:
         return self.loss_and_gradient(parameters, np.zeros(self.parameter_count, self.dtype), x, y)
 
 
-_shard = partial(Setting, "_s", validate=_n.shardopt_sharding_options_validate)
+_shard = partial(Setting, "_s", validate=_n.shardopt_sharding_options_validate_strict)
 
 
 class ShardingConfiguration:
     """How a sharded optimizer communicates (AiDotNet's ShardingConfiguration) over the library's
     shardopt_sharding_options: the constructor is CreateDefault, the factories are the library's presets, every
-    value set is checked by the library at once. learning_rate, when set, replaces the optimizer options' rate;
+    value set is checked by the library at once (shardopt_sharding_options_validate_strict: also a 0 where the C
+    options read 0 as their default). learning_rate, when set, replaces the optimizer options' rate (0: none);
     auto_sync_gradients False turns DDP/ZeRO-1 into Local SGD (averaging every local_steps steps)."""
 
     def __init__(self, backend, learning_rate=None, _preset=_n.SHARDOPT_SHARDING_DEFAULT):
@@ -112,16 +107,16 @@ class ShardingConfiguration:
         if learning_rate is not None:
             self.learning_rate = learning_rate
 
-    learning_rate = _shard("learning_rate", zero_means_default=True)
+    learning_rate = _shard("learning_rate")
     auto_sync_gradients = _shard("auto_sync_gradients", SWITCH)
     minimum_parameter_group_size = _shard("parameter_group_size", int)
-    local_steps = _shard("local_sgd_period", int, zero_means_default=True)
-    gradient_accumulation_steps = _shard("gradient_accumulation_steps", int, zero_means_default=True)
+    local_steps = _shard("local_sgd_period", int)
+    gradient_accumulation_steps = _shard("gradient_accumulation_steps", int)
     max_grad_norm = _shard("max_grad_norm")
     broadcast_initial_parameters = _shard("broadcast_initial", SWITCH)
-    compression_ratio = _shard("compression_ratio", zero_means_default=True)
+    compression_ratio = _shard("compression_ratio")
     error_feedback = _shard("error_feedback", SWITCH)
-    power_sgd_rank = _shard("power_sgd_rank", int, zero_means_default=True)
+    power_sgd_rank = _shard("power_sgd_rank", int)
     cpu_offload_optimizer = _shard("cpu_offload_optimizer", SWITCH)
     cpu_offload_gradients = _shard("cpu_offload_gradients", SWITCH)
     cpu_offload_params = _shard("cpu_offload_params", SWITCH)

@@ -12,7 +12,7 @@ def _defaults():
 
 
 class LearningRateSchedule:
-    _kind, _zero_is_default = _n.SHARDOPT_LR_CONSTANT, ()  # the parameters the C options read as "the default" when 0
+    _kind = _n.SHARDOPT_LR_CONSTANT
 
     def __init__(self, per_step=False, kind=None, **fields):
         self.per_step, self._kind, self._fields = bool(per_step), kind or self._kind, {}
@@ -21,8 +21,7 @@ class LearningRateSchedule:
         for name, (field, value) in fields.items():
             if value is not None:
                 value = convert(float if field in ("gamma", "min_lr") else int, value)
-                set_checked(probe, field, value, name, _n.shardopt_training_options_validate,
-                            name in self._zero_is_default)
+                set_checked(probe, field, value, name, _n.shardopt_training_options_validate)
                 self._fields[field] = value
 
     def _applied(self, training):
@@ -47,7 +46,7 @@ class ConstantSchedule(LearningRateSchedule):
 
 class CosineAnnealingSchedule(LearningRateSchedule):
     """torch's CosineAnnealingLR, from base down to min_learning_rate over `total` epochs (steps); None: to the end."""
-    _kind, _zero_is_default = _n.SHARDOPT_LR_COSINE, ("total",)
+    _kind = _n.SHARDOPT_LR_COSINE
 
     def __init__(self, total=None, min_learning_rate=None, per_step=False):
         super().__init__(per_step, total=("decay_period", total), min_learning_rate=("min_lr", min_learning_rate))
@@ -55,7 +54,7 @@ class CosineAnnealingSchedule(LearningRateSchedule):
 
 class StepDecaySchedule(LearningRateSchedule):
     """torch's StepLR: base * gamma ** (t // step_size)."""
-    _kind, _zero_is_default = _n.SHARDOPT_LR_STEP_DECAY, ("step_size",)
+    _kind = _n.SHARDOPT_LR_STEP_DECAY
 
     def __init__(self, step_size=None, gamma=None, per_step=False):
         super().__init__(per_step, step_size=("decay_period", step_size), gamma=("gamma", gamma))

@@ -15,7 +15,7 @@ from .optimizers import Optimizer
 
 class ShardedOptimizer(NativeResource):
     """IShardedOptimizer: wraps a base optimizer and runs it over the configuration's backend (README.md). A subclass
-    sets its own sharding fields in self._own, {field: (setting, value or None, zero_means_default)}."""
+    sets its own sharding fields in self._own, {field: (setting, value or None)}."""
     _strategy = _n.SHARDOPT_DDP
 
     def __init__(self, wrapped_optimizer, sharding_configuration, layout=None, initial=None, parameters=None):
@@ -27,10 +27,10 @@ class ShardedOptimizer(NativeResource):
         self._wrapped, self._config, self._owner, self._closed, self._guards, self._init, self._last = (
             wrapped_optimizer, sharding_configuration, None, False, {}, None, None)
         self._sharding = sharding_configuration._s.copy()  # this optimizer's: the class's strategy and settings
-        for field, (setting, value, zero) in {"strategy": (type(self).__name__, self._strategy, False),
-                                              **getattr(self, "_own", {})}.items():
+        for field, (setting, value) in {"strategy": (type(self).__name__, self._strategy),
+                                         **getattr(self, "_own", {})}.items():
             if value is not None:  # each checked by the library as it is set
-                set_checked(self._sharding, field, value, setting, _n.shardopt_sharding_options_validate, zero)
+                set_checked(self._sharding, field, value, setting, _n.shardopt_sharding_options_validate_strict)
         if layout is None and self.model is not None:
             layout, initial = self.model.parameter_layout(), self.model.get_parameters() if initial is None else initial
         if layout is not None:
@@ -73,7 +73,7 @@ class ShardedOptimizer(NativeResource):
         self._owner = NativeOwner(handle, _n.shardopt_optimizer_destroy,
                                   f"the {type(self).__name__} was closed (this view of its memory is invalid)",
                                   keep=parameters)
-        self._lr_seen, self._init = self._wrapped.options.learning_rate, (layout, initial, parameters)
+        self._init = (layout, initial, parameters)
         return self
 
     def padded_count_for(self, layout):
@@ -95,13 +95,11 @@ class ShardedOptimizer(NativeResource):
         vote = self._last is not None and self._last.stopped_early if vote is None else vote
         return bool(_n.shardopt_optimizer_should_early_stop(self._h, int(bool(vote))))
 
-    def _sync_options_lr(self):  # a learning_rate set on get_options() since we last looked applies from now on
-        if self._wrapped.options.learning_rate != self._lr_seen:
-            self._lr_seen = self._wrapped.options.learning_rate
-            _n.shardopt_optimizer_set_learning_rate(self._h, self._lr_seen)
+    def _sync_options_lr(self):  # a learning_rate set on get_options() since the library took it applies from now on
+        _n.shardopt_optimizer_follow_options(self._h, self._wrapped.options._optimizer)
 
     def _lr_from_native(self):  # after a load the checkpoint's rate is the optimizer's: get_options() shows it
-        self._wrapped.options.learning_rate = self._lr_seen = _n.shardopt_optimizer_learning_rate(self._h)
+        self._wrapped.options.learning_rate = _n.shardopt_optimizer_learning_rate(self._h)
 
     @property
     def learning_rate(self):
@@ -302,7 +300,7 @@ class HybridShardedOptimizer(ShardedOptimizer):
 
     def __init__(self, wrapped_optimizer, sharding_configuration, pipeline_parallel_size=1, tensor_parallel_size=1,
                  data_parallel_size=-1, layout=None, initial=None, data_strategy=None):
-        self._own = {f: (f, v, False) for f, v in (("pipeline_parallel_size", pipeline_parallel_size),
+        self._own = {f: (f, v) for f, v in (("pipeline_parallel_size", pipeline_parallel_size),
                      ("tensor_parallel_size", tensor_parallel_size), ("data_parallel_size", data_parallel_size),
                      ("hybrid_data_strategy", getattr(data_strategy, "_strategy", data_strategy)))}
         super().__init__(wrapped_optimizer, sharding_configuration, layout, initial)
@@ -317,8 +315,8 @@ class GradientCompressionOptimizer(ShardedOptimizer):
                  use_sparsification=False, layout=None, initial=None, parameters=None):
         self.compression = (GradientCompression.TOP_K if use_sparsification else GradientCompression.INT8
                             if use_quantization else GradientCompression.NONE)
-        self._own = {"compression": ("compression", int(self.compression), False), "compression_ratio": (
-            "compression_ratio", None if compression_ratio is None else float(compression_ratio), True)}
+        self._own = {"compression": ("compression", int(self.compression)), "compression_ratio": (
+            "compression_ratio", None if compression_ratio is None else float(compression_ratio))}
         super().__init__(wrapped_optimizer, sharding_configuration, layout, initial, parameters)
 
 
@@ -330,7 +328,7 @@ class AsyncSGDOptimizer(ShardedOptimizer):
 
     def __init__(self, wrapped_optimizer, sharding_configuration, allow_staleness=None, layout=None, initial=None):
         staleness = None if allow_staleness is None else operator.index(allow_staleness)
-        self._own = {"async_staleness": ("allow_staleness", staleness, False)}
+        self._own = {"async_staleness": ("allow_staleness", staleness)}
         super().__init__(wrapped_optimizer, sharding_configuration, layout, initial)
 
     allow_staleness = property(lambda self: self._sharding.async_staleness)
@@ -344,32 +342,27 @@ class ElasticOptimizer(ShardedOptimizer):
 
     def __init__(self, wrapped_optimizer, sharding_configuration, min_workers=1, max_workers=1024,
                  checkpoint_dir=None, checkpoint_every=None, layout=None, initial=None, parameters=None):
-        for name, value, least in (("min_workers", min_workers, 1), ("max_workers", max_workers, 1),
-                                   ("checkpoint_every", checkpoint_every, 0)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-            if value is not None and value < least:
-                raise ValueError(f"{name} must be at least {least} (got {value})")
-        if max_workers < min_workers:
-            raise ValueError(f"max_workers {max_workers} is below min_workers {min_workers}")
-        self.min_workers, self.max_workers, self._every = min_workers, max_workers, checkpoint_every or 0
-        self._dir = None if checkpoint_dir is None else str(checkpoint_dir)
+        self._e = _n.shardopt_elastic_options()  # each value checked by the library as it is set
+        _n.shardopt_elastic_options_init(self._e)
+        values = {"min_workers": min_workers, "max_workers": max_workers, "checkpoint_every": checkpoint_every}
+        for field, value in values.items():
+            if value is not None:
+                set_checked(self._e, field, value, field, _n.shardopt_elastic_options_validate_strict)
+        self._e.checkpoint_dir = None if checkpoint_dir is None else str(checkpoint_dir)
         super().__init__(wrapped_optimizer, sharding_configuration, layout, initial, parameters)
 
-    def _created(self, handle):
-        e = _n.shardopt_elastic_options()
-        _n.shardopt_elastic_options_init(e)
-        e.min_workers, e.max_workers, e.checkpoint_every, e.checkpoint_dir = (self.min_workers, self.max_workers,
-                                                                              self._every, self._dir)
-        _n.shardopt_optimizer_make_elastic(handle, e)
+    _created = lambda self, handle: _n.shardopt_optimizer_make_elastic(handle, self._e)
 
-    def _status(self, field):
+    def _status(self, field, or_option=False):  # or_option: before initialization, the option given
+        if or_option and not self.is_initialized:
+            return getattr(self._e, field)
         st = _n.shardopt_elastic_status()
         _n.shardopt_optimizer_elastic_status(self._h, st)
         return getattr(st, field)
 
-    checkpoint_dir = property(lambda self: self._status("checkpoint_dir") if self.is_initialized else self._dir)
-    checkpoint_every = property(lambda self: self._status("checkpoint_every") if self.is_initialized else self._every)
+    min_workers, max_workers = property(lambda self: self._e.min_workers), property(lambda self: self._e.max_workers)
+    checkpoint_dir = property(lambda self: self._status("checkpoint_dir", True))
+    checkpoint_every = property(lambda self: self._status("checkpoint_every", True))
     resumed_step = property(lambda self: self._status("resumed_step"), doc="the step loaded at creation; -1: none")
     last_checkpoint_step = property(lambda self: self._status("last_checkpoint_step"), doc="-1: none")
     checkpoint_pending = property(lambda self: bool(self._status("checkpoint_pending")))

@@ -5,7 +5,7 @@ import pytest
 
 import shardopt as so
 from ranks import launch_in_memory
-from shardopt.demo import MlpDemo
+from mlp_demo import MlpDemo
 
 MODEL = MlpDemo()
 DATA = so.OptimizationInputData(num_samples=MODEL.samples)

@@ -7,7 +7,7 @@ import pytest
 
 import shardopt as so
 from ranks import launch_in_memory
-from shardopt.demo import MlpDemo
+from mlp_demo import MlpDemo
 
 MODEL = MlpDemo()
 BATCH = 96
@@ -109,11 +109,14 @@ def test_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("SHARDOPT_CHECKPOINT_DIR", raising=False)
     with so.InMemoryCommunicationBackend(0, 1) as backend:
         config = so.ShardingConfiguration(backend)
-        with pytest.raises(ValueError, match="max_workers 2 is below min_workers 3"):
+        # the library's checks (shardopt_elastic_options_validate_strict), naming the Python argument
+        with pytest.raises(ValueError, match="max_workers = 2: .*maxWorkers 2 is below minWorkers 3"):
             so.ElasticOptimizer(adam(), config, 3, 2)
-        with pytest.raises(ValueError, match="min_workers must be at least 1"):
+        with pytest.raises(ValueError, match="min_workers = 0: .*min_workers is 0"):
             so.ElasticOptimizer(adam(), config, 0)
-        with pytest.raises(ValueError, match="checkpoint_every must be at least 0"):
+        with pytest.raises(ValueError, match="min_workers = -1: .*minWorkers is -1; it must be at least 1"):
+            so.ElasticOptimizer(adam(), config, -1)
+        with pytest.raises(ValueError, match="checkpoint_every = -1: .*checkpoint_every is -1"):
             so.ElasticOptimizer(adam(), config, checkpoint_every=-1)
         with pytest.raises(TypeError):
             so.ElasticOptimizer(adam(), config, "2")

@@ -99,7 +99,7 @@ def test_negative_or_bad_tensor_count_is_caught_when_added():
         so.ParameterLayout().add("w", -5)
     with pytest.raises(TypeError, match="count must be an integer"):
         so.ParameterLayout().add("w", 2.5)
-    with pytest.raises(ValueError, match="non-empty name"):
+    with pytest.raises(ValueError, match="name must not be empty"):  # the library's check
         so.ParameterLayout().add("", 3)
     with pytest.raises(ValueError, match="float32 or float64"):
         so.ParameterLayout(np.int32)

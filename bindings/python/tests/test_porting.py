@@ -34,7 +34,7 @@ def test_every_collective_in_both_element_types(dtype):
         assert g.dtype == dtype and g.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
         rs = b.reduce_scatter(np.arange(8, dtype=dtype))
         assert rs.dtype == dtype and rs.tolist() == [4 * (2 * r), 4 * (2 * r + 1)]
-        sc = b.scatter(np.arange(8, dtype=dtype) * 10 if r == 1 else None, root=1, count=2, dtype=dtype)
+        sc = b.scatter(np.arange(8, dtype=dtype) * 10 if r == 1 else None, root=1, dtype=dtype)
         assert sc.dtype == dtype and sc.tolist() == [20 * r, 20 * r + 10]
         if r % 2 == 0:
             b.send(np.array([r, r + 0.5], dtype), r + 1, tag=7)
@@ -172,8 +172,8 @@ def test_schedules():
     assert w(13, 0.1) == pytest.approx(0.0, abs=1e-12)
     assert so.LambdaSchedule(lambda t, base: base / (t + 1))(3, 1.0) == 0.25
     assert so.StepDecaySchedule(2, gamma=0.5)(5, 1.0) == 0.25
-    with pytest.raises(ValueError, match="step_size = 0"):  # 0 is the C options' "default" there: refused
-        so.StepDecaySchedule(0)
+    # 0 is the training options' value "a period of 1" (decay_period; the C ABI, C# and Java read it so too)
+    assert so.StepDecaySchedule(0, gamma=0.5)(5, 1.0) == so.StepDecaySchedule(1, gamma=0.5)(5, 1.0) == 0.5 ** 5
     with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT: step_size = -1: .*decay_period"):
         so.StepDecaySchedule(-1)
     with pytest.raises(TypeError):

@@ -1,8 +1,13 @@
 """One rank of test_two_ucx_processes: run under tools/shardopt-run -n 2."""
+import os
+import sys
+
 import numpy as np
 
 import shardopt as so
-from shardopt.demo import MlpDemo
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "samples", "python"))
+from mlp_demo import MlpDemo  # noqa: E402
 
 model = MlpDemo()
 with so.UcxCommunicationBackend() as backend:

@@ -1,4 +1,5 @@
 import org.shardopt.*;
+import org.shardopt.samples.MlpDemo; // samples/java/MlpDemo.java, compiled beside this file
 
 /** Compiled and run against shardopt.jar alone (packaging.jar): FSDP over Adam on 2 in-memory
  * ranks (one thread each) trains the demo MLP; the loss must fall. With the argument "ucx", one
@@ -19,11 +20,9 @@ public final class JarConsumer {
             final int rank = r;
             ranks[r] = new Thread(() -> {
                 try (InMemoryCommunicationBackend backend = new InMemoryCommunicationBackend(rank, world, "jar-consumer")) {
-                    AdamOptimizerOptions options = new AdamOptimizerOptions();
-                    options.setLearningRate(3e-3);
-                    try (FSDPOptimizer fsdp = new FSDPOptimizer(new AdamOptimizer(options), new ShardingConfiguration(backend))) {
+                    try (FSDPOptimizer fsdp = new FSDPOptimizer(new AdamOptimizer(options()), new ShardingConfiguration(backend))) {
                         fsdp.initialize(model.layout(), model.initialParameters());
-                        results[rank] = fsdp.optimize(model, new OptimizationInputData(model.samples, 64, 5));
+                        results[rank] = fsdp.optimize(model, new OptimizationInputData(model.samples));
                     }
                 } catch (Throwable t) {
                     errors[rank] = t;
@@ -42,14 +41,22 @@ public final class JarConsumer {
         System.out.printf("Java consumer: FSDP Adam on %d in-memory ranks, loss %.4f -> %.4f%n", world, h[0], h[h.length - 1]);
     }
 
+    /** Adam at 3e-3, 5 epochs of batches of 64 (the training settings are the options'). */
+    static AdamOptimizerOptions options() {
+        AdamOptimizerOptions options = new AdamOptimizerOptions();
+        options.setLearningRate(3e-3);
+        options.setBatchSize(64);
+        options.setMaxIterations(5);
+        options.setUseEarlyStopping(false);
+        return options;
+    }
+
     static void ucxRank() throws Exception {
         MlpDemo model = new MlpDemo(8, 16, 3, 256);
         try (UcxCommunicationBackend backend = new UcxCommunicationBackend()) {
-            AdamOptimizerOptions options = new AdamOptimizerOptions();
-            options.setLearningRate(3e-3);
-            try (FSDPOptimizer fsdp = new FSDPOptimizer(new AdamOptimizer(options), new ShardingConfiguration(backend))) {
+            try (FSDPOptimizer fsdp = new FSDPOptimizer(new AdamOptimizer(options()), new ShardingConfiguration(backend))) {
                 fsdp.initialize(model.layout(), model.initialParameters());
-                double[] h = fsdp.optimize(model, new OptimizationInputData(model.samples, 64, 5)).getFitnessHistory();
+                double[] h = fsdp.optimize(model, new OptimizationInputData(model.samples)).getFitnessHistory();
                 checkNatives();
                 if (!(h[h.length - 1] < h[0])) {
                     System.err.printf("loss did not decrease: %.4f -> %.4f%n", h[0], h[h.length - 1]);

@@ -1,14 +1,12 @@
 package org.shardopt;
 
-import java.nio.*;
-import java.util.Arrays;
-import org.shardopt.ParameterLayout.Precision;
 import org.shardopt.internal.SWIGTYPE_p_shardopt_comm_s;
 import org.shardopt.internal.shardopt_native;
 
-/** One rank's communicator (AiDotNet's ICommunicationBackend&lt;T&gt;). Collectives take float[]/double[] or direct
- *  Float/DoubleBuffers in native order (no copy), counted from the array or the buffer's remaining elements; every rank
- *  passes the same count and type. After close() every method throws IllegalStateException. */
+/** One rank's communicator (AiDotNet's ICommunicationBackend&lt;T&gt;). Collectives take float[]/double[] (copied for the
+ *  call) or direct Float/DoubleBuffers in native order (no copy), whose element type and count (an array's length, a
+ *  buffer's remaining elements) the typemaps read; every rank passes the same count and type. After close() every
+ *  method throws IllegalStateException. */
 public class CommunicationBackend<T> implements AutoCloseable {
     static { NativeLoader.load(); }
     private SWIGTYPE_p_shardopt_comm_s handle;
@@ -27,123 +25,29 @@ public class CommunicationBackend<T> implements AutoCloseable {
     public void barrier() { shardopt_native.shardopt_barrier(handle()); }
     /** Pending and later collectives fail on every rank (in-process: the whole group). */
     public void abort(String reason) { shardopt_native.shardopt_comm_abort(handle(), reason); }
-    /** An argument for native code: its element type and count, and a direct buffer over it (an array's copy, which back()
-     *  copies into the array). */
-    static final class Data {
-        final Object data;
-        final Buffer ref;
-        final long count;
-        final Precision type;
-        Data(Object data, String what) {
-            this.data = java.util.Objects.requireNonNull(data, what);
-            type = Precision.of(data, null);
-            if (type == null)
-                throw new IllegalArgumentException(what + " must be a float[], double[], or a direct FloatBuffer or DoubleBuffer, not " + data.getClass().getName());
-            if (!(data instanceof Buffer)) {
-                count = data instanceof float[] ? ((float[]) data).length : ((double[]) data).length;
-                ByteBuffer b = ByteBuffer.allocateDirect((int) count * type.size()).order(ByteOrder.nativeOrder());
-                ref = data instanceof float[] ? b.asFloatBuffer().put((float[]) data).flip() : b.asDoubleBuffer().put((double[]) data).flip();
-                return;
-            }
-
-            count = ((Buffer) data).remaining();
-            if (!((Buffer) data).isDirect()) throw new IllegalArgumentException(what + " must be a direct buffer (ByteBuffer.allocateDirect)");
-            ByteOrder o = data instanceof FloatBuffer ? ((FloatBuffer) data).order() : ((DoubleBuffer) data).order();
-            if (o != ByteOrder.nativeOrder())
-                throw new IllegalArgumentException(what + " is in " + o + " byte order; native code reads " + ByteOrder.nativeOrder()
-                        + " (make it with ByteBuffer.allocateDirect(n).order(ByteOrder.nativeOrder()))");
-            ref = data instanceof FloatBuffer ? ((FloatBuffer) data).slice() : ((DoubleBuffer) data).slice();
-        }
-
-        Object back() {
-            if (data instanceof float[]) ((FloatBuffer) ref).duplicate().get((float[]) data);
-            if (data instanceof double[]) ((DoubleBuffer) ref).duplicate().get((double[]) data);
-            return data;
-        }
-
-        static Data of(Precision type, long n) { return new Data(type == Precision.FLOAT32 ? new float[(int) n] : new double[(int) n], "out"); }
-    }
-
     private static int op(ReductionOperation op) { return java.util.Objects.requireNonNull(op, "op").code; }
     /** In place: data[i] = op over ranks of data[i]. */
-    public void allReduce(Object data, ReductionOperation op) {
-        Data d = new Data(data, "data");
-        shardopt_native.shardopt_allreduce(handle(), d.ref, d.ref, d.count, d.type.ordinal(), op(op));
-        d.back();
-    }
-
+    public void allReduce(Object data, ReductionOperation op) { shardopt_native.shardopt_allreduce(handle(), data, op(op)); }
     /** In place: every rank's data becomes root's. */
-    public void broadcast(Object data, int root) {
-        Data d = new Data(data, "data");
-        shardopt_native.shardopt_broadcast(handle(), d.ref, d.count, d.type.ordinal(), root);
-        d.back();
-    }
-
+    public void broadcast(Object data, int root) { shardopt_native.shardopt_broadcast(handle(), data, root); }
     public void broadcast(Object data) { broadcast(data, 0); }
     /** Every rank's data, concatenated in rank order. */
-    public float[] allGather(float[] data) { return (float[]) allGatherAny(data); }
-    public double[] allGather(double[] data) { return (double[]) allGatherAny(data); }
-    private Object allGatherAny(Object data) {
-        Data d = new Data(data, "data"), out = Data.of(d.type, d.count * getWorldSize());
-        shardopt_native.shardopt_allgather(handle(), d.ref, out.ref, d.count, d.type.ordinal());
-        return out.back();
-    }
-
+    public float[] allGather(float[] data) { return (float[]) shardopt_native.shardopt_allgather(handle(), data); }
+    public double[] allGather(double[] data) { return (double[]) shardopt_native.shardopt_allgather(handle(), data); }
     /** data (worldSize * k elements on every rank) reduced with op over ranks; this rank gets its slice of k. */
-    public float[] reduceScatter(float[] data, ReductionOperation op) { return (float[]) reduceScatterAny(data, op); }
-    public double[] reduceScatter(double[] data, ReductionOperation op) { return (double[]) reduceScatterAny(data, op); }
-    private Object reduceScatterAny(Object data, ReductionOperation op) {
-        Data d = new Data(data, "data"), out = Data.of(d.type, d.count / slices(d.count, "reduceScatter"));
-        shardopt_native.shardopt_reduce_scatter(handle(), d.ref, out.ref, out.count, d.type.ordinal(), op(op));
-        return out.back();
-    }
-
-    private int slices(long count, String what) {
-        int size = getWorldSize();
-        if (count % size != 0) throw new IllegalArgumentException(what + ": data has " + count + " elements, not a multiple of the world size " + size);
-        return size;
-    }
-
-    /** root's data (worldSize * k elements) split in rank order: each rank gets its slice of k (the others pass null).
-     *  The C ABI has no scatter: root broadcasts k (-1 when it rejects its data, so every rank fails at once), then the data. */
-    public float[] scatter(float[] data, int root) { return (float[]) scatterAny(data, root, Precision.FLOAT32); }
-    public double[] scatter(double[] data, int root) { return (double[]) scatterAny(data, root, Precision.FLOAT64); }
+    public float[] reduceScatter(float[] data, ReductionOperation op) { return (float[]) shardopt_native.shardopt_reduce_scatter(handle(), data, op(op)); }
+    public double[] reduceScatter(double[] data, ReductionOperation op) { return (double[]) shardopt_native.shardopt_reduce_scatter(handle(), data, op(op)); }
+    /** root's data (worldSize * k elements) split in rank order: each rank gets its slice of k (the others pass null,
+     *  which is no data on root); the library's shardopt_scatter, so a mistake on root fails every rank at once. */
+    public float[] scatter(float[] data, int root) { return (float[]) shardopt_native.shardopt_scatter(handle(), data != null ? data : new float[0], root); }
+    public double[] scatter(double[] data, int root) { return (double[]) shardopt_native.shardopt_scatter(handle(), data != null ? data : new double[0], root); }
     public float[] scatter(float[] data) { return scatter(data, 0); }
     public double[] scatter(double[] data) { return scatter(data, 0); }
-    private Object scatterAny(Object data, int root, Precision type) {
-        int size = getWorldSize(), rank = getRank();
-        if (root < 0 || root >= size) throw new IllegalArgumentException("root " + root + " outside [0, " + size + ")");
-        double[] k = {-1};
-        RuntimeException rootError = null;
-        try {
-            if (rank == root) k[0] = new Data(data, "data").count / slices(new Data(data, "data").count, "scatter");
-        } catch (RuntimeException e) {
-            rootError = e;
-        }
-
-        broadcast(k, root);
-        if (rootError != null) throw rootError;
-        if (k[0] < 0) throw new IllegalArgumentException("scatter: root rank " + root + " rejected its data");
-        int n = (int) k[0];
-        Object all = rank == root ? data : Data.of(type, (long) n * size).data;
-        broadcast(all, root);
-        return all instanceof float[] ? Arrays.copyOfRange((float[]) all, rank * n, rank * n + n) : Arrays.copyOfRange((double[]) all, rank * n, rank * n + n);
-    }
-
     /** Point to point (buffered): data to rank dest with tag (>= 0). */
-    public void send(Object data, int dest, int tag) {
-        Data d = new Data(data, "data");
-        shardopt_native.shardopt_send(handle(), d.ref, d.count, d.type.ordinal(), dest, tag);
-    }
-
+    public void send(Object data, int dest, int tag) { shardopt_native.shardopt_send(handle(), data, dest, tag); }
     public void send(Object data, int dest) { send(data, dest, 0); }
     /** Receives into data (its whole length) from rank source with tag. */
-    public void receive(Object data, int source, int tag) {
-        Data d = new Data(data, "data");
-        shardopt_native.shardopt_recv(handle(), d.ref, d.count, d.type.ordinal(), source, tag);
-        d.back();
-    }
-
+    public void receive(Object data, int source, int tag) { shardopt_native.shardopt_recv(handle(), data, source, tag); }
     /** AiDotNet's Receive(source, count, tag): count doubles (receiveFloat: floats). */
     public double[] receive(int source, int count, int tag) { double[] a = new double[count(count)]; receive(a, source, tag); return a; }
     public double[] receive(int source, int count) { return receive(source, count, 0); }

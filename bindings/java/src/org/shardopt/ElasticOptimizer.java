@@ -9,51 +9,35 @@ import org.shardopt.internal.*;
  *  (shared by every rank) and, when initialized, resumes from the latest complete checkpoint there at whatever world size
  *  the job has, from minWorkers to maxWorkers (else IllegalStateException). shardopt-run --elastic restarts the ranks. */
 public class ElasticOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TInput, TOutput> {
-    private final int minWorkers, maxWorkers;
-    private String checkpointDirectory; // null: $SHARDOPT_CHECKPOINT_DIR
-    private int checkpointEvery;        // 0: the library's default
+    /** The library's elastic options: each value checked by it as it is set (shardopt_elastic_options_validate_strict). */
+    private final shardopt_elastic_options options = new shardopt_elastic_options();
     public ElasticOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config) { this(wrappedOptimizer, config, 1, 1024); }
     public ElasticOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, int minWorkers, int maxWorkers) {
-        super(wrappedOptimizer, config, s -> {
-            options(minWorkers, maxWorkers, 0, null).delete();
-            s.setStrategy(shardopt_strategy.SHARDOPT_DDP);
-        });
-        this.minWorkers = minWorkers;
-        this.maxWorkers = maxWorkers;
+        super(wrappedOptimizer, config, strategy(shardopt_strategy.SHARDOPT_DDP));
+        shardopt_native.shardopt_elastic_options_init(options);
+        options.setMin_workers(minWorkers);
+        options.setMax_workers(maxWorkers);
     }
 
-    /** The library's elastic options, checked by it (0 workers is no value here: the C ABI reads it as the default). */
-    private static shardopt_elastic_options options(int minWorkers, int maxWorkers, int checkpointEvery, String dir) {
-        shardopt_elastic_options e = new shardopt_elastic_options();
-        shardopt_native.shardopt_elastic_options_init(e);
-        e.setMin_workers(ShardingConfiguration.value(minWorkers, "minWorkers"));
-        e.setMax_workers(ShardingConfiguration.value(maxWorkers, "maxWorkers"));
-        e.setCheckpoint_every(checkpointEvery);
-        e.setCheckpoint_dir(dir);
-        shardopt_native.shardopt_elastic_options_validate(e);
-        return e;
-    }
-
-    @Override void created(SWIGTYPE_p_shardopt_optimizer_s x) {
-        shardopt_native.shardopt_optimizer_make_elastic(x, options(minWorkers, maxWorkers, checkpointEvery, checkpointDirectory));
-    }
-    public int getMinWorkers() { return minWorkers; }
-    public int getMaxWorkers() { return maxWorkers; }
+    @Override void created(SWIGTYPE_p_shardopt_optimizer_s x) { shardopt_native.shardopt_optimizer_make_elastic(x, options); }
+    public int getMinWorkers() { return options.getMin_workers(); }
+    public int getMaxWorkers() { return options.getMax_workers(); }
     /** The directory in force once initialized; before, the one set (null: $SHARDOPT_CHECKPOINT_DIR). */
-    public String getCheckpointDirectory() { return isInitialized() ? status().getCheckpoint_dir() : checkpointDirectory; }
+    public String getCheckpointDirectory() { return isInitialized() ? status().getCheckpoint_dir() : options.getCheckpoint_dir(); }
     /** Before initialize: where checkpoints go, a directory every rank shares (null: $SHARDOPT_CHECKPOINT_DIR). */
     public ElasticOptimizer<T, TInput, TOutput> setCheckpointDirectory(String dir) {
-        if (isInitialized()) throw new IllegalStateException("setCheckpointDirectory comes before initialize");
-        checkpointDirectory = dir;
+        beforeInitialize("setCheckpointDirectory").setCheckpoint_dir(dir);
         return this;
     }
-    public int getCheckpointEvery() { return isInitialized() ? (int) status(shardopt_elastic_status::getCheckpoint_every) : checkpointEvery; }
+    public int getCheckpointEvery() { return isInitialized() ? (int) status(shardopt_elastic_status::getCheckpoint_every) : options.getCheckpoint_every(); }
     /** Before initialize: steps between checkpoints (0: the library's default, $SHARDOPT_CHECKPOINT_EVERY or 100). */
     public ElasticOptimizer<T, TInput, TOutput> setCheckpointEvery(int steps) {
-        if (isInitialized()) throw new IllegalStateException("setCheckpointEvery comes before initialize");
-        options(minWorkers, maxWorkers, steps, null).delete();
-        checkpointEvery = steps;
+        beforeInitialize("setCheckpointEvery").setCheckpoint_every(steps);
         return this;
+    }
+    private shardopt_elastic_options beforeInitialize(String what) {
+        if (isInitialized()) throw new IllegalStateException(what + " comes before initialize");
+        return options;
     }
     private shardopt_elastic_status status() {
         shardopt_elastic_status st = new shardopt_elastic_status();
@@ -70,7 +54,7 @@ public class ElasticOptimizer<T, TInput, TOutput> extends ShardedOptimizer<T, TI
     public int getGeneration() { return (int) status(shardopt_elastic_status::getGeneration); }
     public long getCheckpointsPublished() { return status(shardopt_elastic_status::getCheckpoints_published); }
     /** Collective: a checkpoint now, at a step boundary; IOException when its files could not be written. */
-    public void checkpoint() throws IOException { shardopt_native.shardopt_optimizer_checkpoint_now(m()); }
+    public void checkpoint() throws IOException { shardopt_native.shardopt_optimizer_checkpoint_now(h()); }
     /** Collective: waits for the checkpoint being written and publishes it (at the end of training). */
-    public void finishCheckpoint() throws IOException { shardopt_native.shardopt_optimizer_finish_checkpoint(m()); }
+    public void finishCheckpoint() throws IOException { shardopt_native.shardopt_optimizer_finish_checkpoint(h()); }
 }

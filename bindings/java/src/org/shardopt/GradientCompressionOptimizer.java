@@ -13,7 +13,6 @@ public class GradientCompressionOptimizer<T, TInput, TOutput> extends ShardedOpt
     public GradientCompressionOptimizer(Optimizer<T, TInput, TOutput> wrappedOptimizer, ShardingConfiguration<T> config, double compressionRatio,
                                         boolean useQuantization, boolean useSparsification) {
         super(wrappedOptimizer, config, s -> {
-            if (compressionRatio == 0) throw new IllegalArgumentException("compressionRatio must not be 0");
             s.setStrategy(org.shardopt.internal.shardopt_strategy.SHARDOPT_DDP);
             s.setCompression(method(useQuantization, useSparsification).ordinal());
             s.setCompression_ratio(compressionRatio);

@@ -18,6 +18,8 @@ public final class ParameterLayout {
             return data instanceof float[] || data instanceof java.nio.FloatBuffer ? FLOAT32
                  : data instanceof double[] || data instanceof java.nio.DoubleBuffer ? FLOAT64 : otherwise;
         }
+        /** A new float[] or double[] of n elements. */
+        Object array(long n) { return this == FLOAT32 ? new float[(int) n] : new double[(int) n]; }
     }
     private final Precision precision;
     private final List<Object[]> tensors = new ArrayList<>(); // name, count, tensor-parallel replicated, ends a bucket, rows, cols

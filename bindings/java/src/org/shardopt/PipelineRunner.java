@@ -17,7 +17,6 @@ public final class PipelineRunner<A> implements AutoCloseable {
     private final ShardedOptimizer<?, ?, ?> optimizer;
     private final SWIGTYPE_p_shardopt_optimizer_s optimizerHandle;
     private final Bridge bridge;
-    private volatile Thread running;
     /** 1F1B over p micro-batches. */
     public PipelineRunner(ShardedOptimizer<?, ?, ?> optimizer, PipelineStage<A> stage) { this(optimizer, stage, 0, PipelineSchedule.ONE_F_ONE_B, 0); }
     public PipelineRunner(ShardedOptimizer<?, ?, ?> optimizer, PipelineStage<A> stage, int numMicroBatches, PipelineSchedule schedule) {
@@ -45,36 +44,30 @@ public final class PipelineRunner<A> implements AutoCloseable {
     /** Collective over the optimizer's world: one batch, one optimizer step. */
     public PipelineBatchResult runBatch() {
         if (bridge.pipe == 0) throw new IllegalStateException("the PipelineRunner was closed");
-        if (optimizer.h() != optimizerHandle) throw new IllegalStateException("the PipelineRunner's optimizer was reset since the runner was made");
-        optimizer.batch(running = Thread.currentThread());
+        if (optimizer.live() != optimizerHandle) throw new IllegalStateException("the PipelineRunner's optimizer was reset since the runner was made");
         shardopt_pipeline_result r = new shardopt_pipeline_result();
         bridge.failure = null;
         try {
             shardopt_native.shardopt_pipeline_run_batch(bridge, r);
             return new PipelineBatchResult(r);
         } catch (RuntimeException e) {
-            if (bridge.failure instanceof Error) throw (Error) bridge.failure;
-            throw bridge.failure != null ? (RuntimeException) bridge.failure : e;
-        } finally {
-            optimizer.batch(running = null);
+            throw bridge.rethrow(e);
         }
     }
 
-    /** Releases the native pipeline; later runBatch calls throw IllegalStateException. */
+    /** Releases the native pipeline (the library refuses from a stage); later runBatch calls throw IllegalStateException. */
     @Override public void close() {
-        if (running != null) throw new IllegalStateException("not while runBatch is running (called from a stage callback?)");
         if (bridge.pipe != 0) shardopt_native.shardopt_pipeline_destroy(bridge);
         bridge.pipe = 0;
     }
 
     /** What the trampoline of shardopt_java.i calls: copies activations in and out (the stage never holds library memory)
      *  and checks what the stage returns. Its field pipe is the native pipeline. */
-    static final class Bridge {
+    static final class Bridge extends ShardedOptimizer.Callback {
         private final PipelineStage<Object> stage;
         private final ShardedOptimizer<?, ?, ?> optimizer;
         private final Precision precision;
         long pipe;
-        Throwable failure;
         @SuppressWarnings("unchecked")
         Bridge(PipelineStage<?> stage, ShardedOptimizer<?, ?, ?> optimizer, Precision precision) {
             this.stage = (PipelineStage<Object>) java.util.Objects.requireNonNull(stage, "stage");
@@ -96,9 +89,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
                 write(shardopt_nativeJNI.shardopt_activation_resize(output, length(out, "the output of model chunk " + c.getModelChunk())), out);
                 return 0;
             } catch (RuntimeException | Error e) {
-                shardopt_native.shardopt_model_error(e.toString());
-                if (failure == null) failure = e;
-                throw e;
+                throw failed(e);
             } finally {
                 c.end();
             }
@@ -117,10 +108,7 @@ public final class PipelineRunner<A> implements AutoCloseable {
         }
 
         private Object read(long address, long n) {
-            CommunicationBackend.Data d = CommunicationBackend.Data.of(precision, n);
-            java.nio.ByteBuffer b = shardopt_native.so_view(address, n * precision.size()).order(ByteOrder.nativeOrder());
-            if (d.data instanceof float[]) b.asFloatBuffer().get((float[]) d.data); else b.asDoubleBuffer().get((double[]) d.data);
-            return d.data;
+            return ShardedOptimizer.read(shardopt_native.so_view(address, n * precision.size()).order(ByteOrder.nativeOrder()), precision, (int) n);
         }
 
         private void write(long address, Object a) {
@@ -130,11 +118,10 @@ public final class PipelineRunner<A> implements AutoCloseable {
 
         /** o's length, checked to be an array of the parameters' element type. */
         private int length(Object o, String what) {
-            CommunicationBackend.Data d = new CommunicationBackend.Data(o, what);
-            if (d.type != precision || o instanceof java.nio.Buffer)
+            if (!(o instanceof float[] || o instanceof double[]) || Precision.of(o, null) != precision)
                 throw new IllegalArgumentException(what + " is a " + o.getClass().getSimpleName() + ", but the optimizer's parameters are "
                         + precision + ": return a " + (precision == Precision.FLOAT32 ? "float[]" : "double[]"));
-            return (int) d.count;
+            return java.lang.reflect.Array.getLength(o);
         }
     }
 }

@@ -5,8 +5,8 @@ import java.lang.reflect.ParameterizedType;
 import java.lang.reflect.Type;
 import java.nio.*;
 import java.util.*;
+import java.util.function.BiFunction;
 import java.util.function.Consumer;
-import org.shardopt.CommunicationBackend.Data;
 import org.shardopt.NativeView.Lifetime;
 import org.shardopt.ParameterLayout.Precision;
 import org.shardopt.internal.*;
@@ -31,7 +31,6 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     private final Map<Integer, Lifetime> gathered = new HashMap<>(); // FSDP units handed out by gather()
     private String closedBy;
     private boolean stoppedEarly;
-    private volatile Thread batchThread; // a PipelineRunner batch running on this optimizer
     /** strategy: what the class sets in its copy of the configuration's options, checked now with them. */
     ShardedOptimizer(Optimizer<T, TInput, TOutput> wrapped, ShardingConfiguration<T> config, Consumer<shardopt_sharding_options> strategy) {
         this.wrapped = Objects.requireNonNull(wrapped, "wrappedOptimizer");
@@ -49,15 +48,12 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     /** Subclasses' collective set-up of the native optimizer just created (ElasticOptimizer). */
     void created(SWIGTYPE_p_shardopt_optimizer_s x) {}
-    /** data, checked to hold exactly count (atLeast: at least count) elements of p. */
-    static Data checkData(Object data, long count, Precision p, String what, boolean atLeast) {
-        Data d = new Data(data, what);
-        if (d.type != p)
-            throw new IllegalArgumentException(what + " holds " + d.type.name().toLowerCase() + " elements but the layout is " + p.name().toLowerCase()
-                    + (p == Precision.FLOAT32 ? " (use float[] / FloatBuffer)" : " (use double[] / DoubleBuffer)"));
-        if (atLeast ? d.count < count : d.count != count)
-            throw new IllegalArgumentException(what + " has " + d.count + " elements; the layout needs " + (atLeast ? "at least " : "") + count);
-        return d;
+    /** The first n elements of b (a FloatBuffer or DoubleBuffer, or a ByteBuffer in native order) as a new array of p. */
+    static Object read(Buffer b, Precision p, int n) {
+        Object a = p.array(n);
+        Buffer v = !(b instanceof ByteBuffer) ? b.duplicate() : p == Precision.FLOAT32 ? ((ByteBuffer) b).asFloatBuffer() : ((ByteBuffer) b).asDoubleBuffer();
+        if (a instanceof float[]) ((FloatBuffer) v).get((float[]) a); else ((DoubleBuffer) v).get((double[]) a);
+        return a;
     }
 
     /** Collective: creates this rank's native optimizer; initial (float[], double[], a direct buffer, or null for zeros)
@@ -69,38 +65,28 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     }
 
     private ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters, Precision modelT) {
-        notInBatch();
         if (handle != null) throw new IllegalStateException("the optimizer is already initialized");
         Precision given = layout.getPrecision(), p = modelT != null ? modelT : given != null ? given : Precision.of(initial, Precision.FLOAT32);
         if (given != null && given != p)
             throw new IllegalArgumentException("the model's T is " + (p == Precision.FLOAT64 ? "Double" : "Float") + " but its ParameterLayout is " + given
                     + ": use new ParameterLayout(), whose element type follows T, or new ParameterLayout(Precision." + p + ")");
-        Buffer init = initial == null ? null : checkData(initial, layout.getElementCount(), p, "initial", false).ref;
-        if (parameters instanceof ByteBuffer) throw new IllegalArgumentException("parameters must be a direct FloatBuffer or DoubleBuffer");
-        shardopt_sharding_options s = options();
-        SWIGTYPE_p_shardopt_params_s ps = layout.toNative(p);
+        SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle(); // the typemaps check the arrays
+        shardopt_optimizer_options o = wrapped.options.rule;
+        handle = withNative(layout, p, (ps, s) -> parameters == null
+                ? shardopt_native.shardopt_optimizer_create(comm, ps, o, s, initial)
+                : shardopt_native.shardopt_optimizer_create_external(comm, ps, o, s, initial, parameters));
+        external = parameters;
         try {
-            SWIGTYPE_p_shardopt_comm_s comm = config.getCommunicationBackend().handle();
-            Buffer mine = parameters == null ? null : checkData(parameters, shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()), p, "parameters", true).ref;
-            handle = mine == null ? shardopt_native.shardopt_optimizer_create(comm, ps, wrapped.options.rule, s, init)
-                   : shardopt_native.shardopt_optimizer_create_external(comm, ps, wrapped.options.rule, s, init, mine, mine.remaining());
-            external = mine;
-            try {
-                created(handle);
-            } catch (RuntimeException | Error e) {
-                release();
-                throw e;
-            }
-        } finally {
-            shardopt_native.shardopt_params_destroy(ps);
-            s.delete();
+            created(handle);
+        } catch (RuntimeException | Error e) {
+            release();
+            throw e;
         }
 
         this.layout = layout;
         this.precision = p;
-        initialCopy = init == null ? null : Data.of(p, init.remaining()).data;
-        if (init instanceof FloatBuffer) ((FloatBuffer) init).get((float[]) initialCopy);
-        if (init instanceof DoubleBuffer) ((DoubleBuffer) init).get((double[]) initialCopy);
+        initialCopy = initial instanceof Buffer ? read((Buffer) initial, p, (int) layout.getElementCount())
+                    : initial instanceof float[] ? ((float[]) initial).clone() : initial instanceof double[] ? ((double[]) initial).clone() : null;
         life = new Lifetime(getClass().getSimpleName() + "'s memory");
         closedBy = null;
         return this;
@@ -117,10 +103,17 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
 
     /** Elements a caller-owned parameter buffer needs for layout with this configuration. */
     public long paddedCountFor(ParameterLayout layout) {
-        SWIGTYPE_p_shardopt_params_s ps = layout.toNative(layout.getPrecision() != null ? layout.getPrecision() : Precision.FLOAT32);
+        Precision p = layout.getPrecision() != null ? layout.getPrecision() : Precision.FLOAT32;
+        return withNative(layout, p, (ps, s) -> shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize()));
+    }
+
+    /** f of layout's native form (element type p) and this optimizer's sharding options, both freed after. */
+    private <R> R withNative(ParameterLayout layout, Precision p,
+                             BiFunction<SWIGTYPE_p_shardopt_params_s, shardopt_sharding_options, R> f) {
         shardopt_sharding_options s = options();
+        SWIGTYPE_p_shardopt_params_s ps = layout.toNative(p);
         try {
-            return shardopt_native.shardopt_params_padded_count_for(ps, s, getWorldSize());
+            return f.apply(ps, s);
         } finally {
             shardopt_native.shardopt_params_destroy(ps);
             s.delete();
@@ -132,19 +125,11 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return handle;
     }
 
-    /** h() for what changes the optimizer: refused during a pipeline batch (during training the library refuses it). */
-    SWIGTYPE_p_shardopt_optimizer_s m() { notInBatch(); return h(); }
-    /** PipelineRunner: a batch runs on this optimizer on thread t (null: it ended). */
-    void batch(Thread t) {
-        if (t != null) notInBatch();
-        batchThread = t;
-    }
-
-    private void notInBatch() {
-        Thread t = batchThread;
-        if (t != null)
-            throw new IllegalStateException("not while a pipeline batch is running on this optimizer ("
-                    + (t == Thread.currentThread() ? "called from a stage callback" : "called from another thread") + ")");
+    /** h(), whose rate became the options' learning rate if that changed since the library last took it (AiDotNet's
+     *  getOptions().setLearningRate(x) applies from the next step: shardopt_optimizer_follow_options). */
+    SWIGTYPE_p_shardopt_optimizer_s live() {
+        shardopt_native.shardopt_optimizer_follow_options(h(), wrapped.options.rule);
+        return handle;
     }
 
     public boolean isInitialized() { return handle != null; }
@@ -156,11 +141,11 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     @Override public Optimizer<T, TInput, TOutput> getWrappedOptimizer() { return wrapped; }
     @Override public ShardingConfiguration<T> getShardingConfiguration() { return config; }
     @Override public OptimizerOptions<T, TInput, TOutput> getOptions() { return wrapped.getOptions(); }
-    @Override public void synchronizeOptimizerState() { shardopt_native.shardopt_optimizer_synchronize_state(m()); }
+    @Override public void synchronizeOptimizerState() { shardopt_native.shardopt_optimizer_synchronize_state(h()); }
     /** Collective: true on every rank when any rank's last optimize stopped early (AiDotNet's Max-allreduce vote). */
     @Override public boolean shouldEarlyStop() { return shouldEarlyStop(stoppedEarly); }
     /** Collective: true on every rank when any rank votes true. */
-    public boolean shouldEarlyStop(boolean vote) { return shardopt_native.shardopt_optimizer_should_early_stop(m(), vote ? 1 : 0) != 0; }
+    public boolean shouldEarlyStop(boolean vote) { return shardopt_native.shardopt_optimizer_should_early_stop(h(), vote ? 1 : 0) != 0; }
     /** AiDotNet's Optimize(inputData), collective: trains the wrapped optimizer's model on XTrain/YTrain, scores
      *  XValidation/YValidation after each epoch when given, and the best solution on every set given; the model receives
      *  the best solution. The first call creates the native optimizer from the model (element type: the model's T). */
@@ -209,7 +194,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return null;
     }
 
-    /** m(), created first from the wrapped optimizer's model when there is one (optimize, deserialize and loadModel work
+    /** h(), created first from the wrapped optimizer's model when there is one (optimize, deserialize and loadModel work
      *  on a new optimizer in AiDotNet's form). */
     private SWIGTYPE_p_shardopt_optimizer_s ensure() {
         IGradientModel<T, TInput, TOutput> model = wrapped.getModel();
@@ -219,17 +204,31 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             initialize(model.getParameterLayout(), model.getParameters(), null, t == Double.class ? Precision.FLOAT64 : t == Float.class ? Precision.FLOAT32 : null);
         }
 
-        return m();
+        return h();
     }
 
-    /** What the trampoline of shardopt_java.i calls: the model (its views valid during the call) and a custom schedule's
-     *  rule. A Java exception is told to the library, so every rank's error names it, and kept to rethrow. */
-    static final class Bridge {
+    /** What the trampolines of shardopt_java.i call: a Java exception is told to the library, so every rank's error names
+     *  it, and kept to rethrow in place of the library's error naming it. */
+    static class Callback {
+        Throwable failure;
+        RuntimeException failed(Throwable e) {
+            shardopt_native.shardopt_model_error(e.toString());
+            if (failure == null) failure = e;
+            return rethrow(null);
+        }
+
+        RuntimeException rethrow(RuntimeException libraryError) {
+            if (failure instanceof Error) throw (Error) failure;
+            return failure != null ? (RuntimeException) failure : libraryError;
+        }
+    }
+
+    /** The training loop's callbacks: the model (its views valid during the call) and a custom schedule's rule. */
+    static final class Bridge extends Callback {
         private final GradientModel model;
         private final Precision precision;
         private final LearningRateSchedule.Rule rule;
         private final long params;
-        Throwable failure;
         Bridge(GradientModel model, Precision precision, LearningRateSchedule schedule, long params) {
             this.model = model;
             this.precision = precision;
@@ -258,22 +257,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
                 throw failed(e);
             }
         }
-
-        private RuntimeException failed(Throwable e) {
-            shardopt_native.shardopt_model_error(e.toString());
-            if (failure == null) failure = e;
-            return rethrow(null);
-        }
-
-        /** The callback's own exception, in place of the library's error naming it. */
-        RuntimeException rethrow(RuntimeException libraryError) {
-            if (failure instanceof Error) throw (Error) failure;
-            return failure != null ? (RuntimeException) failure : libraryError;
-        }
     }
 
     private OptimizationResult train(GradientModel model, long[] sizes) {
-        SWIGTYPE_p_shardopt_optimizer_s x = m();
+        SWIGTYPE_p_shardopt_optimizer_s x = live();
         OptimizerOptions<T, TInput, TOutput> oo = wrapped.getOptions();
         shardopt_training_options t = oo.run(oo.getLearningRateSchedule());
         shardopt_training_result r = new shardopt_training_result();
@@ -282,12 +269,12 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             t.setNum_validation_samples(sizes[1]);
             t.setNum_test_samples(sizes[2]);
             int cap = t.getMax_epochs(), n = (int) getElementCount();
-            Data best = Data.of(precision, n), h[] = {Data.of(Precision.FLOAT64, cap), Data.of(Precision.FLOAT64, cap), Data.of(Precision.FLOAT64, cap)};
-            r.setBest_parameters(best.ref);
+            ByteBuffer best = direct(precision, n), h[] = {direct(Precision.FLOAT64, cap), direct(Precision.FLOAT64, cap), direct(Precision.FLOAT64, cap)};
+            r.setBest_parameters(best);
             r.setBest_parameters_count(n);
-            r.setTraining_loss_history(h[0].ref);
-            r.setValidation_loss_history(h[1].ref);
-            r.setLearning_rate_history(h[2].ref);
+            r.setTraining_loss_history(h[0]);
+            r.setValidation_loss_history(h[1]);
+            r.setLearning_rate_history(h[2]);
             r.setHistory_capacity(cap);
             Bridge b = new Bridge(model, precision, oo.getLearningRateSchedule(), n);
             try {
@@ -297,9 +284,9 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             }
 
             double[][] hist = new double[3][];
-            for (int k = 0; k < 3; ++k) hist[k] = Arrays.copyOf((double[]) h[k].back(), Math.min(r.getEpochs(), cap));
+            for (int k = 0; k < 3; ++k) hist[k] = (double[]) read(h[k], Precision.FLOAT64, Math.min(r.getEpochs(), cap));
             stoppedEarly = r.getStopped_early() != 0;
-            return new OptimizationResult(best.back(), hist, r.getEpochs(), r.getSteps(), r.getBest_epoch(), r.getBest_score(), stoppedEarly, sizes,
+            return new OptimizationResult(read(best, precision, n), hist, r.getEpochs(), r.getSteps(), r.getBest_epoch(), r.getBest_score(), stoppedEarly, sizes,
                                           new double[] {r.getTraining_loss(), r.getValidation_loss(), r.getTest_loss()});
         } finally {
             t.delete();
@@ -307,23 +294,31 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         }
     }
 
+    /** A direct buffer for n elements of p in native order: what the library writes a training result into. */
+    private static ByteBuffer direct(Precision p, long n) { return ByteBuffer.allocateDirect((int) n * p.size()).order(ByteOrder.nativeOrder()); }
+
     // ---- checkpoints (collective: every rank calls with the same arguments); a failed load changes nothing ----
     /** The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank. */
-    @Override public byte[] serialize() throws IOException { return shardopt_native.shardopt_optimizer_serialize(m()); }
+    @Override public byte[] serialize() throws IOException { return shardopt_native.shardopt_optimizer_serialize(h()); }
     /** Loads bytes from {@link #serialize}; IOException when they are corrupt, IllegalArgumentException for another layout. */
     @Override public void deserialize(byte[] data) throws IOException {
-        shardopt_native.shardopt_optimizer_deserialize(ensure(), ByteBuffer.allocateDirect(data.length).put(data), data.length);
+        ensure();
+        ByteBuffer bytes = ByteBuffer.allocateDirect(data.length).put(data);
+        shardopt_native.shardopt_optimizer_deserialize(live(), bytes, data.length); // the checkpoint's rate wins
     }
 
     /** Saves a sharded checkpoint (every rank writes its shard) into directory path, created if missing. */
     @Override public void saveModel(String path) throws IOException { saveModel(path, false); }
     /** consolidated: rank 0 writes one file (and model.safetensors). */
     public void saveModel(String path, boolean consolidated) throws IOException {
-        shardopt_native.shardopt_optimizer_save(m(), Objects.requireNonNull(path, "path"), consolidated ? 1 : 0);
+        shardopt_native.shardopt_optimizer_save(h(), Objects.requireNonNull(path, "path"), consolidated ? 1 : 0);
     }
 
     /** Loads a checkpoint of either form, of any strategy and world size; IOException when missing, unreadable or corrupt. */
-    @Override public void loadModel(String path) throws IOException { shardopt_native.shardopt_optimizer_load(ensure(), Objects.requireNonNull(path, "path")); }
+    @Override public void loadModel(String path) throws IOException {
+        ensure();
+        shardopt_native.shardopt_optimizer_load(live(), Objects.requireNonNull(path, "path")); // the checkpoint's rate
+    }
 
     // ---- layout and parameters ----
     public int getTensorCount() { return shardopt_native.shardopt_optimizer_tensor_count(h()); }
@@ -338,11 +333,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public NativeView getParameters() { return view(shardopt_native.shardopt_optimizer_parameters(h()), getPaddedCount(), life); }
     public NativeView getTensorParameters(int t) { return view(shardopt_native.shardopt_optimizer_tensor_parameters(h(), t), getTensorSize(t), life); }
     /** Packed copy into out: a float[]/double[] (the layout's type) or a direct buffer of getElementCount() elements. */
-    public void getParameters(Object out) {
-        Data d = checkData(out, getElementCount(), precision, "out", false);
-        shardopt_native.shardopt_optimizer_get_parameters(m(), d.ref, d.count);
-        d.back();
-    }
+    public void getParameters(Object out) { shardopt_native.shardopt_optimizer_get_parameters(h(), out); }
 
     /** As {@link #getParameters(Object)}; count must be getElementCount(). */
     public void getParameters(Object out, long count) {
@@ -356,47 +347,44 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public Object packedParameters() { return packed(precision, "packedParameters"); }
     private Object packed(Precision p, String what) {
         if (h() != null && precision != p) throw new IllegalArgumentException(what + ": the parameters are " + precision);
-        Object a = Data.of(p, getElementCount()).data;
+        Object a = p.array(getElementCount());
         getParameters(a);
         return a;
     }
 
     /** Collective under FSDP: sets the packed parameters (the layout's type, getElementCount() elements). */
-    public void setParameters(float[] values) { setParameters((Object) values); }
-    public void setParameters(double[] values) { setParameters((Object) values); }
-    public void setParameters(Buffer values) { setParameters((Object) values); }
-    private void setParameters(Object values) {
-        Data d = checkData(values, getElementCount(), precision, "values", false);
-        shardopt_native.shardopt_optimizer_set_parameters(m(), d.ref, d.count);
-    }
+    public void setParameters(float[] values) { shardopt_native.shardopt_optimizer_set_parameters(h(), values); }
+    public void setParameters(double[] values) { shardopt_native.shardopt_optimizer_set_parameters(h(), values); }
+    public void setParameters(Buffer values) { shardopt_native.shardopt_optimizer_set_parameters(h(), values); }
 
     /** FSDP: the unit's full parameters (collective), valid until release(bucket) or close. */
     public NativeView gather(int bucket) {
-        long address = shardopt_native.shardopt_optimizer_gather(m(), bucket);
+        long address = shardopt_native.shardopt_optimizer_gather(h(), bucket);
         Lifetime l = new Lifetime("FSDP unit " + bucket), old = gathered.put(bucket, l);
         if (old != null) old.invalidate("the unit was gathered again");
         return view(address, getBucketSize(bucket), l);
     }
 
     public void release(int bucket) {
-        shardopt_native.shardopt_optimizer_release(m(), bucket);
+        shardopt_native.shardopt_optimizer_release(h(), bucket);
         Lifetime l = gathered.remove(bucket);
         if (l != null) l.invalidate("release(" + bucket + ") was called");
     }
 
     // ---- learning rate and the step protocol ----
-    /** The rate the next step uses (the options' or configuration's at creation, setLearningRate's, a checkpoint's). */
-    public double getLearningRate() { return shardopt_native.shardopt_optimizer_learning_rate(h()); }
-    public void setLearningRate(double lr) { shardopt_native.shardopt_optimizer_set_learning_rate(m(), lr); }
+    /** The rate the next step uses (the options' or configuration's at creation, setLearningRate's, a checkpoint's, the
+     *  options' again once changed). */
+    public double getLearningRate() { return shardopt_native.shardopt_optimizer_learning_rate(live()); }
+    public void setLearningRate(double lr) { shardopt_native.shardopt_optimizer_set_learning_rate(live(), lr); }
     public long getStepCount() { return shardopt_native.shardopt_optimizer_step_count(h()); }
-    public void zeroGrad() { shardopt_native.shardopt_optimizer_zero_grad(m()); }
+    public void zeroGrad() { shardopt_native.shardopt_optimizer_zero_grad(h()); }
     public NativeView getBucketGradient(int bucket) { long[] g = shardopt_native.shardopt_optimizer_bucket_grad(h(), bucket); return view(g[0], g[1], life); }
     public NativeView getTensorGradient(int tensor) { long[] g = shardopt_native.shardopt_optimizer_tensor_grad(h(), tensor); return view(g[0], g[1], life); }
-    public void gradReady(int bucket) { shardopt_native.shardopt_optimizer_grad_ready(m(), bucket); }
+    public void gradReady(int bucket) { shardopt_native.shardopt_optimizer_grad_ready(h(), bucket); }
     public StepResult step() {
         shardopt_step_result r = new shardopt_step_result();
         try {
-            shardopt_native.shardopt_optimizer_step(m(), r);
+            shardopt_native.shardopt_optimizer_step(live(), r);
             return new StepResult(r);
         } finally {
             r.delete(); // at once: a step is frequent
@@ -412,9 +400,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
         return new MemoryStats(m);
     }
 
-    /** Frees the native optimizer (refused, changing nothing, from its training loop or a pipeline batch). */
+    /** Frees the native optimizer (the library refuses, changing nothing, from its training loop or a pipeline batch). */
     private void release() {
-        notInBatch();
         if (handle != null) shardopt_native.shardopt_optimizer_destroy(handle);
         handle = null;
         external = null;

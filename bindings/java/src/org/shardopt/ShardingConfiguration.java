@@ -7,7 +7,8 @@ import static org.shardopt.internal.shardopt_sharding_preset.*;
 /**
  * How a sharded optimizer shards and communicates (AiDotNet's ShardingConfiguration): the library's sharding options, its
  * defaults CreateDefault's (the factories are the library's presets). A setter refuses a bad value at once with the
- * library's message, keeping the old one. AutoSyncGradients false turns DDP/ZeRO-1 into Local SGD (averaging every
+ * library's message, keeping the old one (also a 0 where the C ABI reads 0 as its default:
+ * shardopt_sharding_options_validate_strict). AutoSyncGradients false turns DDP/ZeRO-1 into Local SGD (averaging every
  * LocalSteps steps); EnableGradientCompression compresses every gradient reduction with GradientCompression
  * (docs/compression.md); the CpuOffload flags are ZeRO-Offload's (docs/offload.md; in host memory they change nothing).
  * LearningRate 0 is the wrapped optimizer's; MaxGradNorm 0 no clipping.
@@ -28,12 +29,6 @@ public final class ShardingConfiguration<T> {
     public static <T> ShardingConfiguration<T> createForLowBandwidth(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_LOW_BANDWIDTH); }
     public static <T> ShardingConfiguration<T> createForZeROOffload(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_ZERO_OFFLOAD); }
     public static <T> ShardingConfiguration<T> createForZeROOffloadFull(CommunicationBackend<T> b) { return new ShardingConfiguration<>(b, SHARDOPT_SHARDING_ZERO_OFFLOAD_FULL); }
-    /** A value for a field where the C ABI reads 0 as "the default": 0 is not a value here. */
-    static int value(int v, String name) { return (int) value((double) v, name); }
-    private static double value(double v, String name) {
-        if (v == 0) throw new IllegalArgumentException(name + " must not be 0");
-        return v;
-    }
     private static int flag(boolean v) { return v ? ENABLE : DISABLE; }
 
     public CommunicationBackend<T> getCommunicationBackend() { return backend; }
@@ -52,16 +47,16 @@ public final class ShardingConfiguration<T> {
     public void setGradientCompression(GradientCompression v) { options.setCompression(v.ordinal()); }
     /** TOP_K: the fraction of each chunk sent. */
     public double getCompressionRatio() { return options.getCompression_ratio(); }
-    public void setCompressionRatio(double v) { options.setCompression_ratio(value(v, "CompressionRatio")); }
+    public void setCompressionRatio(double v) { options.setCompression_ratio(v); }
     /** INT8, INT4, TOP_K, POWER_SGD: keep what compression missed for the next step. */
     public boolean getErrorFeedback() { return options.getError_feedback() != DISABLE; }
     public void setErrorFeedback(boolean v) { options.setError_feedback(flag(v)); }
     public int getPowerSgdRank() { return options.getPower_sgd_rank(); }
-    public void setPowerSgdRank(int v) { options.setPower_sgd_rank(value(v, "PowerSgdRank")); }
+    public void setPowerSgdRank(int v) { options.setPower_sgd_rank(v); }
     public int getLocalSteps() { return options.getLocal_sgd_period(); }
-    public void setLocalSteps(int v) { options.setLocal_sgd_period(value(v, "LocalSteps")); }
+    public void setLocalSteps(int v) { options.setLocal_sgd_period(v); }
     public int getGradientAccumulationSteps() { return options.getGradient_accumulation_steps(); }
-    public void setGradientAccumulationSteps(int v) { options.setGradient_accumulation_steps(value(v, "GradientAccumulationSteps")); }
+    public void setGradientAccumulationSteps(int v) { options.setGradient_accumulation_steps(v); }
     public double getMaxGradNorm() { return options.getMax_grad_norm(); }
     public void setMaxGradNorm(double v) { options.setMax_grad_norm(v); }
     /** true: the initial parameters are rank 0's, broadcast at creation (as PyTorch DDP); false: each rank's own. */

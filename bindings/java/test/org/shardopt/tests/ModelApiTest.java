@@ -206,6 +206,22 @@ class ModelApiTest {
                 o.setLearningRate(0.003);
                 try { o.deserialize(ckpt); } catch (java.io.IOException e) { throw new RuntimeException(e); }
                 assertEquals(0.2, o.getLearningRate(), 0.0); // the checkpoint's rate, right after a load
+                // AiDotNet's GetOptions().LearningRate = x applies from the next step or optimize, as in C# and Python
+                opts.setLearningRateSchedule(null);
+                o.getOptions().setLearningRate(0.05);
+                assertEquals(0.05, o.getLearningRate(), 0.0);
+                o.zeroGrad();
+                o.step();
+                assertEquals(0.05, o.getLearningRate(), 0.0);
+                o.setLearningRate(0.3); // a rate set since holds until the options change again
+                o.zeroGrad();
+                o.step();
+                assertEquals(0.3, o.getLearningRate(), 0.0);
+                opts.setLearningRate(0.02);
+                assertArrayEquals(new double[] {0.02, 0.02, 0.02, 0.02}, o.optimize(model.data(32)).getLearningRateHistory(), 0.0);
+                opts.setLearningRate(0.07); // changed before a load: the checkpoint's rate wins
+                try { o.deserialize(ckpt); } catch (java.io.IOException e) { throw new RuntimeException(e); }
+                assertEquals(0.2, o.getLearningRate(), 0.0);
             }
             return null;
         });

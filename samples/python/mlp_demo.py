@@ -1,8 +1,9 @@
-"""The demo model of the samples: a 2-layer MLP (ReLU, softmax cross-entropy) on synthetic Gaussian blobs, with
-numpy; parameters packed fc1.weight, fc1.bias, fc2.weight, fc2.bias, like samples/c/train_mlp.c."""
+"""The demo model of the samples (and of the Python binding's tests): a 2-layer MLP (ReLU, softmax cross-entropy) on
+synthetic Gaussian blobs, with numpy; parameters packed fc1.weight, fc1.bias, fc2.weight, fc2.bias, like
+samples/c/train_mlp.c. A sample, as MlpDemo.cs and MlpDemo.java are: not part of the shardopt package."""
 import numpy as np
 
-from .configuration import ParameterLayout
+from shardopt import ParameterLayout
 
 
 class MlpDemo:
