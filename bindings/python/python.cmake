@@ -32,7 +32,7 @@ if(SHARDOPT_BUILD_TESTS)
     message(STATUS "shardopt bindings: Python tests skipped (pip install pytest numpy)")
   else()
     set(PY_ENV PYTHONPATH=${CMAKE_CURRENT_BINARY_DIR}/python SHARDOPT_LIBRARY=$<TARGET_FILE:shardopt>
-        SHARDOPT_RUN=${SO_RUN} PYTHONDONTWRITEBYTECODE=1)
+        SHARDOPT_RUN=${SO_RUN} SHARDOPT_CKPT=$<TARGET_FILE:shardopt-ckpt> PYTHONDONTWRITEBYTECODE=1)
     if(TARGET bindings_reference_f64) # the f64 reference the bit-for-bit test compares with
       list(APPEND PY_ENV SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>)
     endif()

@@ -1143,6 +1143,24 @@ SHARDOPT_API shardopt_status shardopt_plan_rank_memory(shardopt_params params,
                                                        const shardopt_sharding_options *sharding, int32_t world_size,
                                                        int32_t rank, shardopt_memory_stats *stats);
 
+/* ---------------------------------------------------------------------------------------------
+ * Checkpoints as a stream (docs/checkpoints.md): shardopt_optimizer_serialize's bytes without
+ * holding them. No rank holds more than its own parts and one window
+ * (SHARDOPT_CHECKPOINT_WINDOW_BYTES, 32 MiB by default), so a model larger than any rank's memory
+ * serializes to a file or a socket. shardopt_optimizer_deserialize reads its bytes from memory (or
+ * a mapped file); shardopt_optimizer_load reads a saved checkpoint a window at a time.
+ * ------------------------------------------------------------------------------------------- */
+/* Writer callback: the next `size` bytes of the stream, in order (at most a window per call).
+ * Return 0 to go on; any other value stops the calls on this rank, and once the stream is over
+ * the serialize call fails with SHARDOPT_ERR_IO on every rank. */
+typedef int (*shardopt_write_fn)(void *user_data, const void *data, size_t size);
+/* Collective: the bytes shardopt_optimizer_serialize returns, identical on every rank, to `write`
+ * (called on this rank's thread). write may be NULL on ranks that want none: their parts still
+ * reach the others. Errors: INVALID_ARGUMENT (NULL optimizer), INVALID_STATE (mid gradient
+ * accumulation), IO (a writer returned nonzero). */
+SHARDOPT_API shardopt_status shardopt_optimizer_serialize_to(shardopt_optimizer opt, shardopt_write_fn write,
+                                                             void *user_data);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

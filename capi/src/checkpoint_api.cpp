@@ -45,6 +45,25 @@ SHARDOPT_API shardopt_status shardopt_optimizer_serialize(shardopt_optimizer opt
     });
 }
 
+// The same bytes to a writer callback, a window at a time; a writer's nonzero return ends its
+// calls here and fails the call on every rank once the stream is over (ShardedOptimizer's rule).
+SHARDOPT_API shardopt_status shardopt_optimizer_serialize_to(shardopt_optimizer opt, shardopt_write_fn write,
+                                                             void *user_data) {
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_of(opt);
+        if (!write) {
+            o.serialize(ShardedOptimizer::ByteWriter{});
+            return;
+        }
+        o.serialize([&](const void *data, std::size_t size) {
+            const int rc = write(user_data, data, size);
+            if (rc != 0)
+                throw Error(ErrorCode::io, "serialize_to: the writer returned " + std::to_string(rc) + " on rank " +
+                                               std::to_string(o.rank()));
+        });
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_optimizer_deserialize(shardopt_optimizer opt, const void *data, size_t size) {
     return guard(__func__, [&] {
         ShardedOptimizer &o = opt_of(opt);

@@ -1,5 +1,5 @@
-/* Checkpoints through the ABI on 2 ranks: save/load in both forms, serialize/deserialize, a
- * resumed run equal to an uninterrupted one, and each error path with its message. */
+/* Checkpoints through the ABI on 2 ranks: save/load in both forms, serialize/deserialize (and
+ * serialize_to, the stream form), a resumed run equal to an uninterrupted one, and each error path with its message. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,69 @@ static void adam_step(shardopt_optimizer opt, int rank, int step) {
         r.struct_size = sizeof r;
         CHECK_OK(shardopt_optimizer_step(opt, &r));
     }
+}
+
+/* A growing buffer a shardopt_write_fn appends to; fail_after >= 0: returns 5 once it holds that
+ * many bytes. */
+typedef struct sink {
+    unsigned char *data;
+    size_t size, calls;
+    long fail_after;
+} sink;
+
+static int append(void *user_data, const void *data, size_t size) {
+    sink *s = (sink *)user_data;
+    unsigned char *grown;
+    if (s->fail_after >= 0 && s->size >= (size_t)s->fail_after) return 5;
+    grown = (unsigned char *)realloc(s->data, s->size + size);
+    if (!grown) return 1;
+    memcpy(grown + s->size, data, size);
+    s->data = grown;
+    s->size += size;
+    ++s->calls;
+    return 0;
+}
+
+/* serialize_to: serialize's bytes, on the ranks that want them (resuming b as they do); a
+ * writer's failure fails the call on every rank, which then goes on working. */
+static void serialize_to_checks(shardopt_optimizer a, shardopt_optimizer b, int rank) {
+    sink s;
+    void *bytes = NULL;
+    size_t size = 0;
+    float before[N], after[N];
+    CHECK_OK(shardopt_optimizer_serialize(a, &bytes, &size));
+    memset(&s, 0, sizeof s);
+    s.fail_after = -1;
+    CHECK_OK(shardopt_optimizer_serialize_to(a, append, &s));
+    CHECK(s.size == size && s.calls >= 1); /* the same bytes but for the generation in the head */
+    /* Both resume b alike. */
+    CHECK_OK(shardopt_optimizer_deserialize(b, s.data, s.size));
+    adam_step(b, rank, 7);
+    CHECK_OK(shardopt_optimizer_get_parameters(b, before, N));
+    CHECK_OK(shardopt_optimizer_deserialize(b, bytes, size));
+    adam_step(b, rank, 7);
+    CHECK_OK(shardopt_optimizer_get_parameters(b, after, N));
+    CHECK(memcmp(before, after, sizeof before) == 0);
+    free(s.data);
+    /* Only rank 1 wants them. */
+    memset(&s, 0, sizeof s);
+    s.fail_after = -1;
+    CHECK_OK(shardopt_optimizer_serialize_to(a, rank == 1 ? append : NULL, &s));
+    CHECK(rank == 1 ? s.size == size : s.size == 0);
+    free(s.data);
+    /* Rank 0's writer fails after the head: the call fails on both ranks (IO). */
+    memset(&s, 0, sizeof s);
+    s.fail_after = rank == 0 ? 1 : -1;
+    CHECK_ERR(shardopt_optimizer_serialize_to(a, append, &s), SHARDOPT_ERR_IO, "writer returned 5");
+    free(s.data);
+    CHECK_ERR(shardopt_optimizer_serialize_to(NULL, append, &s), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "optimizer handle is NULL");
+    /* The optimizer goes on. */
+    CHECK_OK(shardopt_optimizer_get_parameters(a, before, N));
+    adam_step(a, rank, 9);
+    CHECK_OK(shardopt_optimizer_get_parameters(a, after, N));
+    CHECK(memcmp(before, after, sizeof before) != 0);
+    CHECK_OK(shardopt_buffer_free(bytes));
 }
 
 static void checkpoint_rank(shardopt_comm comm, int rank, void *arg) {
@@ -98,6 +161,7 @@ static void checkpoint_rank(shardopt_comm comm, int rank, void *arg) {
     CHECK_OK(shardopt_optimizer_get_parameters(b, resumed, N));
     CHECK(memcmp(other, resumed, sizeof other) == 0);
 
+    serialize_to_checks(a, b, rank);
     CHECK_OK(shardopt_buffer_free(bytes));
     CHECK_OK(shardopt_buffer_free(NULL));
     CHECK_OK(shardopt_optimizer_destroy(a));

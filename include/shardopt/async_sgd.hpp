@@ -55,6 +55,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +131,7 @@ class AsyncSgdOptimizer {
     void save(const std::string &dir, CheckpointForm form = CheckpointForm::sharded);
     void load(const std::string &dir);
     std::vector<unsigned char> serialize();
+    void serialize(const std::function<void(const void *, std::size_t)> &write); // ShardedOptimizer's stream form
     void deserialize(const void *data, std::size_t size);
 
     struct State; // src/async/async_state.hpp

@@ -349,8 +349,16 @@ class ShardedOptimizer {
     // optimizer is unchanged. (cuda memory: a device failure while the validated contents are
     // copied in leaves it partly loaded: load again.)
     void load(const std::string &dir);
-    // The consolidated form in memory; every rank gets the same bytes.
+    // The consolidated form in memory; every rank gets the same bytes. Each rank holds its own
+    // parts, the bytes and one window (SHARDOPT_CHECKPOINT_WINDOW_BYTES), nothing gathered.
     std::vector<unsigned char> serialize();
+    // The same bytes as a stream: `write` is called with consecutive pieces, in order, of at most
+    // a window each, on every rank that passes one (an empty function: this rank wants none; its
+    // parts still reach the others). No rank holds more than its own parts and a window, so a
+    // model larger than any rank's memory serializes to a file or socket. An exception `write`
+    // throws ends its calls on that rank; once the stream is over, every rank throws it.
+    using ByteWriter = std::function<void(const void *data, std::size_t size)>;
+    void serialize(const ByteWriter &write);
     // Loads bytes from serialize() (every rank passes the same bytes); as load().
     void deserialize(const void *data, std::size_t size);
     void deserialize(const std::vector<unsigned char> &bytes) { deserialize(bytes.data(), bytes.size()); }

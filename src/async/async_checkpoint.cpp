@@ -74,6 +74,12 @@ void AsyncSgdOptimizer::load(const std::string &dir) {
     checkpoint::load(view, dir, nullptr, 0);
 }
 
+void AsyncSgdOptimizer::serialize(const std::function<void(const void *, std::size_t)> &write) {
+    AsyncCheckpointView view(*state_);
+    checkpoint::FunctionSink sink(write);
+    checkpoint::serialize(view, write ? &sink : nullptr);
+}
+
 std::vector<unsigned char> AsyncSgdOptimizer::serialize() {
     AsyncCheckpointView view(*state_);
     return checkpoint::serialize(view);

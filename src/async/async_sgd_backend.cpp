@@ -59,6 +59,7 @@ class AsyncSgdBackend final : public OptimizerBackend {
     }
     void load(const std::string &dir) override { optimizer_->load(dir); }
     std::vector<unsigned char> serialize() override { return optimizer_->serialize(); }
+    void serialize(const ShardedOptimizer::ByteWriter &write) override { optimizer_->serialize(write); }
     void deserialize(const void *data, std::size_t size) override { optimizer_->deserialize(data, size); }
 
     AsyncSgdOptimizer *async_sgd() noexcept override { return optimizer_.get(); }

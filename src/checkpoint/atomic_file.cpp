@@ -1,5 +1,6 @@
 #include "atomic_file.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -116,6 +117,61 @@ void write_file_atomically(const std::string &path, const std::function<void(Byt
         io_error("cannot rename into place", path, e);
     }
     fsync_directory(dir);
+}
+
+PositionalFile::PositionalFile(const std::string &path, const std::string &tag, Mode mode, std::uint64_t size)
+    : path_(path), tmp_(path + ".tmp." + tag), creator_(mode == Mode::create) {
+    fd_ = ::open(tmp_.c_str(), creator_ ? O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC : O_WRONLY | O_CLOEXEC, 0644);
+    if (fd_ < 0) io_error(creator_ ? "cannot create" : "cannot open", tmp_, errno);
+    if (creator_ && ::ftruncate(fd_, off_t(size)) != 0) {
+        const int e = errno;
+        discard();
+        io_error("cannot size", tmp_, e);
+    }
+}
+
+PositionalFile::~PositionalFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (creator_ && !published_) remove_file_quietly(tmp_);
+}
+
+void PositionalFile::write_at(std::uint64_t offset, const void *data, std::size_t n) {
+    const auto *p = static_cast<const unsigned char *>(data);
+    while (n > 0) {
+        const ssize_t put = ::pwrite(fd_, p, std::min<std::size_t>(n, std::size_t(1) << 30), off_t(offset));
+        if (put < 0) {
+            if (errno == EINTR) continue;
+            io_error("cannot write", tmp_, errno);
+        }
+        p += put;
+        offset += std::uint64_t(put);
+        n -= std::size_t(put);
+    }
+}
+
+void PositionalFile::sync() {
+    if (::fsync(fd_) != 0) io_error("cannot fsync", tmp_, errno);
+}
+
+void PositionalFile::close() {
+    if (fd_ < 0) return;
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) io_error("cannot close", tmp_, errno);
+}
+
+void PositionalFile::publish() {
+    close();
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) io_error("cannot rename into place", path_, errno);
+    published_ = true;
+    fsync_directory(parent_of(path_));
+}
+
+void PositionalFile::discard() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (creator_ && !published_) remove_file_quietly(tmp_);
+    published_ = true; // nothing left to remove
 }
 
 } // namespace shardopt::checkpoint

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,16 @@ class VectorSink final : public ByteSink {
 
   private:
     std::vector<unsigned char> &out_;
+};
+
+// Calls a function with each piece (serialize's stream form).
+class FunctionSink final : public ByteSink {
+  public:
+    explicit FunctionSink(std::function<void(const void *, std::size_t)> write) : write_(std::move(write)) {}
+    void write(const void *data, std::size_t n) override { write_(data, n); }
+
+  private:
+    std::function<void(const void *, std::size_t)> write_;
 };
 
 // Little-endian fixed-width integers (the file format is little-endian on every host).

@@ -59,6 +59,11 @@ class CheckpointTarget {
 
     // Host bytes of part k as laid out above; valid until commit() or the target's end.
     virtual const unsigned char *host_part(int k) = 0;
+    // Elements [first, first + count) of part k as laid out above, copied into dst: what the
+    // saves read, a window at a time. By default from host_part(k); a target whose parts are not
+    // host bytes already (state kept by the update rules, device memory) reads just the range,
+    // so a save holds no copy of the whole part.
+    virtual void copy_part(int k, std::size_t first, std::size_t count, void *dst);
     // Packed part k, every tensor in order (collective over the world, like get_parameters).
     virtual void gather_packed(int k, void *packed) = 0;
     // What this rank keeps for itself beyond parameters and optimizer state (gradient
@@ -79,14 +84,16 @@ class CheckpointTarget {
 // world; see sharded_optimizer.hpp for the contract).
 void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form);
 std::vector<unsigned char> serialize(CheckpointTarget &target);
+// The same bytes, in order, into `sink` on each rank that passes one (consolidated.hpp).
+void serialize(CheckpointTarget &target, ByteSink *sink);
 // From the directory or manifest `dir`, or from `bytes` when not null (serialize()'s bytes).
 void load(CheckpointTarget &target, const std::string &dir, const void *bytes, std::size_t size);
 void deserialize(CheckpointTarget &target, const void *data, std::size_t size);
 
 // The sharded save in parts, so that the writing can overlap training (AsyncCheckpoint):
 //   begin_sharded_save   collective, at a step boundary: the checks, the generation, this rank's
-//                        segments (copied into the save when `copy`, else pointing into the
-//                        target's memory, which must then stay unchanged until write_shard).
+//                        segments (copied into the save when `copy`, else read from the target
+//                        a window at a time by write_shard: it must stay unchanged until then).
 //   write_shard          no communication, any thread: this rank's shard file, written
 //                        atomically; an error is kept in the save, not thrown.
 //   agree_sharded_save   collective: every rank learns whether any write failed (then every
@@ -107,6 +114,15 @@ struct ShardedSave {
     nlohmann::json shard_header;
     std::vector<SegmentData> data;
     std::vector<std::vector<unsigned char>> copies; // what data points into, when copied
+    // Not copied (a synchronous save): the segments' bytes are read from `source` while the file
+    // is written; where[i] says where segment i lies (state slot or -1, first element; -2: data
+    // points at it, the rank state).
+    CheckpointTarget *source = nullptr;
+    struct Where {
+        int slot;
+        std::size_t at;
+    };
+    std::vector<Where> where;
     std::uint64_t bytes = 0, header_xxh3 = 0;        // this rank's file, once written
     Outcome shard_outcome, manifest_outcome;
 };

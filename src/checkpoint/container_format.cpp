@@ -45,33 +45,46 @@ std::uint64_t get_uint(const ByteSource &source, const nlohmann::json &j, const 
 
 } // namespace
 
-std::uint64_t write_container(ByteSink &sink, nlohmann::json header, const std::vector<SegmentData> &segments) {
-    nlohmann::json records = nlohmann::json::array();
-    std::uint64_t data_offset = 0;
-    for (const auto &s : segments) {
-        records.push_back({{"part", s.part},
-                           {"tensor", s.tensor},
-                           {"offset", s.offset},
-                           {"count", s.count},
-                           {"data_offset", data_offset},
-                           {"bytes", std::uint64_t(s.bytes)},
-                           {"xxh3", hex64(xxh3(s.data, s.bytes))}});
-        data_offset += s.bytes;
+std::string container_head(nlohmann::json header, const std::vector<SegmentRecord> &records, std::uint64_t data_bytes) {
+    nlohmann::json list = nlohmann::json::array();
+    std::uint32_t version = 1;
+    for (const auto &r : records) {
+        list.push_back({{"part", r.part},
+                        {"tensor", r.tensor},
+                        {"offset", r.offset},
+                        {"count", r.count},
+                        {"data_offset", r.data_offset},
+                        {"bytes", r.bytes},
+                        {"xxh3", hex64(r.xxh3)}});
+        if (!r.file.empty()) {
+            list.back()["file"] = r.file;
+            version = 2;
+        }
     }
-    header["segments"] = std::move(records);
-    header["data_bytes"] = data_offset;
+    header["segments"] = std::move(list);
+    header["data_bytes"] = data_bytes;
     const std::string text = header.dump();
-    unsigned char pre[kPreambleBytes];
+    std::string out(kPreambleBytes, '\0');
+    auto *pre = reinterpret_cast<unsigned char *>(out.data());
     std::memcpy(pre, kMagic, 8);
-    put_u32(pre + 8, kFormatVersion);
+    put_u32(pre + 8, version);
     put_u32(pre + 12, 0);
     put_u64(pre + 16, text.size());
-    const std::uint64_t header_hash = xxh3(text.data(), text.size());
-    put_u64(pre + 24, header_hash);
-    sink.write(pre, sizeof pre);
-    sink.write(text.data(), text.size());
+    put_u64(pre + 24, xxh3(text.data(), text.size()));
+    return out + text;
+}
+
+std::uint64_t write_container(ByteSink &sink, nlohmann::json header, const std::vector<SegmentData> &segments) {
+    std::vector<SegmentRecord> records;
+    std::uint64_t data_offset = 0;
+    for (const auto &s : segments) {
+        records.push_back({s.part, s.tensor, s.offset, s.count, data_offset, std::uint64_t(s.bytes), xxh3(s.data, s.bytes), {}});
+        data_offset += s.bytes;
+    }
+    const std::string head = container_head(std::move(header), records, data_offset);
+    sink.write(head.data(), head.size());
     for (const auto &s : segments) sink.write(s.data, s.bytes);
-    return header_hash;
+    return get_u64(reinterpret_cast<const unsigned char *>(head.data()) + 24);
 }
 
 Container read_container(const ByteSource &source) {
@@ -87,6 +100,7 @@ Container read_container(const ByteSource &source) {
     if (version == 0 || version > kFormatVersion)
         corrupt(source, "checkpoint format version " + std::to_string(version) + " is not supported (this build reads " +
                             "versions 1.." + std::to_string(kFormatVersion) + ")");
+    c.version = version;
     const std::uint32_t flags = get_u32(pre + 12);
     if (flags != 0) corrupt(source, "unknown flags " + std::to_string(flags));
     const std::uint64_t header_len = get_u64(pre + 16);
@@ -131,7 +145,15 @@ Container read_container(const ByteSource &source) {
         r.count = get_uint(source, j, "count", where);
         r.data_offset = get_uint(source, j, "data_offset", where);
         r.bytes = get_uint(source, j, "bytes", where);
-        if (r.data_offset > c.data_bytes || r.bytes > c.data_bytes - r.data_offset)
+        if (const auto file = j.find("file"); file != j.end()) {
+            if (version < 2) corrupt(source, where + ": field 'file' in a version 1 checkpoint");
+            if (!file->is_string() || !is_segment_file_name(file->get<std::string>()))
+                corrupt(source, where + ": field 'file' is not a plain file name");
+            r.file = file->get<std::string>();
+            if (r.bytes > ~std::uint64_t(0) - r.data_offset)
+                corrupt(source, where + ": data range [" + std::to_string(r.data_offset) + ", +" + std::to_string(r.bytes) +
+                                    ") lies outside the file '" + r.file + "'");
+        } else if (r.data_offset > c.data_bytes || r.bytes > c.data_bytes - r.data_offset)
             corrupt(source, where + ": data range [" + std::to_string(r.data_offset) + ", +" + std::to_string(r.bytes) +
                                 ") lies outside the " + std::to_string(c.data_bytes) + "-byte data area");
         const auto sum = j.find("xxh3");
@@ -142,8 +164,16 @@ Container read_container(const ByteSource &source) {
     return c;
 }
 
+bool is_segment_file_name(const std::string &name) {
+    if (name.empty() || name.size() > 255 || name[0] == '.') return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return false;
+    return true;
+}
+
 void read_segment(const ByteSource &source, const Container &container, const SegmentRecord &record, void *dst) {
-    source.read(container.data_start + record.data_offset, dst, std::size_t(record.bytes));
+    source.read((record.file.empty() ? container.data_start : 0) + record.data_offset, dst, std::size_t(record.bytes));
     if (xxh3(dst, std::size_t(record.bytes)) != record.xxh3)
         corrupt(source, "checksum mismatch in " + record.part + " of tensor " + std::to_string(record.tensor) +
                             " elements [" + std::to_string(record.offset) + ", " +

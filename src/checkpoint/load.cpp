@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "atomic_file.hpp"
+#include "checkpoint_reader.hpp"
 #include "checkpoint_target.hpp"
 #include "collective_errors.hpp"
 #include "container_format.hpp"
@@ -36,83 +37,38 @@ void load(CheckpointTarget &target, const std::string &dir, const void *bytes, s
     run_agreed(world, [&] { check_checkpointable(target, bytes ? "deserialize" : "load"); });
     run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); }); // collective
     run_agreed(world, [&] {
-        std::shared_ptr<ByteSource> msource;
-        std::string base_dir;
-        if (bytes) {
-            msource = std::make_shared<MemorySource>(bytes, size);
-        } else {
-            require(!dir.empty(), ErrorCode::invalid_argument, "load: empty checkpoint path");
-            std::string manifest_path = dir;
-            base_dir = dir;
-            if (is_directory(dir)) {
-                manifest_path = join_path(dir, kManifestFile);
-            } else {
-                const auto slash = dir.find_last_of('/');
-                base_dir = slash == std::string::npos ? "." : dir.substr(0, slash + 1);
-            }
-            try {
-                msource = std::make_shared<FileSource>(manifest_path);
-            } catch (const Error &e) {
-                throw Error(ErrorCode::io, std::string("no checkpoint at '") + dir + "': " + e.what());
-            }
-        }
-        auto mcontainer = std::make_shared<Container>(read_container(*msource));
-        meta = manifest_from_json(mcontainer->header, msource->name());
-        if (bytes && meta.kind != "consolidated")
-            throw Error(ErrorCode::invalid_argument,
-                        "deserialize: these bytes are a sharded checkpoint's manifest, not a serialized checkpoint");
-        // By name: a checkpoint of pipeline stages loads into another depth or a whole-model optimizer.
-        const std::vector<int> saved_index = match_tensors(meta.layout, layout_info(layout), model.info.tensors.size());
-        require(meta.optimizer_kind == int(kind), ErrorCode::invalid_argument,
-                std::string("checkpoint was saved by a ") + optimizer_kind_name(OptimizerKind(meta.optimizer_kind)) +
-                    " optimizer (kind " + std::to_string(meta.optimizer_kind) + "), this optimizer is " +
-                    optimizer_kind_name(kind));
-        require(meta.state_slots == slots, ErrorCode::invalid_argument,
-                "checkpoint holds " + std::to_string(meta.state_slots) + " optimizer state arrays per element, this " +
-                    optimizer_kind_name(kind) + " optimizer uses " + std::to_string(slots) +
-                    " (momentum/amsgrad/centered options differ)");
-        require(std::isfinite(meta.lr) && meta.lr >= 0.0, ErrorCode::corrupt,
-                msource->name() + ": learning rate " + std::to_string(meta.lr) + " is not valid");
+        // LocalSGD keeps one replica per rank: at the same world size each rank takes its own.
+        std::vector<int> saved_index;
+        OpenCheckpoint open = open_checkpoint(
+            dir, bytes, size,
+            [&](const Manifest &m) {
+                return target.sharding().strategy == Strategy::local_sgd && m.world_size == world.size() ? world.rank()
+                                                                                                          : -1;
+            },
+            [&](const OpenCheckpoint &o) {
+                const Manifest &m = o.meta;
+                // By name: a checkpoint of pipeline stages loads into another depth or a whole-model optimizer.
+                saved_index = match_tensors(m.layout, layout_info(layout), model.info.tensors.size());
+                require(m.optimizer_kind == int(kind), ErrorCode::invalid_argument,
+                        std::string("checkpoint was saved by a ") + optimizer_kind_name(OptimizerKind(m.optimizer_kind)) +
+                            " optimizer (kind " + std::to_string(m.optimizer_kind) + "), this optimizer is " +
+                            optimizer_kind_name(kind));
+                require(m.state_slots == slots, ErrorCode::invalid_argument,
+                        "checkpoint holds " + std::to_string(m.state_slots) +
+                            " optimizer state arrays per element, this " + optimizer_kind_name(kind) +
+                            " optimizer uses " + std::to_string(slots) + " (momentum/amsgrad/centered options differ)");
+                require(std::isfinite(m.lr) && m.lr >= 0.0, ErrorCode::corrupt,
+                        o.manifest_path + ": learning rate " + std::to_string(m.lr) + " is not valid");
+            });
+        meta = open.meta;
+        const SegmentIndex &index = *open.index;
 
-        SegmentIndex index(meta.layout);
-        if (meta.kind == "consolidated") {
-            index.add(msource, mcontainer);
-        } else {
-            // LocalSGD keeps one replica per rank: at the same world size each rank takes its own.
-            std::vector<ShardFileInfo> files = meta.files;
-            if (target.sharding().strategy == Strategy::local_sgd && meta.world_size == world.size())
-                std::stable_partition(files.begin(), files.end(),
-                                      [&](const ShardFileInfo &f) { return f.rank == world.rank(); });
-            for (const auto &f : files) {
-                const std::string path = join_path(base_dir, f.name);
-                std::shared_ptr<ByteSource> source;
-                try {
-                    source = std::make_shared<FileSource>(path);
-                } catch (const Error &e) {
-                    throw Error(ErrorCode::io, "checkpoint shard of rank " + std::to_string(f.rank) + " of " +
-                                                   std::to_string(meta.world_size) + " is missing or unreadable: " +
-                                                   e.what());
-                }
-                if (source->size() != f.bytes)
-                    throw Error(ErrorCode::corrupt, path + ": shard file is " + std::to_string(source->size()) +
-                                                        " bytes but the manifest recorded " + std::to_string(f.bytes) +
-                                                        (source->size() < f.bytes ? " (truncated)" : ""));
-                auto container = std::make_shared<Container>(read_container(*source));
-                if (container->header_xxh3 != f.header_xxh3)
-                    throw Error(ErrorCode::corrupt,
-                                path + ": shard file does not belong to this checkpoint (its header checksum differs "
-                                       "from the manifest's)");
-                index.add(source, container);
-            }
-        }
-
-        // Stage: start from the current storage (padding and anything not owned stay as they are).
+        // Stage: the parameters from their current storage (padding and anything not owned stay
+        // as they are); the state from zeros, as a target's host_part(k) shows what it does not
+        // own (and commit writes only what it owns), so no copy of the current state is made.
         const unsigned char *current = target.host_part(-1);
         new_params.assign(current, current + target.part_elements(-1) * elem);
-        for (int k = 0; k < slots; ++k) {
-            current = target.host_part(k);
-            new_state.emplace_back(current, current + target.part_elements(k) * elem);
-        }
+        for (int k = 0; k < slots; ++k) new_state.emplace_back(target.part_elements(k) * elem, 0);
         const Placement &placement = target.placement();
         const std::vector<OwnedSegment> whole = whole_tensors(layout);
         for (int k = -1; k < slots; ++k) {

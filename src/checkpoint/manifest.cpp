@@ -153,6 +153,17 @@ void check_same_layout(const LayoutInfo &ckpt, const LayoutInfo &model) {
                         (ckpt.tensors.size() > n ? ckpt.tensors[n].name : model.tensors[n].name) + "')");
 }
 
+std::string params_file_name(const std::string &generation) { return "model." + generation + ".safetensors"; }
+
+bool is_params_file_name(const std::string &name) {
+    // model.<16 hex>.safetensors
+    const std::string prefix = "model.", suffix = ".safetensors";
+    if (name.size() != prefix.size() + 16 + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return false;
+    return name.substr(prefix.size(), 16).find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 std::string shard_file_name(int rank, int world_size, const std::string &generation) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "shard-%05d-of-%05d.", rank, world_size);

@@ -71,6 +71,11 @@ LayoutInfo layout_from_json(const nlohmann::json &j, const std::string &source);
 // and the model's (dtype, tensor count, a tensor's name or element count).
 void check_same_layout(const LayoutInfo &checkpoint, const LayoutInfo &model);
 
+// A saved consolidated checkpoint's parameters: model.<generation>.safetensors (the checkpoint's
+// header indexes and checksums them; model.safetensors is a link to the latest).
+std::string params_file_name(const std::string &generation);
+bool is_params_file_name(const std::string &name);
+
 // Shard file name: shard-<rank>-of-<world>.<generation>.shardopt
 std::string shard_file_name(int rank, int world_size, const std::string &generation);
 bool is_shard_file_name(const std::string &name);

@@ -10,13 +10,26 @@ SegmentIndex::SegmentIndex(LayoutInfo layout) : layout_(std::move(layout)), elem
     require(elem_ > 0, ErrorCode::corrupt, "checkpoint layout has an invalid dtype");
 }
 
-void SegmentIndex::add(std::shared_ptr<const ByteSource> source, std::shared_ptr<const Container> container) {
+void SegmentIndex::add(std::shared_ptr<const ByteSource> source, std::shared_ptr<const Container> container,
+                       const FileOpener &open) {
     for (const auto &r : container->segments) {
         const std::string where = source->name() + ": segment " + r.part + " of tensor " + std::to_string(r.tensor);
+        const ByteSource *from = source.get();
+        if (!r.file.empty()) {
+            if (!open) throw Error(ErrorCode::corrupt, where + ": lies in file '" + r.file + "', which a serialized checkpoint cannot name");
+            auto &file = files_[r.file];
+            if (!file) file = open(r.file);
+            from = file.get();
+            if (r.data_offset > from->size() || r.bytes > from->size() - r.data_offset)
+                throw Error(ErrorCode::corrupt, where + ": data range [" + std::to_string(r.data_offset) + ", +" +
+                                                    std::to_string(r.bytes) + ") lies outside the " +
+                                                    std::to_string(from->size()) + "-byte file '" + from->name() +
+                                                    "' (truncated)");
+        }
         if (r.part.rfind(kRankStatePrefix, 0) == 0) {
             if (r.tensor != 0 || r.offset != 0 || r.count != r.bytes)
                 throw Error(ErrorCode::corrupt, where + ": a rank state segment must be tensor 0, offset 0, count = bytes");
-            rank_states_[r.part] = Entry{source.get(), container.get(), &r};
+            rank_states_[r.part] = Entry{from, container.get(), &r};
             continue;
         }
         if (r.tensor < 0 || std::size_t(r.tensor) >= layout_.tensors.size())
@@ -29,10 +42,16 @@ void SegmentIndex::add(std::shared_ptr<const ByteSource> source, std::shared_ptr
         if (r.bytes != r.count * elem_) // count <= 2^48, no overflow
             throw Error(ErrorCode::corrupt, where + ": " + std::to_string(r.bytes) + " bytes for " +
                                                 std::to_string(r.count) + " elements");
-        entries_[{r.part, r.tensor}].push_back(Entry{source.get(), container.get(), &r});
+        entries_[{r.part, r.tensor}].push_back(Entry{from, container.get(), &r});
     }
     sources_.push_back(std::move(source));
     containers_.push_back(std::move(container));
+}
+
+std::vector<std::string> SegmentIndex::rank_state_parts() const {
+    std::vector<std::string> parts;
+    for (const auto &[part, entry] : rank_states_) parts.push_back(part);
+    return parts;
 }
 
 bool SegmentIndex::read_rank_state(const std::string &part, std::vector<unsigned char> &out) const {
@@ -48,7 +67,6 @@ void SegmentIndex::read(const std::string &part, int tensor, std::uint64_t offse
     auto *dst = static_cast<unsigned char *>(dst_raw);
     // Element ranges still to fill, [lo, hi).
     std::vector<std::pair<std::uint64_t, std::uint64_t>> missing{{offset, offset + count}};
-    std::vector<unsigned char> scratch;
     const auto it = entries_.find({part, tensor});
     if (it != entries_.end()) {
         for (const Entry &e : it->second) {
@@ -62,12 +80,14 @@ void SegmentIndex::read(const std::string &part, int tensor, std::uint64_t offse
                     still.push_back({lo, hi});
                     continue;
                 }
-                if (!loaded) {
-                    scratch.resize(std::size_t(e.record->bytes));
-                    read_segment(*e.source, *e.container, *e.record, scratch.data());
-                    loaded = true;
+                if (!loaded && cached_ != e.record) {
+                    cached_ = nullptr;
+                    scratch_.resize(std::size_t(e.record->bytes));
+                    read_segment(*e.source, *e.container, *e.record, scratch_.data());
+                    cached_ = e.record;
                 }
-                std::memcpy(dst + (a - offset) * elem_, scratch.data() + (a - slo) * elem_, std::size_t(b - a) * elem_);
+                loaded = true;
+                std::memcpy(dst + (a - offset) * elem_, scratch_.data() + (a - slo) * elem_, std::size_t(b - a) * elem_);
                 if (lo < a) still.push_back({lo, a});
                 if (b < hi) still.push_back({b, hi});
             }

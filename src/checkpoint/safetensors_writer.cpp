@@ -21,8 +21,7 @@ const char *safetensors_dtype(DType d) {
 }
 } // namespace
 
-void write_safetensors(ByteSink &sink, const LayoutInfo &layout, const void *packed,
-                       const std::map<std::string, std::string> &metadata) {
+std::string safetensors_head(const LayoutInfo &layout, const std::map<std::string, std::string> &metadata) {
     const std::size_t elem = dtype_size(layout.dtype);
     nlohmann::json header = nlohmann::json::object();
     std::uint64_t offset = 0;
@@ -36,11 +35,18 @@ void write_safetensors(ByteSink &sink, const LayoutInfo &layout, const void *pac
     if (!metadata.empty()) header["__metadata__"] = metadata;
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');
-    unsigned char len[8];
-    put_u64(len, text.size());
-    sink.write(len, 8);
-    sink.write(text.data(), text.size());
-    sink.write(packed, std::size_t(offset));
+    std::string out(8, '\0');
+    put_u64(reinterpret_cast<unsigned char *>(out.data()), text.size());
+    return out + text;
+}
+
+void write_safetensors(ByteSink &sink, const LayoutInfo &layout, const void *packed,
+                       const std::map<std::string, std::string> &metadata) {
+    const std::string head = safetensors_head(layout, metadata);
+    std::uint64_t bytes = 0;
+    for (const auto &t : layout.tensors) bytes += t.count * dtype_size(layout.dtype);
+    sink.write(head.data(), head.size());
+    sink.write(packed, std::size_t(bytes));
 }
 
 } // namespace shardopt::checkpoint

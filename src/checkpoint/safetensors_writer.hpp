@@ -13,6 +13,9 @@
 
 namespace shardopt::checkpoint {
 
+// What precedes the data: the 8-byte length and the JSON header (tensors back to back in layout
+// order, so the data area is the packed tensors).
+std::string safetensors_head(const LayoutInfo &layout, const std::map<std::string, std::string> &metadata);
 // `packed`: the tensors' elements back to back in layout order.
 void write_safetensors(ByteSink &sink, const LayoutInfo &layout, const void *packed,
                        const std::map<std::string, std::string> &metadata);

@@ -1,14 +1,15 @@
-// save(): the consolidated form (serialize()'s bytes as the manifest file, the parameters again as
-// safetensors), or the sharded form in the parts an asynchronous save runs apart (every rank its
+// save(): the consolidated form (consolidated.hpp: the one file and the parameters again as
+// safetensors, each rank writing its own ranges), or the sharded form in the parts an asynchronous save runs apart (every rank its
 // shard file, then rank 0 the manifest that makes the checkpoint exist).
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "atomic_file.hpp"
 #include "checkpoint_target.hpp"
 #include "collective_errors.hpp"
+#include "consolidated.hpp"
 #include "container_format.hpp"
-#include "resharding.hpp"
-#include "safetensors_writer.hpp"
 #include "stage_layouts.hpp"
 #include "target_manifest.hpp"
 #include "shardopt/error.hpp"
@@ -33,7 +34,6 @@ class CountingSink final : public ByteSink {
 
 void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form) {
     Communicator &world = target.world();
-    const ParameterSet &layout = target.layout();
     run_agreed(world, [&] {
         require(form == CheckpointForm::sharded || form == CheckpointForm::consolidated, ErrorCode::invalid_argument,
                 "save: invalid checkpoint form");
@@ -46,47 +46,17 @@ void save(CheckpointTarget &target, const std::string &dir, CheckpointForm form)
         publish_sharded_save(world, *save);
         return;
     }
+    // Every rank writes its own ranges of the one file, unless SHARDOPT_CHECKPOINT_WRITER=rank0
+    // (ranks that do not share the directory's file system): then rank 0 writes what the others
+    // stream to it.
+    const char *env = std::getenv("SHARDOPT_CHECKPOINT_WRITER");
+    const std::string writer = env ? env : "";
+    const bool rank0 = writer == "rank0";
     run_agreed(world, [&] {
-        require(!dir.empty(), ErrorCode::invalid_argument, "save: empty checkpoint directory");
-        check_checkpointable(target, "save");
+        require(writer.empty() || rank0 || writer == "every_rank", ErrorCode::invalid_argument,
+                "SHARDOPT_CHECKPOINT_WRITER='" + writer + "': expected every_rank or rank0");
     });
-    const std::size_t elem = layout.element_size();
-    const std::int64_t step_count = target.step_count();
-    // Pipeline stages: the manifest and every shard file describe the whole model.
-    ModelLayout model;
-    run_agreed(world, [&] { model = model_layout(world, target.placement(), layout); });
-    const LayoutInfo &info = model.info;
-    const std::string manifest_path = join_path(dir, kManifestFile);
-
-    const std::vector<unsigned char> bytes = serialize(target); // collective; rank 0's are the file
-    run_agreed(world, [&] {
-        if (world.rank() != 0) return;
-        make_directories(dir);
-        write_file_atomically(manifest_path, [&](ByteSink &sink) { sink.write(bytes.data(), bytes.size()); });
-        // The parameters again, for other tools: read them back from the bytes just written.
-        MemorySource source(bytes.data(), bytes.size());
-        const Container c = read_container(source);
-        std::size_t total = 0;
-        for (const auto &t : info.tensors) total += t.count;
-        std::vector<unsigned char> packed(total * elem);
-        SegmentIndex index(info);
-        index.add(std::make_shared<MemorySource>(bytes.data(), bytes.size()), std::make_shared<Container>(c));
-        std::size_t at = 0;
-        for (int t = 0; t < int(info.tensors.size()); ++t) {
-            const std::size_t n = info.tensors[std::size_t(t)].count;
-            index.read("param", t, 0, n, packed.data() + at * elem);
-            at += n;
-        }
-        write_file_atomically(join_path(dir, kSafetensorsFile), [&](ByteSink &sink) {
-            write_safetensors(sink, info, packed.data(),
-                              {{"producer", "shardopt"}, {"step_count", std::to_string(step_count)}});
-        });
-        // Shard files of an earlier sharded save are no longer referenced.
-        for (const auto &name : list_directory(dir))
-            if (is_shard_file_name(name) || name.find(".tmp.") != std::string::npos)
-                remove_file_quietly(join_path(dir, name));
-        fsync_directory(dir);
-    });
+    save_consolidated(target, dir, !rank0);
 }
 
 std::unique_ptr<ShardedSave> begin_sharded_save(CheckpointTarget &target, const std::string &dir, bool copy) {
@@ -125,33 +95,41 @@ std::unique_ptr<ShardedSave> begin_sharded_save(CheckpointTarget &target, const 
     const Placement &placement = target.placement();
     std::vector<OwnedSegment> segs = placement.by_chunk ? target.chunk_segments() : whole_tensors(layout);
     if (placement.replica_copy) segs.clear();
+    // Segments of at most a window, so that the file is written (and later read) a window at a time.
+    const std::size_t per_piece = std::max<std::size_t>(1, checkpoint_window_bytes() / elem);
+    std::size_t total = 0;
+    for (const auto &s : segs) total += s.count;
+    if (copy) // the target's memory changes with the next step: one buffer for all of it
+        save->copies.emplace_back(total * elem * std::size_t(target.state_slots() + 1));
+    else
+        save->source = &target; // read a window at a time while the file is written
     std::size_t copied = 0;
-    if (copy) { // the target's memory changes with the next step: one buffer for all of it
-        for (const auto &s : segs) copied += s.count * elem;
-        save->copies.emplace_back(copied * std::size_t(target.state_slots() + 1));
-        copied = 0;
-    }
     for (int k = -1; k < target.state_slots(); ++k) {
         const bool sharded = k < 0 ? placement.params_sharded : placement.state_sharded;
-        const unsigned char *base = target.host_part(k);
         for (const auto &s : segs) {
             const std::size_t at = sharded && placement.by_chunk ? s.local : s.flat;
-            const unsigned char *bytes = base + at * elem;
-            if (copy) {
-                unsigned char *to = save->copies.front().data() + copied;
-                std::memcpy(to, bytes, s.count * elem);
-                bytes = to;
-                copied += s.count * elem;
+            for (std::size_t done = 0; done < s.count; done += per_piece) {
+                const std::size_t count = std::min(per_piece, s.count - done);
+                const unsigned char *bytes = nullptr;
+                if (copy) {
+                    unsigned char *to = save->copies.front().data() + copied;
+                    target.copy_part(k, at + done, count, to);
+                    bytes = to;
+                    copied += count * elem;
+                }
+                save->data.push_back({part_name(k), model.base + s.tensor, s.flat - layout.tensor(s.tensor).offset + done,
+                                      count, bytes, count * elem});
+                save->where.push_back({k, at + done});
             }
-            save->data.push_back({part_name(k), model.base + s.tensor, s.flat - layout.tensor(s.tensor).offset,
-                                  s.count, bytes, s.count * elem});
         }
     }
     save->copies.push_back(target.rank_state()); // moving the first buffer keeps its data in place
     const std::vector<unsigned char> &own_state = save->copies.back();
-    if (!own_state.empty())
+    if (!own_state.empty()) {
         save->data.push_back(
             {rank_state_part(world.rank()), 0, 0, own_state.size(), own_state.data(), own_state.size()});
+        save->where.push_back({-2, 0});
+    }
     save->shard_header = {{"format", kFormatName},
                           {"kind", "shard"},
                           {"rank", world.rank()},
@@ -175,9 +153,46 @@ template <typename F> void capture(ShardedSave::Outcome &outcome, F &&fn) noexce
         outcome = {ErrorCode::internal, e.what()};
     }
 }
+
+
+// The shard file with its segments read from the target a window at a time: placed after a header
+// whose checksums are filled in once the data is written.
+void write_shard_from_target(ShardedSave &save) {
+    std::vector<SegmentRecord> records;
+    std::uint64_t data_bytes = 0;
+    for (const auto &d : save.data) {
+        records.push_back({d.part, d.tensor, d.offset, d.count, data_bytes, std::uint64_t(d.bytes), 0, {}});
+        data_bytes += d.bytes;
+    }
+    std::string head = container_head(save.shard_header, records, data_bytes);
+    const std::uint64_t head_bytes = head.size();
+    PositionalFile file(join_path(save.dir, save.file), save.manifest.generation, PositionalFile::Mode::create,
+                        head_bytes + data_bytes);
+    std::vector<unsigned char> buffer;
+    for (std::size_t i = 0; i < save.data.size(); ++i) {
+        const SegmentData &d = save.data[i];
+        const unsigned char *bytes = static_cast<const unsigned char *>(d.data);
+        if (save.where[i].slot >= -1) {
+            buffer.resize(d.bytes);
+            save.source->copy_part(save.where[i].slot, save.where[i].at, std::size_t(d.count), buffer.data());
+            bytes = buffer.data();
+        }
+        records[i].xxh3 = xxh3(bytes, d.bytes);
+        file.write_at(head_bytes + records[i].data_offset, bytes, d.bytes);
+    }
+    head = container_head(save.shard_header, records, data_bytes);
+    require(head.size() == head_bytes, ErrorCode::internal, "shard file: header length changed");
+    file.write_at(0, head.data(), head.size());
+    test_delay_point();
+    file.sync();
+    file.publish();
+    save.bytes = head_bytes + data_bytes;
+    save.header_xxh3 = get_u64(reinterpret_cast<const unsigned char *>(head.data()) + 24);
+}
 } // namespace
 
 void write_shard(ShardedSave &save) noexcept {
+    if (save.source) return capture(save.shard_outcome, [&] { write_shard_from_target(save); });
     capture(save.shard_outcome, [&] {
         write_file_atomically(join_path(save.dir, save.file), [&](ByteSink &sink) {
             CountingSink counting(sink);
@@ -218,7 +233,7 @@ void write_manifest(ShardedSave &save) noexcept {
         for (const auto &name : list_directory(save.dir)) {
             const bool current = name.find("." + generation + ".") != std::string::npos && is_shard_file_name(name);
             if ((is_shard_file_name(name) && !current) || name.find(".tmp.") != std::string::npos ||
-                name == kSafetensorsFile)
+                name == kSafetensorsFile || is_params_file_name(name))
                 remove_file_quietly(join_path(save.dir, name));
         }
         fsync_directory(save.dir);

@@ -99,6 +99,11 @@ Manifest manifest_of(const CheckpointTarget &target, int world_size) {
     return manifest;
 }
 
+void CheckpointTarget::copy_part(int k, std::size_t first, std::size_t count, void *dst) {
+    const std::size_t elem = layout().element_size();
+    if (count > 0) std::memcpy(dst, host_part(k) + first * elem, count * elem);
+}
+
 std::size_t CheckpointTarget::part_elements(int k) const {
     const bool sharded = k < 0 ? placement().params_sharded : placement().state_sharded;
     return sharded ? layout().shard_count() : layout().padded_count();

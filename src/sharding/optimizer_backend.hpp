@@ -59,6 +59,7 @@ class OptimizerBackend : public training::Trainee {
     virtual std::unique_ptr<AsyncCheckpoint> save_async(const std::string &dir) = 0;
     virtual void load(const std::string &dir) = 0;
     virtual std::vector<unsigned char> serialize() = 0;
+    virtual void serialize(const ShardedOptimizer::ByteWriter &write) = 0;
     virtual void deserialize(const void *data, std::size_t size) = 0;
 
     // The asynchronous optimizer this backend is (its statistics), or null.

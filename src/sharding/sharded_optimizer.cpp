@@ -105,6 +105,7 @@ std::unique_ptr<AsyncCheckpoint> ShardedOptimizer::save_async(const std::string 
 }
 void ShardedOptimizer::load(const std::string &dir) { backend_->load(dir); }
 std::vector<unsigned char> ShardedOptimizer::serialize() { return backend_->serialize(); }
+void ShardedOptimizer::serialize(const ByteWriter &write) { backend_->serialize(write); }
 void ShardedOptimizer::deserialize(const void *data, std::size_t size) { backend_->deserialize(data, size); }
 
 } // namespace shardopt

@@ -230,6 +230,32 @@ BOOST_AUTO_TEST_CASE(resume_is_bitwise_at_same_world_and_strategy) {
     }
 }
 
+// Checkpoints written before the consolidated form was planned (format version 1, one segment per
+// tensor; tests/checkpoint/data) load, at any world size and strategy, and resume bit for bit.
+BOOST_AUTO_TEST_CASE(older_format_loads) {
+    const std::string dir = std::string(SHARDOPT_CHECKPOINT_DATA) + "/v1_consolidated";
+    const auto expected = read_bytes(dir + "/expected.bin");
+    ResumeSetup s;
+    for (const Target &t : {Target{"2-rank fsdp", 2, strategy_options(Strategy::fsdp), true},
+                            Target{"3-rank zero2", 3, strategy_options(Strategy::zero2), true}}) {
+        std::atomic<int> wrong_step{0};
+        const auto got = run_training<double>(s, t.world, t.options, 0, [&](ShardedOptimizer &opt) {
+            opt.load(dir);
+            if (opt.step_count() != 3) ++wrong_step;
+        });
+        BOOST_TEST_CONTEXT(t.name) {
+            BOOST_CHECK_EQUAL(wrong_step.load(), 0);
+            BOOST_REQUIRE_EQUAL(got.size() * sizeof(double), expected.size());
+            BOOST_CHECK(std::memcmp(got.data(), expected.data(), expected.size()) == 0);
+        }
+    }
+    // Saved by 2-rank FSDP after 3 steps: 5 more there equal 8 uninterrupted steps.
+    const auto ref = run_training<double>(s, 2, strategy_options(Strategy::fsdp), 8);
+    const auto got = run_training<double>(s, 2, strategy_options(Strategy::fsdp), 5,
+                                          [&](ShardedOptimizer &opt) { opt.load(dir); });
+    BOOST_CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(double)) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(save_refused_mid_accumulation) {
     ResumeSetup s;
     s.accumulation = 2;
@@ -271,12 +297,28 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
     const auto shards = shard_files(good);
     BOOST_REQUIRE_EQUAL(shards.size(), 4u);
 
-    // A bad copy of the consolidated checkpoint: its directory.
+    // A bad copy of the consolidated checkpoint: its directory (with its parameters' file), the
+    // checkpoint file replaced.
     int case_number = 0;
     auto bad_copy = [&](const std::vector<unsigned char> &bytes) {
         const std::string dir = tmp.sub("bad" + std::to_string(case_number++));
-        ::mkdir(dir.c_str(), 0755);
+        std::system(("cp -r '" + cons + "' '" + dir + "'").c_str());
         write_bytes(dir + "/checkpoint.shardopt", bytes);
+        return dir;
+    };
+    // The parameters' file of the consolidated checkpoint (model.<generation>.safetensors).
+    std::string params_file;
+    {
+        FILE *p = ::popen(("ls '" + cons + "' | grep '^model\\.[0-9a-f]*\\.safetensors$'").c_str(), "r");
+        char line[256];
+        if (p && std::fgets(line, sizeof line, p)) params_file = std::string(line, std::strcspn(line, "\n"));
+        if (p) ::pclose(p);
+    }
+    BOOST_REQUIRE(!params_file.empty());
+    auto bad_params = [&](const std::function<void(const std::string &path)> &edit) {
+        const std::string dir = tmp.sub("bad" + std::to_string(case_number++));
+        std::system(("cp -r '" + cons + "' '" + dir + "'").c_str());
+        edit(dir + "/" + params_file);
         return dir;
     };
     // A bad copy of the sharded checkpoint with one shard file changed (or removed).
@@ -308,8 +350,25 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
     bad_magic[0] = 'X';
     cases.push_back({"wrong magic", bad_copy(bad_magic), ErrorCode::corrupt, "wrong magic", {}});
     auto future = consolidated;
-    future[8] = 2;
-    cases.push_back({"future version", bad_copy(future), ErrorCode::corrupt, "format version 2 is not supported", {}});
+    future[8] = 3;
+    cases.push_back({"future version", bad_copy(future), ErrorCode::corrupt, "format version 3 is not supported", {}});
+    cases.push_back({"missing parameters file", bad_params([](const std::string &path) { std::remove(path.c_str()); }),
+                     ErrorCode::io, "is missing or unreadable", {}});
+    cases.push_back({"truncated parameters file", bad_params([](const std::string &path) {
+                         auto b = read_bytes(path);
+                         b.resize(b.size() - 5);
+                         write_bytes(path, b);
+                     }),
+                     ErrorCode::corrupt, "(truncated)", {}});
+    cases.push_back({"flipped parameter bit", bad_params([](const std::string &path) {
+                         auto b = read_bytes(path);
+                         b[b.size() - 3] ^= 4;
+                         write_bytes(path, b);
+                     }),
+                     ErrorCode::corrupt, "checksum mismatch in param", {}});
+    cases.push_back({"parameters file outside the directory",
+                     bad_copy(with_header(consolidated, [&](nlohmann::json &h) { h["segments"][0]["file"] = "../x"; })),
+                     ErrorCode::corrupt, "field 'file' is not a plain file name", {}});
     cases.push_back({"truncated file",
                      bad_copy(std::vector<unsigned char>(consolidated.begin(), consolidated.end() - 100)),
                      ErrorCode::corrupt, "truncated", {}});
@@ -333,7 +392,8 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_are_refused_and_change_nothing) {
                      })),
                      ErrorCode::corrupt, "lies outside the", {}});
     cases.push_back({"segment outside its tensor", bad_copy(with_header(consolidated, [&](nlohmann::json &h) {
-                         h["segments"][0]["offset"] = 5;
+                         // past the end of its tensor (a segment may hold part of a tensor)
+                         h["segments"][0]["offset"] = h["layout"]["tensors"][0]["count"];
                      })),
                      ErrorCode::corrupt, "outside the tensor's", {}});
     cases.push_back({"header not JSON", bad_copy(with_header(consolidated, [&](nlohmann::json &h) { h = "x"; })),
@@ -534,4 +594,94 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_grids_are_refused) {
     });
     BOOST_CHECK(code == ErrorCode::unsupported);
     BOOST_CHECK_MESSAGE(message.find("tensor parallelism are not supported") != std::string::npos, message);
+}
+
+namespace {
+
+// Runs shardopt-ckpt with `args`; its exit status, its standard output in `out`.
+int ckpt_tool(const std::string &args, std::string *out = nullptr) {
+    FILE *p = ::popen((std::string(SHARDOPT_CKPT) + " " + args + " 2>&1").c_str(), "r");
+    BOOST_REQUIRE(p);
+    std::string text;
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+    const int status = ::pclose(p);
+    if (out) *out = text;
+    BOOST_TEST_MESSAGE("shardopt-ckpt " << args << ": " << text.substr(0, 300));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+nlohmann::json digests_of(const std::string &dir) {
+    std::string out;
+    BOOST_REQUIRE_EQUAL(ckpt_tool("inspect --verify '" + dir + "'", &out), 0);
+    return nlohmann::json::parse(out).at("digests");
+}
+
+} // namespace
+
+// shardopt-ckpt, no job: a 4-rank sharded checkpoint converted to consolidated, to 3 ranks and
+// back resumes exactly like the original (bit for bit where a direct load is); every form has the
+// same digests; exports read back; bad input is refused with status 1, bad usage with 2.
+BOOST_AUTO_TEST_CASE(offline_tool_converts_and_resumes) {
+    TempDir tmp;
+    const std::string dir = tmp.sub("ckpt"), cons = tmp.sub("cons"), s3 = tmp.sub("s3"), s2 = tmp.sub("s2");
+    run_training<double>(setup64(), 4, strategy_options(Strategy::zero2), kHalf, {},
+                         [&](ShardedOptimizer &opt) { opt.save(dir, CheckpointForm::sharded); });
+    BOOST_REQUIRE_EQUAL(ckpt_tool("convert '" + dir + "' '" + cons + "'"), 0);
+    BOOST_REQUIRE_EQUAL(ckpt_tool("convert '" + dir + "' '" + s3 + "' --sharded --world-size 3"), 0);
+    BOOST_REQUIRE_EQUAL(ckpt_tool("convert '" + cons + "/checkpoint.shardopt' '" + s2 + "' --sharded --world-size 2"), 0);
+    BOOST_CHECK(shard_files(cons).empty());
+    BOOST_CHECK_EQUAL(shard_files(s3).size(), 3u);
+    BOOST_CHECK_EQUAL(shard_files(s2).size(), 2u);
+    const nlohmann::json digests = digests_of(dir);
+    BOOST_CHECK(digests.contains("state.1"));
+    for (const auto &d : {cons, s3, s2}) BOOST_CHECK_MESSAGE(digests_of(d) == digests, d);
+
+    // Resumed at the saving world and strategy: bit for bit the uninterrupted run.
+    const Target same{"4-rank zero2", 4, strategy_options(Strategy::zero2), true};
+    for (const auto &d : {cons, s3, s2})
+        check_resumed(run_training<double>(setup64(), 4, same.options, kHalf, [&](ShardedOptimizer &opt) {
+                          opt.load(d);
+                          BOOST_CHECK_EQUAL(opt.step_count(), kHalf);
+                      }),
+                      same, "converted " + d);
+    // Elsewhere: bit for bit what a direct load of the original gives.
+    const auto direct = run_training<double>(setup64(), 3, strategy_options(Strategy::fsdp), 5,
+                                             [&](ShardedOptimizer &opt) { opt.load(dir); });
+    for (const auto &d : {cons, s3}) {
+        const auto got = run_training<double>(setup64(), 3, strategy_options(Strategy::fsdp), 5,
+                                              [&](ShardedOptimizer &opt) { opt.load(d); });
+        BOOST_CHECK_MESSAGE(got.size() == direct.size() &&
+                                std::memcmp(got.data(), direct.data(), got.size() * sizeof(double)) == 0,
+                            d << " resumed on 3-rank fsdp differs from a direct load");
+    }
+
+    // Export: the parameters and the state (Adam: two tensors per parameter tensor).
+    const std::string params = tmp.sub("export/params.safetensors"), state = tmp.sub("export/state.safetensors");
+    BOOST_REQUIRE_EQUAL(ckpt_tool("export '" + s3 + "' '" + params + "' --state '" + state + "'"), 0);
+    const auto pbytes = read_bytes(params), sbytes = read_bytes(state);
+    const auto &ref_params = run_training<double>(setup64(), 4, same.options, 0, [&](ShardedOptimizer &opt) { opt.load(dir); });
+    BOOST_REQUIRE_GE(pbytes.size(), ref_params.size() * sizeof(double));
+    BOOST_CHECK(std::memcmp(pbytes.data() + pbytes.size() - ref_params.size() * sizeof(double), ref_params.data(),
+                            ref_params.size() * sizeof(double)) == 0);
+    BOOST_CHECK_GE(sbytes.size(), 2 * ref_params.size() * sizeof(double));
+    std::string out;
+    BOOST_CHECK_EQUAL(ckpt_tool("inspect '" + s2 + "'", &out), 0);
+    BOOST_CHECK(out.find("\"exp_avg_sq\"") != std::string::npos);
+
+    // Refused: a damaged segment (verify, convert), the source as destination, bad usage.
+    const std::string victim = s3 + "/" + shard_files(s3)[1];
+    auto bytes = read_bytes(victim);
+    bytes[bytes.size() - 9] ^= 0x10;
+    write_bytes(victim, bytes);
+    BOOST_CHECK_EQUAL(ckpt_tool("verify '" + s3 + "'", &out), 1);
+    BOOST_CHECK_MESSAGE(out.find("checksum") != std::string::npos, out);
+    BOOST_CHECK_EQUAL(ckpt_tool("convert '" + s3 + "' '" + tmp.sub("bad") + "'"), 1);
+    BOOST_CHECK_EQUAL(ckpt_tool("convert '" + cons + "' '" + cons + "/'"), 1);
+    BOOST_CHECK_EQUAL(ckpt_tool("verify '" + tmp.sub("none") + "'"), 1);
+    BOOST_CHECK_EQUAL(ckpt_tool("convert '" + dir + "' '" + tmp.sub("x") + "' --world-size 0"), 2);
+    BOOST_CHECK_EQUAL(ckpt_tool("frobnicate '" + dir + "'"), 2);
+    // The good ones are untouched by the refusals.
+    BOOST_CHECK(digests_of(cons) == digests);
 }

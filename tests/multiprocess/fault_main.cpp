@@ -14,6 +14,11 @@
 //                     names the victim, or "BAD ..." and exit 1. Without a victim every rank
 //                     checks its parameters against the closed form and prints "TRAINED" (exit
 //                     0) or "BAD ..." (exit 1). SHARDOPT_FAULT_STEP_SLEEP_MS slows each step.
+//                     SHARDOPT_FAULT_CHECKPOINT_DIR: save there every 3 steps, in the form
+//                     SHARDOPT_FAULT_CHECKPOINT_FORM (sharded, or consolidated). KILL_STEP "save":
+//                     the victim SIGKILLs itself inside its KILL_DELAY_US-th save instead, with
+//                     its part of the files written and nothing published (the test hook
+//                     SHARDOPT_CHECKPOINT_TEST_KILL_AT).
 //   peer-exit VICTIM  like peer-kill, but rank VICTIM runs 5 allreduces, then closes its
 //                     communicator cleanly and stays alive 3 s ("LEFT", exit 0); the others
 //                     must fail with peer_lost naming it ("left the job"), not time out.
@@ -192,6 +197,11 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
     int sleep_ms = 0;
     if (const char *e = std::getenv("SHARDOPT_FAULT_STEP_SLEEP_MS")) sleep_ms = std::atoi(e);
     const char *checkpoint_dir = std::getenv("SHARDOPT_FAULT_CHECKPOINT_DIR"); // save every 3 steps
+    const char *form_name = std::getenv("SHARDOPT_FAULT_CHECKPOINT_FORM");
+    const CheckpointForm form =
+        form_name && std::string(form_name) == "consolidated" ? CheckpointForm::consolidated : CheckpointForm::sharded;
+    if (rank == victim && kill_step == -2) // killed inside its kill_delay_us-th save
+        ::setenv("SHARDOPT_CHECKPOINT_TEST_KILL_AT", std::to_string(kill_delay_us).c_str(), 1);
     try {
         for (int step = 0; step < steps; ++step) {
             if (rank == victim && step == kill_step && kill_delay_us >= 0) {
@@ -214,7 +224,7 @@ static int train_mode(int steps, int victim, int kill_step, int kill_delay_us) {
                 opt->grad_ready(b);
             }
             opt->step();
-            if (checkpoint_dir && (step + 1) % 3 == 0) opt->save(checkpoint_dir); // collective
+            if (checkpoint_dir && (step + 1) % 3 == 0) opt->save(checkpoint_dir, form); // collective
             if (sleep_ms) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
         }
         if (rank == victim && kill_step >= 0) {
@@ -384,7 +394,8 @@ static int shm_used_mode() {
 
 int main(int argc, char **argv) {
     if (argc >= 3 && !std::strcmp(argv[1], "train"))
-        return train_mode(std::atoi(argv[2]), argc >= 6 ? std::atoi(argv[3]) : -1, argc >= 6 ? std::atoi(argv[4]) : 0,
+        return train_mode(std::atoi(argv[2]), argc >= 6 ? std::atoi(argv[3]) : -1,
+                          argc >= 6 ? (!std::strcmp(argv[4], "save") ? -2 : std::atoi(argv[4])) : 0,
                           argc >= 6 ? std::atoi(argv[5]) : 0);
     if (argc >= 2 && !std::strcmp(argv[1], "join")) return join_mode();
     if (argc >= 3 && !std::strcmp(argv[1], "verify-checkpoint")) return verify_checkpoint_mode(argv[2]);

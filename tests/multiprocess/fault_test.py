@@ -18,6 +18,14 @@ Cases:
                   The job saves a sharded checkpoint every 3 steps; after each kill, the last
                   one that completed loads into a fresh 4-rank job and matches the closed form
                   at its step.
+  kill_consolidated_save, kill_consolidated_save_root, kill_consolidated_save_rank0_writer
+                  4 ranks train ZeRO-2 and save a consolidated checkpoint every 3 steps; rank 2
+                  (_root: rank 0, which creates and publishes the files; _rank0_writer: rank 1,
+                  streaming its pieces to rank 0, SHARDOPT_CHECKPOINT_WRITER=rank0) SIGKILLs itself
+                  inside the 3rd save, its part written, nothing published. The survivors fail
+                  naming it; the directory still holds the 2nd save (step 6), which loads into a
+                  fresh job at the closed form. The interrupted save's temporary files went (rank
+                  0 removed them) or, rank 0 killed, stay until the next save clears them.
   sigstop         a rank is SIGSTOPped for 2 s (timeout 8 s) then SIGCONTed: training completes
                   with the right parameters on every rank.
   rogue_client    while 4 ranks assemble, a rogue client sends garbage, an oversized frame, an
@@ -217,6 +225,54 @@ def case_kill_random():
         shutil.rmtree(ckpt, ignore_errors=True)
         print(f"{what}: ok in {took:.1f} s; {lost[0][:160]}")
     print(f"{runs} kills in {time.monotonic() - t_all:.1f} s")
+
+
+def kill_consolidated_save(victim, writer="every_rank"):
+    ckpt = tempfile.mkdtemp(prefix="shardopt-fault-ckpt-")
+    try:
+        env = dict(os.environ, SHARDOPT_TIMEOUT_MS="5000", SHARDOPT_FAULT_CHECKPOINT_DIR=ckpt,
+                   SHARDOPT_FAULT_CHECKPOINT_FORM="consolidated", SHARDOPT_CHECKPOINT_WRITER=writer)
+        t0 = time.monotonic()
+        p = subprocess.run([SHARDOPT_RUN, "-n", "4", "--keep-going", "--timeout", "40", "--", FAULT_MAIN, "train",
+                            "12", str(victim), "save", "3"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+        took = time.monotonic() - t0
+        out = p.stdout
+        what = f"rank {victim} killed in the 3rd consolidated save ({writer})"
+        lost = [l for l in out.splitlines() if "] LOST " in l]
+        expect(len(lost) == 3, f"{what}: 3 survivors name the lost rank (got {len(lost)})", out)
+        expect(f"rank {victim} killed by signal 9" in out, f"{what}: the victim died by SIGKILL", out)
+        expect(took < 8 + 5, f"{what}: survivors failed within the timeout ({took:.1f} s)", out)
+        # Rank 0 makes the files: alive, it removed them when the save failed; killed, they stay.
+        names = sorted(os.listdir(ckpt))
+        temporaries = [n for n in names if ".tmp." in n]
+        expect(bool(temporaries) == (victim == 0),
+               f"{what}: the interrupted save's temporary files {'stay' if victim == 0 else 'went'} ({names})", out)
+        v = subprocess.run([SHARDOPT_RUN, "-n", "4", "--timeout", "40", "--", FAULT_MAIN, "verify-checkpoint", ckpt],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        loaded = [l for l in v.stdout.splitlines() if "] CHECKPOINT " in l]
+        expect(v.returncode == 0 and len(loaded) == 4 and all(" step 6 " in l for l in loaded),
+               f"{what}: the 2nd save (step 6) loads at the closed form", v.stdout)
+        # A save after the interrupted one clears its debris.
+        n = subprocess.run([SHARDOPT_RUN, "-n", "4", "--timeout", "40", "--", FAULT_MAIN, "train", "3"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        left = [f for f in os.listdir(ckpt) if ".tmp." in f]
+        expect(n.returncode == 0 and not left, f"{what}: the next save leaves no temporary file ({left})", n.stdout)
+        print(f"{what}: ok in {took:.1f} s; {lost[0][:160]}; left before the next save: {names}")
+    finally:
+        shutil.rmtree(ckpt, ignore_errors=True)
+
+
+def case_kill_consolidated_save():
+    kill_consolidated_save(2)
+
+
+def case_kill_consolidated_save_root():
+    kill_consolidated_save(0)
+
+
+def case_kill_consolidated_save_rank0_writer():
+    kill_consolidated_save(1, "rank0")
 
 
 def spawn_train(rank, world, port, args, token="t0k3n", timeout_ms=8000, extra=None):

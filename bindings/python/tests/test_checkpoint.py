@@ -121,3 +121,43 @@ def test_layout_mismatch_is_value_error():
             with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT"):
                 other.deserialize(data)
     launch_in_memory(4, rank)
+
+
+def test_offline_tool_from_python(tmp_path):
+    """shardopt.ckpt (the tool shardopt-ckpt): a sharded checkpoint converted to consolidated and to
+    3 ranks has the same digests and loads to the same parameters; `python -m shardopt.ckpt` runs."""
+    import subprocess
+    import sys
+    from shardopt import ckpt
+    if not os.environ.get("SHARDOPT_CKPT"):
+        pytest.skip("SHARDOPT_CKPT (the tool's path) not set")
+    src, cons, s3 = tmp_path / "src", tmp_path / "cons", tmp_path / "s3"
+
+    def save(backend):
+        with make(so.ZeRO2Optimizer, backend) as opt:
+            train(opt, backend.rank, 0, 3)
+            opt.save_model(str(src))
+            return opt.get_parameters().copy()
+    expected = launch_in_memory(4, save)[0]
+    ckpt.convert(src, cons)
+    ckpt.convert(src, s3, consolidated=False, world_size=3)
+    info = ckpt.verify(src)
+    assert info["form"] == "sharded" and info["world_size"] == 4 and info["step_count"] == 3
+    assert ckpt.verify(cons)["digests"] == info["digests"] == ckpt.verify(s3)["digests"]
+    assert ckpt.inspect(s3)["world_size"] == 3
+
+    def load(backend):
+        with so.FSDPOptimizer(so.AdamOptimizer(learning_rate=3e-3), so.ShardingConfiguration(backend),
+                              layout=MODEL.layout()) as fresh:
+            fresh.load_model(str(s3))
+            return fresh.get_parameters().copy()
+    for loaded in launch_in_memory(3, load):
+        assert loaded.tobytes() == expected.tobytes()
+    ckpt.export(cons, tmp_path / "p.safetensors", state=tmp_path / "s.safetensors")
+    assert (tmp_path / "s.safetensors").stat().st_size > (tmp_path / "p.safetensors").stat().st_size
+    with pytest.raises(ckpt.CheckpointToolError) as refused:
+        ckpt.verify(tmp_path / "none")
+    assert refused.value.status == 1
+    run = subprocess.run([sys.executable, "-m", "shardopt.ckpt", "verify", str(cons)], stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    assert run.returncode == 0 and ": ok (consolidated, step 3" in run.stdout

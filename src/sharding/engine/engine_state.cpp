@@ -85,6 +85,18 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
         return mirror.data();
     }
 
+    void copy_part(int k, std::size_t first, std::size_t count, void *dst) override {
+        const std::size_t elem = e_.layout_.element_size();
+        if (count == 0) return;
+        if (k >= 0) return e_.update_->read_state_range(k, first, count, static_cast<unsigned char *>(dst));
+        if (!params_.empty()) { // host_part(-1) made a copy already
+            std::memcpy(dst, params_.data() + first * elem, count * elem);
+            return;
+        }
+        if (e_.params_->on_host()) std::memcpy(dst, e_.params_->data() + first * elem, count * elem);
+        else e_.space_->copy_to_host(dst, e_.params_->data() + first * elem, count * elem);
+    }
+
     void gather_packed(int k, void *packed) override {
         if (k < 0) return e_.get_parameters(packed); // through the space's memory
         shardopt::gather_packed(e_.layout_, e_.plan_.state_sharded() ? &e_.host_comms_.of(*e_.grid_.shard) : nullptr,
@@ -133,6 +145,12 @@ std::unique_ptr<AsyncCheckpoint> StepEngine::save_async(const std::string &dir) 
 void StepEngine::load(const std::string &dir) {
     CheckpointView view(*this);
     checkpoint::load(view, dir, nullptr, 0);
+}
+
+void StepEngine::serialize(const ShardedOptimizer::ByteWriter &write) {
+    CheckpointView view(*this);
+    checkpoint::FunctionSink sink(write);
+    checkpoint::serialize(view, write ? &sink : nullptr);
 }
 
 std::vector<unsigned char> StepEngine::serialize() {

@@ -85,6 +85,7 @@ class StepEngine final : public OptimizerBackend {
     std::unique_ptr<AsyncCheckpoint> save_async(const std::string &dir) override;
     void load(const std::string &dir) override;
     std::vector<unsigned char> serialize() override;
+    void serialize(const ShardedOptimizer::ByteWriter &write) override;
     void deserialize(const void *data, std::size_t size) override;
     void synchronize_optimizer_state() override;
     bool should_early_stop(bool local_vote) override;

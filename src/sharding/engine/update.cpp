@@ -1,5 +1,8 @@
 #include "update.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 namespace shardopt::engine {
 
 Update::Update(const EngineContext &ctx, const std::vector<OwnedSegment> &owned, int state_slots)
@@ -33,6 +36,27 @@ std::vector<unsigned char> Update::state_to_host(int k) const {
             u.updater->read_state(int(i), k, host.data() + (sharded ? s.local : s.flat) * elem);
         }
     return host;
+}
+
+void Update::read_state_range(int k, std::size_t first, std::size_t count, unsigned char *dst) const {
+    const bool sharded = ctx_.plan.state_sharded();
+    const std::size_t elem = ctx_.elem(), last = first + count;
+    std::memset(dst, 0, count * elem); // unowned elements and padding, as state_to_host
+    std::vector<unsigned char> scratch;
+    for (const BucketUpdate &u : buckets_)
+        for (std::size_t i = 0; i < u.segments.size(); ++i) {
+            const OwnedSegment &s = u.segments[i];
+            const std::size_t lo = sharded ? s.local : s.flat, hi = lo + s.count;
+            const std::size_t a = std::max(lo, first), b = std::min(hi, last);
+            if (a >= b) continue;
+            if (a == lo && b == hi) {
+                u.updater->read_state(int(i), k, dst + (lo - first) * elem);
+                continue;
+            }
+            scratch.resize(s.count * elem);
+            u.updater->read_state(int(i), k, scratch.data());
+            std::memcpy(dst + (a - first) * elem, scratch.data() + (a - lo) * elem, (b - a) * elem);
+        }
 }
 
 void Update::state_from_host(int k, const unsigned char *host) {

@@ -51,6 +51,9 @@ class Update : public BucketListener {
     // shard buffer when state is sharded), read span by span from the updaters (unowned elements
     // and padding 0); and written back the same way.
     std::vector<unsigned char> state_to_host(int k) const;
+    // Elements [first, first + count) of that layout into dst, read span by span (a span only
+    // partly inside through a buffer of its size): what a checkpoint writes, without the whole.
+    void read_state_range(int k, std::size_t first, std::size_t count, unsigned char *dst) const;
     void state_from_host(int k, const unsigned char *host);
     std::size_t state_bytes() const;
 
