@@ -45,6 +45,23 @@ def say(text):
 
 
 def free_port(addr):
+    """A port on addr that binds now, for a rendezvous rank 0 binds a moment later. Taken below the
+    kernel's ephemeral range: a port the kernel chose (bind to 0) is also where it puts the source
+    ports of outgoing connections, which other jobs on the host open in that moment."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    rng = secrets.SystemRandom()
+    for _ in range(64 if ephemeral_low > 10000 + 1024 else 0):  # bounded; else the kernel's choice
+        port = rng.randrange(10000, ephemeral_low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((addr, port))
+                return port
+            except OSError:
+                continue
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((addr, 0))
         return s.getsockname()[1]

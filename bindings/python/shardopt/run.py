@@ -18,7 +18,6 @@ import argparse
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -55,10 +54,7 @@ _VALUE_OPTIONS = {"-n", "--nprocs", "--master-addr", "--master-port", "--timeout
 _FLAG_OPTIONS = {"--keep-going", "--elastic"}
 
 
-def free_port(addr):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
+free_port = elastic_agent.free_port
 
 
 def pump(rank, stream, out, lock):
