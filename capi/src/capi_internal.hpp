@@ -209,4 +209,22 @@ template <typename T> void write_struct(T *user, const T &value, const char *nam
     std::memcpy(static_cast<void *>(user), &copy, n);
 }
 
+// A rank's bytes as the C struct (the optimizer's own and the planner's prediction of it), written
+// as write_struct does.
+inline void write_memory_stats(shardopt_memory_stats *user, const MemoryStats &m) {
+    shardopt_memory_stats c{};
+    c.params_bytes = m.params_bytes;
+    c.grads_bytes = m.grads_bytes;
+    c.optimizer_state_bytes = m.optimizer_state_bytes;
+    c.buffer_bytes = m.buffer_bytes;
+    c.peak_buffer_bytes = m.peak_buffer_bytes;
+    c.total_bytes = m.total();
+    c.compression_bytes = m.compression_bytes;
+    c.host_params_bytes = m.host_params_bytes;
+    c.host_grads_bytes = m.host_grads_bytes;
+    c.host_optimizer_state_bytes = m.host_optimizer_state_bytes;
+    c.host_total_bytes = m.host_total();
+    write_struct(user, c, "memory stats");
+}
+
 } // namespace shardopt::capi

@@ -307,20 +307,7 @@ SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer 
         ShardedOptimizer &o = opt_query_of(opt);
         not_null(stats, "stats");
         check_out_struct(stats, "memory stats");
-        const MemoryStats m = o.memory_stats();
-        shardopt_memory_stats c{};
-        c.params_bytes = m.params_bytes;
-        c.grads_bytes = m.grads_bytes;
-        c.optimizer_state_bytes = m.optimizer_state_bytes;
-        c.buffer_bytes = m.buffer_bytes;
-        c.peak_buffer_bytes = m.peak_buffer_bytes;
-        c.total_bytes = m.total();
-        c.compression_bytes = m.compression_bytes;
-        c.host_params_bytes = m.host_params_bytes;
-        c.host_grads_bytes = m.host_grads_bytes;
-        c.host_optimizer_state_bytes = m.host_optimizer_state_bytes;
-        c.host_total_bytes = m.host_total();
-        write_struct(stats, c, "memory stats");
+        write_memory_stats(stats, o.memory_stats());
     });
 }
 

@@ -181,20 +181,7 @@ SHARDOPT_API shardopt_status shardopt_plan_rank_memory(shardopt_params params, c
         check_out_struct(stats, "memory stats");
         require(layout.tensor_count() > 0, ErrorCode::invalid_argument, "the parameter set has no tensors");
         const ShardingOptions s = sharding ? sharding_options_from(sharding) : ShardingOptions{};
-        const MemoryStats m = planner::rank_memory(layout, optimizer_or_adam(optimizer), s, world_size, rank);
-        shardopt_memory_stats c{};
-        c.params_bytes = m.params_bytes;
-        c.grads_bytes = m.grads_bytes;
-        c.optimizer_state_bytes = m.optimizer_state_bytes;
-        c.buffer_bytes = m.buffer_bytes;
-        c.peak_buffer_bytes = m.peak_buffer_bytes;
-        c.total_bytes = m.total();
-        c.compression_bytes = m.compression_bytes;
-        c.host_params_bytes = m.host_params_bytes;
-        c.host_grads_bytes = m.host_grads_bytes;
-        c.host_optimizer_state_bytes = m.host_optimizer_state_bytes;
-        c.host_total_bytes = m.host_total();
-        write_struct(stats, c, "memory stats");
+        write_memory_stats(stats, planner::rank_memory(layout, optimizer_or_adam(optimizer), s, world_size, rank));
     });
 }
 
