@@ -109,14 +109,12 @@ def _torchrun_rendezvous():
     if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or "SHARDOPT_MASTER_PORT" in env:
         return
     import datetime
-    import socket
+    from ..elastic_agent import free_port
     store = torch.distributed.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
                                        timeout=datetime.timedelta(seconds=120))
     key = f"shardopt.torch/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/port"
     if int(env["RANK"]) == 0:
-        with socket.socket() as s:
-            s.bind((env["MASTER_ADDR"], 0))
-            store.set(key, str(s.getsockname()[1]))
+        store.set(key, str(free_port(env["MASTER_ADDR"])))  # the launcher's: below the ephemeral range
     env["SHARDOPT_MASTER_PORT"] = store.get(key).decode()
     env.setdefault("SHARDOPT_MASTER_ADDR", env["MASTER_ADDR"])
     if "TORCHELASTIC_RUN_ID" in env:
