@@ -65,6 +65,7 @@ struct Context {
     std::uint64_t seq;
     std::size_t elem;
     int given_up_on = -1; // the peer this rank stopped waiting for (it made no progress), if any
+    bool timed_out = false; // ... and it stopped because the collective's deadline passed
 };
 
 bool stream_outputs(const Context &c) {
@@ -204,8 +205,7 @@ bool hand_off_applicable(const UcxComm &comm, const Call &call, const Segments &
 // has copied out the piece that last used the slot); it sleeps only when it can do none of
 // these, so no two ranks can wait on each other. Every rank's progress is in the arena's
 // counters, so a rank can also tell what a peer is waiting for: a stuck rank follows that chain
-// to the rank that could go on but does not (a stopped rank stalls everyone downstream of it,
-// and it is the one to name).
+// to the rank that could go on but does not (holding_up()).
 class HandOff {
   public:
     HandOff(Context &c, const Segments &segs, const unsigned char *in, unsigned char *out)
@@ -348,25 +348,41 @@ class HandOff {
         test_hook::stop_point(test_hook::cma, c_.seq);
     }
 
-    // Sleeps until this rank can go on, on the bell of the rank it waits for: the end of the
-    // chain of ranks each waiting for the next, the first that could go on but does not.
-    void wait_for_progress() {
+    // The rank this one waits for in the end: follows the chain of ranks each waiting for the
+    // next to the first that could go on but does not (a stopped rank stalls everyone downstream
+    // of it, and it is the one to name). This rank itself when it could go on now.
+    // A rank that left on a timeout is passed over to the rank it timed out on: its peers'
+    // deadlines pass at about the same moment, and each names the stalled rank itself.
+    int holding_up() const {
         int awaited = waits_for(c_.r);
-        if (awaited < 0) return; // something became possible since it was asked
-        for (int hops = 0; hops < c_.n && !could_progress(awaited); ++hops) {
-            const int next = waits_for(awaited);
+        if (awaited < 0) return c_.r;
+        for (int hops = 0; hops < 2 * c_.n; ++hops) {
+            int next;
+            if (arena_.abandoned(awaited, c_.seq))
+                next = arena_.timed_out_on(awaited, c_.seq);
+            else if (could_progress(awaited))
+                break;
+            else
+                next = waits_for(awaited);
             if (next < 0 || next == c_.r) break;
             awaited = next;
         }
-        const auto ready = [&] { return could_progress(c_.r) || arena_.abandoned(awaited, c_.seq); };
+        return awaited;
+    }
+    // Sleeps until this rank can go on, or the rank holding it up left (run() then leaves too).
+    // The culprit is asked again while waiting: a rank that could go on when the wait began may
+    // itself be stuck behind the stopped one by the deadline, and naming it would blame the
+    // wrong rank. Other peers leaving do not end the wait: one that timed out on the same
+    // culprit leaves at about the same moment, and this rank reports the culprit itself.
+    void wait_for_progress() {
+        const auto ready = [&] { return could_progress(c_.r) || arena_.abandoned(holding_up(), c_.seq); };
         try {
-            c_.ex.wait_for_peer(awaited, ready);
-        } catch (...) {
-            c_.given_up_on = awaited;
+            c_.ex.wait_for_peer([&] { return holding_up(); }, ready);
+        } catch (const Error &e) {
+            c_.given_up_on = holding_up();
+            c_.timed_out = e.code() == ErrorCode::timeout;
             throw;
         }
-        if (arena_.abandoned(awaited, c_.seq))
-            give_up(c_, awaited, ErrorCode::invalid_state, peer_left_text(c_, awaited));
     }
 
     Context &c_;
@@ -385,8 +401,9 @@ class HandOff {
 void wait_finished(Context &c, int peer) {
     try {
         c.ex.wait_for_peer(peer, [&] { return c.arena.finished(peer, c.seq); });
-    } catch (...) {
+    } catch (const Error &e) {
         c.given_up_on = peer; // timed out on it, or an abort notice came while waiting for it
+        c.timed_out = e.code() == ErrorCode::timeout;
         throw;
     }
     if (c.arena.abandoned(peer, c.seq)) give_up(c, peer, ErrorCode::invalid_state, peer_left_text(c, peer));
@@ -407,7 +424,7 @@ class LeaveSafely {
     ~LeaveSafely() {
         if (std::uncaught_exceptions() == exceptions_) return; // normal exit: waited already
         ShmArena &arena = c_.arena;
-        arena.abandon(c_.seq);
+        arena.abandon(c_.seq, c_.timed_out ? c_.given_up_on : -1);
         auto &comm = c_.ex.comm();
         const auto now = Clock::now();
         const auto until = now + std::min<Clock::duration>(comm.timeout(), std::chrono::seconds(10));

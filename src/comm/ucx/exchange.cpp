@@ -412,11 +412,15 @@ void Exchange::fail_from_peer(int peer, ErrorCode code, const std::string &what)
 }
 
 void Exchange::wait_for_peer(int peer, const std::function<bool()> &ready) {
-    wait_in_arena([peer] { return peer; }, ready, [peer](int p) { return p == peer; },
+    wait_for_peer([peer] { return peer; }, ready);
+}
+
+void Exchange::wait_for_peer(const std::function<int()> &peer, const std::function<bool()> &ready) {
+    wait_in_arena(peer, ready, [&](int p) { return p == peer(); },
                   [&] {
                       return describe(call_) + " (collective #" + std::to_string(seq_) + ") timed out after " +
                              std::to_string(ms_since(start_)) + " ms on rank " + std::to_string(rank_) +
-                             ": every rank arrived, but rank " + std::to_string(peer) + " made no progress";
+                             ": every rank arrived, but rank " + std::to_string(peer()) + " made no progress";
                   });
 }
 

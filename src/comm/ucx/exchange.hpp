@@ -67,6 +67,10 @@ class Exchange {
     // Waits (spin, then block with the collective's deadline) until ready() holds; a lost
     // `peer` fails the wait. For algorithms that watch a peer's progress in the arena.
     void wait_for_peer(int peer, const std::function<bool()> &ready);
+    // The same, for a wait whose culprit can change while it waits (the end of a chain of ranks
+    // each waiting for the next): peer() is asked again at every sleep and at the deadline, so a
+    // timeout names the rank that holds everyone up then, not the one that did when it began.
+    void wait_for_peer(const std::function<int()> &peer, const std::function<bool()> &ready);
     // After a failed transfer from `peer`: waits briefly for the root cause (an abort notice,
     // the peer found lost) and throws it, else throws Error(code, what).
     [[noreturn]] void fail_from_peer(int peer, ErrorCode code, const std::string &what);

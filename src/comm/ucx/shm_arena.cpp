@@ -106,8 +106,9 @@ void ShmArena::set_finished(std::uint64_t seq) {
     ring();
 }
 
-void ShmArena::abandon(std::uint64_t seq) {
+void ShmArena::abandon(std::uint64_t seq, int timed_out_on) {
     SlotHeader &s = slot(rank_, seq);
+    __atomic_store_n(&s.timed_out_on, std::int64_t(timed_out_on), __ATOMIC_RELAXED); // published by the next store
     __atomic_store_n(&s.abandoned, seq + 1, __ATOMIC_RELEASE); // seen by whoever sees finished
     __atomic_store_n(&s.finished, seq + 1, __ATOMIC_RELEASE);
     ring();
@@ -183,6 +184,11 @@ bool ShmArena::finished(int rank, std::uint64_t seq) const {
 
 bool ShmArena::abandoned(int rank, std::uint64_t seq) const {
     return __atomic_load_n(&slot(rank, seq).abandoned, __ATOMIC_ACQUIRE) == seq + 1;
+}
+
+int ShmArena::timed_out_on(int rank, std::uint64_t seq) const {
+    if (!abandoned(rank, seq)) return -1;
+    return int(__atomic_load_n(&slot(rank, seq).timed_out_on, __ATOMIC_RELAXED));
 }
 
 bool shm_arena_allowed() {

@@ -100,9 +100,12 @@ class ShmArena {
     bool finished(int rank, std::uint64_t seq) const;
     // The mark that this rank left collective `seq` early, on an error: it touches no peer's
     // buffers any more (so it is finished too), and its own may go away at any moment, so no
-    // peer may copy to or from them (cma_collective.cpp checks before every copy).
-    void abandon(std::uint64_t seq);
+    // peer may copy to or from them (cma_collective.cpp checks before every copy). A rank that
+    // left because it timed out waiting for `timed_out_on` says so: the peers waiting behind it
+    // then name that rank, not the one that left (timed_out_on() below; -1 for other errors).
+    void abandon(std::uint64_t seq, int timed_out_on = -1);
     bool abandoned(int rank, std::uint64_t seq) const;
+    int timed_out_on(int rank, std::uint64_t seq) const;
 
     // Hand-off rings (see above). Piece i of a collective lives in slot i % kRingSlots.
     static constexpr int kRingMaxRanks = 8;
@@ -167,6 +170,7 @@ class ShmArena {
         alignas(64) Buffers buffers;
         alignas(64) std::uint64_t finished; // seq + 1 once done with the peers' buffers (own line: polled)
         std::uint64_t abandoned;            // seq + 1 once left on an error (set before finished)
+        std::int64_t timed_out_on;          // the rank it gave up waiting for, when it left on a timeout, else -1
         const unsigned char *payload() const { return reinterpret_cast<const unsigned char *>(this + 1); }
         unsigned char *payload() { return reinterpret_cast<unsigned char *>(this + 1); }
     };
