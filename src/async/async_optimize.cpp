@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "../optim/vector_ops.hpp"
+#include "../elapsed.hpp"
 #include "../training/trainer.hpp"
 #include "async_state.hpp"
 #include "session.hpp"
@@ -17,8 +18,6 @@ namespace shardopt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 // The packed gradient into the full padded buffer (padding left 0).
 void scatter_packed(const ParameterSet &layout, const unsigned char *packed, unsigned char *padded) {
     const std::size_t elem = layout.element_size();

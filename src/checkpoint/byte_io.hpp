@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "../little_endian.hpp"
+
 namespace shardopt::checkpoint {
 
 class ByteSource {
@@ -78,9 +80,9 @@ class FunctionSink final : public ByteSink {
 };
 
 // Little-endian fixed-width integers (the file format is little-endian on every host).
-void put_u32(unsigned char *p, std::uint32_t v);
-void put_u64(unsigned char *p, std::uint64_t v);
-std::uint32_t get_u32(const unsigned char *p);
-std::uint64_t get_u64(const unsigned char *p);
+using shardopt::get_u32;
+using shardopt::get_u64;
+using shardopt::put_u32;
+using shardopt::put_u64;
 
 } // namespace shardopt::checkpoint

@@ -64,6 +64,12 @@ std::vector<std::string> slot_names(const Manifest &m) {
         if (option("momentum")) names.push_back("momentum_buffer");
         if (option("centered")) names.push_back("grad_avg");
         break;
+    case OptimizerKind::nadam: names = {"exp_avg", "exp_avg_sq"}; break;
+    case OptimizerKind::adamax: names = {"exp_avg", "exp_inf"}; break;
+    case OptimizerKind::adadelta: names = {"square_avg", "acc_delta"}; break;
+    case OptimizerKind::lion: names = {"exp_avg"}; break; // the name of lion-pytorch's state
+    case OptimizerKind::adafactor:                          // not trained by the engine yet: generic names
+    case OptimizerKind::muon: break;
     }
     names.resize(std::size_t(m.state_slots));
     for (int k = 0; k < m.state_slots; ++k)

@@ -2,6 +2,7 @@
 // The files and the resharding are the sharded checkpoint's (AsyncCheckpoint, load()); what is
 // here is when to take, publish and load them.
 #include "shardopt/elastic.hpp"
+#include "../elapsed.hpp"
 
 #include <sys/stat.h>
 
@@ -49,10 +50,6 @@ ElasticOptions resolved(const ElasticOptions &given) {
 bool file_exists(const std::string &path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-double seconds_since(Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 } // namespace

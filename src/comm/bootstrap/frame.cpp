@@ -15,6 +15,7 @@
 #include <cstring>
 #include <thread>
 
+#include "../../little_endian.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::bootstrap {
@@ -59,15 +60,6 @@ bool wait_fd(int fd, short events, Deadline deadline) {
         if (rc < 0 && errno != EINTR) return true; // let the following I/O report the error
         if (Clock::now() >= deadline) return false;
     }
-}
-
-void put_u32(std::uint8_t *p, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = std::uint8_t(v >> (8 * i));
-}
-std::uint32_t get_u32(const std::uint8_t *p) {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::uint32_t(p[i]) << (8 * i);
-    return v;
 }
 
 void write_all(const Socket &s, const std::uint8_t *data, std::size_t n, Deadline deadline) {

@@ -1,23 +1,10 @@
 #include "messages.hpp"
 
+#include "../../little_endian.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::bootstrap {
 namespace {
-
-void put_u16(std::uint8_t *p, std::uint16_t v) {
-    p[0] = std::uint8_t(v);
-    p[1] = std::uint8_t(v >> 8);
-}
-void put_u32(std::uint8_t *p, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = std::uint8_t(v >> (8 * i));
-}
-std::uint16_t get_u16(const std::uint8_t *p) { return std::uint16_t(p[0] | (p[1] << 8)); }
-std::uint32_t get_u32(const std::uint8_t *p) {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::uint32_t(p[i]) << (8 * i);
-    return v;
-}
 
 void require_done(const Reader &r, const char *what) {
     require(r.done(), ErrorCode::corrupt, std::string("bootstrap: trailing bytes after a ") + what + " message");

@@ -1,4 +1,5 @@
 #include "step_engine.hpp"
+#include "../../elapsed.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,8 +16,6 @@ namespace shardopt::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::unique_ptr<Space> non_null(std::unique_ptr<Space> space) {
     require(space != nullptr, ErrorCode::invalid_argument, "memory space is null");
