@@ -39,6 +39,9 @@ if(SHARDOPT_BUILD_TESTS)
   # C driver's bit for bit (tests/bindings/conformance/README.md)
   set(CS_COMPARE python3 ${SHARDOPT_CONFORMANCE_COMPARE} --runs ${SHARDOPT_CONFORMANCE_RUNS} --c $<TARGET_FILE:conformance_c>)
   add_test(NAME bindings.conformance.csharp COMMAND ${CS_COMPARE} --driver csharp "${MONO_EXECUTABLE} ${CS_DIR}/conformance_csharp.exe")
+  # UCX_HANDLE_ERRORS from the start: the preloaded library brings UCX in before the binding can set it (Native.cs)
+  so_gpu_emulated_conformance(csharp "bindings;csharp" "LD_LIBRARY_PATH=${CS_DIR};UCX_HANDLE_ERRORS=none"
+                              "${MONO_EXECUTABLE} ${CS_DIR}/conformance_csharp.exe")
   add_test(NAME samples.csharp_seed_example
            COMMAND ${CS_COMPARE} --driver csharp "${MONO_EXECUTABLE} ${CS_DIR}/PortedFsdp.exe" --only seed_example)
   set_tests_properties(bindings.conformance.csharp samples.csharp_seed_example PROPERTIES LABELS "bindings;csharp" TIMEOUT 600

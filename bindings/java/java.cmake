@@ -52,6 +52,8 @@ if(SHARDOPT_BUILD_TESTS)
                   --runs ${PROJECT_SOURCE_DIR}/tests/bindings/conformance/runs.txt --c $<TARGET_FILE:conformance_c>)
     add_test(NAME bindings.conformance.java COMMAND ${J_COMPARE} --driver java
              "${Java_JAVA_EXECUTABLE} -Xmx512m -cp ${J_JAR}:${J_DIR}/conformance-classes ConformanceJava")
+    so_gpu_emulated_conformance(java "bindings;java" ""
+      "${Java_JAVA_EXECUTABLE} -Xmx512m -cp ${J_JAR}:${J_DIR}/conformance-classes ConformanceJava")
     add_test(NAME samples.java_seed_example COMMAND ${J_COMPARE} --driver java
              "${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample" --only seed_example)
     set_tests_properties(bindings.java samples.java_fsdp_adam bindings.java_reference_f64 bindings.conformance.java samples.java_seed_example

@@ -63,6 +63,8 @@ if(SHARDOPT_BUILD_TESTS)
                          ENVIRONMENT "${PY_ENV}")
     set_tests_properties(samples.python_seed_example_ucx PROPERTIES LABELS "python;ucx" TIMEOUT 150
                          ENVIRONMENT "${PY_ENV}")
+    so_gpu_emulated_conformance(python "bindings;python" "${PY_ENV}"
+      "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/bindings/conformance/conformance_python.py")
     # issue 34: the module over the C ABI built against the CUDA stand-in (capi/tests: shardopt_standin, the same
     # soname, preloaded): an optimizer in CUDA memory and its device views without a GPU
     if(TARGET shardopt_standin OR (SHARDOPT_HAVE_CUDA AND SHARDOPT_HAVE_UCX))

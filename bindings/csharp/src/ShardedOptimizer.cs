@@ -351,6 +351,8 @@ namespace Shardopt.DistributedTraining
         public long ElementCount { get { shardopt_optimizer_element_count(H, out ulong n, out ulong padded); return (long)n; } }
         public long PaddedCount { get { shardopt_optimizer_element_count(H, out ulong n, out ulong padded); return (long)padded; } }
         public long StepCount { get { shardopt_optimizer_step_count(H, out long n); return n; } }
+        /// <summary>Where the library keeps this optimizer's parameters, gradients and state (its answer, not the configuration's).</summary>
+        public MemorySpace Memory { get { shardopt_optimizer_device(H, out int memory, out int device, out IntPtr stream); return (MemorySpace)memory; } }
         /// <summary>Bytes this rank has moved over the optimizer's communicators since it was created.</summary>
         public long BytesSent { get { shardopt_optimizer_bytes_sent(H, out ulong n); return (long)n; } }
         /// <summary>The full flat (padded) parameter buffer, valid until Dispose; not for FSDP (sharded at rest).</summary>

@@ -9,7 +9,7 @@ from . import shardopt_native as _n
 from ._core import (DeviceArray, Guard, InvalidArgumentError, NativeOwner, NativeResource, ObjectDisposedError,
                     ShardoptError, UnsupportedError, as_native_array, copy_in, copy_out, error, native_view, set_checked,
                     writable_native_array)
-from .configuration import (Dataset, DatasetResult, GradientCompression, MemoryStats, OptimizationInputData,
+from .configuration import (Dataset, DatasetResult, GradientCompression, MemorySpace, MemoryStats, OptimizationInputData,
                             OptimizationResult, ParameterLayout, ShardingConfiguration, StepResult)
 from .optimizers import Optimizer
 
@@ -204,6 +204,8 @@ class ShardedOptimizer(NativeResource):
     padded_count = property(lambda self: _n.shardopt_optimizer_element_count(self._h)[1])
     step_count = property(lambda self: _n.shardopt_optimizer_step_count(self._h))
     bytes_sent = property(lambda self: _n.shardopt_optimizer_bytes_sent(self._h), doc="bytes this rank moved so far")
+    memory = property(lambda self: MemorySpace(_n.shardopt_optimizer_device(self._h)[0]),
+                      doc="where the library keeps the parameters, gradients and state (MemorySpace)")
     tensor_size = lambda self, tensor: _n.shardopt_optimizer_tensor_info(self._h, tensor)[0]
     tensor_bucket = lambda self, tensor: _n.shardopt_optimizer_tensor_info(self._h, tensor)[1]
     bucket_size = lambda self, bucket: _n.shardopt_optimizer_bucket_info(self._h, bucket)

@@ -6,7 +6,14 @@ drivers, and compares their outputs run by run, byte for byte (README.md in this
 
 Each driver is a shell command; the runs file is appended as its last argument (and run names
 after it when --only is given). Exits 1 naming every run whose outputs differ, or that a driver
-did not print; 2 when a driver fails to run."""
+did not print; 2 when a driver fails to run.
+
+Launched runs (a `backend` key, README.md) run under shardopt-run: give the drivers' commands
+with the launcher in front. --host-twin CMD (the C driver without the launcher) also runs each of
+them as it would be without `backend` and `memory`, in-process ranks in host memory, and requires
+the C driver's launched output to equal that bit for bit."""
+import os
+import tempfile
 import argparse
 import re
 import shlex
@@ -62,12 +69,54 @@ def run_driver(name, command, runs, only):
     return blocks(p.stdout), p.returncode
 
 
+def same_as_host_twin(a, reference):
+    """Each launched run of the table against the same run with neither backend nor memory (C driver, in-process
+    ranks, host memory): True when all are equal bit for bit."""
+    twins, on_device = [], set()
+    with open(a.runs) as f:
+        for line in f:
+            tok = line.split()
+            if not tok or tok[0].startswith("#") or (a.only and tok[0] not in a.only):
+                continue
+            if "memory=cuda" in tok[1:]:
+                on_device.add(tok[0])
+            if any(t.startswith(("backend=", "memory=")) for t in tok[1:]):
+                twins.append(" ".join(t for t in tok if not t.startswith(("backend=", "memory="))))
+    if not twins:
+        return True
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(twins) + "\n")
+    try:
+        host, rc = run_driver("C (host twin)", a.host_twin, f.name, [])
+    finally:
+        os.unlink(f.name)
+    ok, same = rc == 0, 0
+    for twin in twins:
+        name = twin.split()[0]
+        if name not in reference:
+            continue
+        if name in on_device and "memory cuda" not in reference[name]:
+            print(f"FAIL {name}: the C driver's launched run was not in CUDA memory")
+            ok = False
+        launched = [line for line in reference[name] if line != "memory cuda"]
+        diff = first_difference(host.get(name, []), launched)
+        if diff:
+            print(f"FAIL {name}: in-process host memory and the launched run differ at {diff}")
+            ok = False
+        else:
+            same += 1
+    print(f"host twins: {same} of {len(twins)} launched runs equal to in-process host memory bit for bit")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", required=True)
     ap.add_argument("--c", required=True, help="the C driver's command")
     ap.add_argument("--driver", nargs=2, action="append", default=[], metavar=("LANGUAGE", "COMMAND"))
     ap.add_argument("--only", nargs="*", default=[], help="run names (default: every run)")
+    ap.add_argument("--host-twin", metavar="COMMAND",
+                    help="the C driver in-process: launched runs must equal their host-memory, in-process twins")
     a = ap.parse_args()
     names = []
     with open(a.runs) as f:
@@ -81,6 +130,8 @@ def main():
         if name not in reference:
             print(f"FAIL {name}: the C driver printed nothing for it")
             failed = True
+    if a.host_twin:
+        failed |= not same_as_host_twin(a, reference)
     for language, command in a.driver:
         got, rc = run_driver(language, command, a.runs, a.only)
         failed |= rc != 0

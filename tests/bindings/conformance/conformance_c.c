@@ -1,5 +1,6 @@
 /* The conformance suite's C driver (README.md in this folder): every run of runs.txt through the
- * C ABI, in-process ranks on threads. Usage: conformance_c RUNS_FILE [RUN_NAME...] */
+ * C ABI, in-process ranks on threads; a run with a `backend` key is one rank of a job launched by
+ * shardopt-run (README.md, "Launched runs"). Usage: conformance_c RUNS_FILE [RUN_NAME...] */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -155,6 +156,7 @@ static int create_optimizer(rank_job *j, shardopt_dtype dtype, shardopt_optimize
     if ((v = get(r, "auto_sync")) && atoi(v) == 0) s.auto_sync_gradients = SHARDOPT_DISABLE;
     if ((v = get(r, "staleness"))) s.async_staleness = atoi(v);
     if ((v = get(r, "accumulation"))) s.gradient_accumulation_steps = atoi(v);
+    if ((v = get(r, "memory"))) s.memory = strcmp(v, "cuda") == 0 ? SHARDOPT_MEMORY_CUDA : SHARDOPT_MEMORY_HOST;
     CHECK(shardopt_params_create(dtype, 0, &params));
     CHECK(shardopt_params_add(params, "weight", FEATURES, 0, NULL));
     CHECK(shardopt_params_add(params, "bias", 1, 0, NULL));
@@ -239,14 +241,45 @@ static void *rank_main(void *arg) {
         const double losses[4] = {res.best_score, res.training_loss, res.validation_loss, res.test_loss};
         append_doubles(j, "losses", losses, 4);
     }
+    {
+        shardopt_memory_space memory = SHARDOPT_MEMORY_HOST;
+        CHECK(shardopt_optimizer_device(opt, &memory, NULL, NULL));
+        if (memory == SHARDOPT_MEMORY_CUDA) append(j, "memory cuda\n");
+    }
 done:
     if (j->failed && j->comm) shardopt_comm_abort(j->comm, "a rank of the conformance run failed");
     shardopt_optimizer_destroy(opt);
     return NULL;
 }
 
+/* A launched run: this process is one rank of the job, its communicator the run's backend from
+ * the launcher's environment; rank 0 prints. */
+static int run_launched(const run *r) {
+    rank_job j = {r, NULL, NULL, 1 << 16, 0};
+    int rank = -1, size = 0;
+    if (shardopt_comm_create_from_env(get(r, "backend"), &j.comm) != SHARDOPT_OK) {
+        fprintf(stderr, "run %s: %s\n", r->name, shardopt_last_error_message());
+        return 1;
+    }
+    shardopt_comm_rank(j.comm, &rank);
+    shardopt_comm_size(j.comm, &size);
+    if (size != atoi(get(r, "ranks"))) {
+        fprintf(stderr, "run %s: launched with %d ranks, the run has %s (shardopt-run -n %s)\n", r->name, size,
+                get(r, "ranks"), get(r, "ranks"));
+        shardopt_comm_destroy(j.comm);
+        return 1;
+    }
+    j.out = calloc(1, j.out_cap);
+    rank_main(&j);
+    if (!j.failed && rank == 0) fputs(j.out, stdout);
+    free(j.out);
+    shardopt_comm_destroy(j.comm);
+    return j.failed;
+}
+
 static int run_one(const run *r) {
     const int ranks = atoi(get(r, "ranks"));
+    if (get(r, "backend")) return run_launched(r);
     shardopt_comm comms[8];
     pthread_t threads[8];
     rank_job jobs[8];

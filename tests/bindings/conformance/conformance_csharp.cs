@@ -145,6 +145,7 @@ static class ConformanceCSharp
         if (r.TryGetValue("local_steps", out v)) c.LocalSteps = int.Parse(v);
         if (r.TryGetValue("auto_sync", out v) && v == "0") c.AutoSyncGradients = false;
         if (r.TryGetValue("accumulation", out v)) c.GradientAccumulationSteps = int.Parse(v);
+        if (r.TryGetValue("memory", out v)) c.Memory = v == "cuda" ? MemorySpace.Cuda : MemorySpace.Host;
         return c;
     }
 
@@ -180,6 +181,28 @@ static class ConformanceCSharp
     // One rank of a run: its output text.
     static string RunRank<T>(Dictionary<string, string> r, int rank, int ranks, string environmentId) where T : struct
     {
+        using (var backend = new InMemoryCommunicationBackend<T>(rank, ranks, environmentId))
+            return TrainRank(r, backend);
+    }
+
+    // A launched run: this process is one rank of a job under shardopt-run, on the run's backend from the launcher's
+    // environment; rank 0's output, null on the others.
+    static string RunLaunched<T>(Dictionary<string, string> r) where T : struct
+    {
+        string name = r["backend"];
+        using (CommunicationBackend<T> backend = name == "staged" ? new StagedCommunicationBackend<T>()
+                                               : name == "nccl" ? (CommunicationBackend<T>)new NCCLCommunicationBackend<T>()
+                                               : new UcxCommunicationBackend<T>())
+        {
+            if (backend.WorldSize != int.Parse(r["ranks"]))
+                throw new InvalidOperationException($"launched with {backend.WorldSize} ranks, the run has {r["ranks"]}");
+            string text = TrainRank(r, backend);
+            return backend.Rank == 0 ? text : null;
+        }
+    }
+
+    static string TrainRank<T>(Dictionary<string, string> r, CommunicationBackend<T> backend) where T : struct
+    {
         var (xTrain, yTrain) = ConformanceModel<T>.Rows(0, Train);
         var input = new OptimizationInputData<T, Tensor<double>, Tensor<double>> { XTrain = xTrain, YTrain = yTrain };
         if (r.ContainsKey("validation")) { var (x, y) = ConformanceModel<T>.Rows(Train, Valid); input.XValidation = x; input.YValidation = y; }
@@ -187,7 +210,6 @@ static class ConformanceCSharp
         var model = new ConformanceModel<T>();
         var options = Options<T>(r["optimizer"]);
         SetOptions(r, options);
-        using (var backend = new InMemoryCommunicationBackend<T>(rank, ranks, environmentId))
         {
             var config = Configuration(r, backend);
             var optimizer = Sharded(r, Base(r["optimizer"], model, options), config);
@@ -210,7 +232,8 @@ static class ConformanceCSharp
                        Line("training", result.TrainingLossHistory) + Line("validation", result.ValidationLossHistory) +
                        Line("lr", result.LearningRateHistory) +
                        $"counts {result.Iterations} {result.Steps} {result.BestEpoch} {(result.StoppedEarly ? 1 : 0)}\n" +
-                       Line("losses", new[] { result.BestFitnessScore, result.TrainingResult.Loss, result.ValidationResult.Loss, result.TestResult.Loss });
+                       Line("losses", new[] { result.BestFitnessScore, result.TrainingResult.Loss, result.ValidationResult.Loss, result.TestResult.Loss }) +
+                       (optimizer.Memory == MemorySpace.Cuda ? "memory cuda\n" : "");
             }
             finally { optimizer.Dispose(); }
         }
@@ -220,6 +243,11 @@ static class ConformanceCSharp
     {
         int ranks = int.Parse(r["ranks"]);
         bool f32 = r["dtype"] == "f32";
+        if (r.ContainsKey("backend"))
+        {
+            try { Console.Write((f32 ? RunLaunched<float>(r) : RunLaunched<double>(r)) ?? ""); return true; }
+            catch (Exception e) { Console.Error.WriteLine($"run {r["name"]}: {e}"); return false; }
+        }
         string id = "conformance-" + r["name"] + "-" + Guid.NewGuid();
         var outputs = new string[ranks];
         var errors = new Exception[ranks];

@@ -130,6 +130,7 @@ final class ConformanceJava {
         if ((v = r.get("local_steps")) != null) c.setLocalSteps(Integer.parseInt(v));
         if ("0".equals(r.get("auto_sync"))) c.setAutoSyncGradients(false);
         if ((v = r.get("accumulation")) != null) c.setGradientAccumulationSteps(Integer.parseInt(v));
+        if ((v = r.get("memory")) != null) c.setMemory(v.equals("cuda") ? MemorySpace.CUDA : MemorySpace.HOST);
         return c;
     }
 
@@ -192,14 +193,37 @@ final class ConformanceJava {
                  + String.format("counts %d %d %d %d%n", res.getIterations(), res.getSteps(), res.getBestEpoch(), res.getStoppedEarly() ? 1 : 0)
                  + hex("losses", res.getBestFitnessScore(), res.getTrainingResult().getLoss(),
                        res.getValidationResult() == null ? Double.NaN : res.getValidationResult().getLoss(),
-                       res.getTestResult() == null ? Double.NaN : res.getTestResult().getLoss());
+                       res.getTestResult() == null ? Double.NaN : res.getTestResult().getLoss())
+                 + (opt.getMemory() == MemorySpace.CUDA ? "memory cuda\n" : "");
         } finally {
             opt.close();
         }
     }
 
+    /** A launched run: this process is one rank of a job under shardopt-run, on the run's backend from the
+     *  launcher's environment; rank 0 prints. */
+    static boolean runLaunched(String name, Map<String, String> r) {
+        String backend = r.get("backend");
+        try (CommunicationBackend<Double> b = backend.equals("staged") ? new StagedCommunicationBackend<Double>()
+                                             : backend.equals("nccl") ? new NCCLCommunicationBackend<Double>()
+                                             : new UcxCommunicationBackend<Double>()) {
+            if (b.getWorldSize() != Integer.parseInt(r.get("ranks")))
+                throw new IllegalStateException("launched with " + b.getWorldSize() + " ranks, the run has " + r.get("ranks"));
+            String text = rank(name, r, b);
+            if (b.getRank() == 0) {
+                System.out.print(text);
+                System.out.flush();
+            }
+            return true;
+        } catch (Throwable t) {
+            System.err.println("run " + name + ": " + t);
+            return false;
+        }
+    }
+
     /** Runs every rank on its own thread; prints rank 0's output when every rank agrees. */
     static boolean run(String name, Map<String, String> r) throws InterruptedException {
+        if (r.containsKey("backend")) return runLaunched(name, r);
         int ranks = Integer.parseInt(r.get("ranks"));
         String[] out = new String[ranks];
         Throwable[] errors = new Throwable[ranks];

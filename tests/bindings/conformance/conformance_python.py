@@ -31,7 +31,10 @@ OPTIONS = {"lr": ("initial_learning_rate", float), "batch": ("batch_size", int),
            "patience": ("early_stopping_patience", int), "tolerance": ("tolerance", float)}
 CONFIG = {"config_lr": ("learning_rate", float), "group": ("minimum_parameter_group_size", int),
           "local_steps": ("local_steps", int), "accumulation": ("gradient_accumulation_steps", int),
-          "auto_sync": ("auto_sync_gradients", lambda v: v == "1")}
+          "auto_sync": ("auto_sync_gradients", lambda v: v == "1"),
+          "memory": ("memory", lambda v: so.MemorySpace.CUDA if v == "cuda" else so.MemorySpace.HOST)}
+LAUNCHED_BACKENDS = {"staged": so.StagedCommunicationBackend, "nccl": so.NCCLCommunicationBackend,
+                     "ucx": so.UcxCommunicationBackend}
 
 
 def schedule(k):
@@ -88,11 +91,28 @@ def train(k, backend):
         sharded.deserialize(data)
     with sharded:
         result = sharded.optimize(input_data)
-        return run_output(k["name"], result, sharded.get_parameters())
+        on_device = sharded.memory == so.MemorySpace.CUDA
+        return run_output(k["name"], result, sharded.get_parameters()) + ("memory cuda\n" if on_device else "")
+
+
+def run_launched(k):
+    """A launched run: this process is one rank of a job under shardopt-run, on the run's backend from the launcher's
+    environment. Rank 0's output ("" on the others), or None when it failed."""
+    try:
+        with LAUNCHED_BACKENDS[k["backend"]]() as backend:
+            if backend.world_size != int(k["ranks"]):
+                raise RuntimeError(f"launched with {backend.world_size} ranks, the run has {k['ranks']}")
+            text = train(k, backend)
+            return text if backend.rank == 0 else ""
+    except BaseException as e:  # noqa: BLE001 - reported here
+        sys.stderr.write(f"run {k['name']}: {type(e).__name__}: {e}\n")
+        return None
 
 
 def run(k):
     """Every rank of run `k` on its thread; rank 0's output, or None when a rank failed or ranks disagree."""
+    if "backend" in k:
+        return run_launched(k)
     ranks = int(k["ranks"])
     out, errors = [None] * ranks, [None] * ranks
 

@@ -384,6 +384,8 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public double getLearningRate() { return shardopt_native.shardopt_optimizer_learning_rate(live()); }
     public void setLearningRate(double lr) { shardopt_native.shardopt_optimizer_set_learning_rate(live(), lr); }
     public long getStepCount() { return shardopt_native.shardopt_optimizer_step_count(h()); }
+    /** Where this optimizer's parameters, gradients and state are: the configuration's memory the library created it with. */
+    public MemorySpace getMemory() { h(); return deviceMemory ? MemorySpace.CUDA : MemorySpace.HOST; }
     public void zeroGrad() { shardopt_native.shardopt_optimizer_zero_grad(h()); }
     public NativeView getBucketGradient(int bucket) { long[] g = shardopt_native.shardopt_optimizer_bucket_grad(h(), bucket); return view(g[0], g[1], life); }
     public NativeView getTensorGradient(int tensor) { long[] g = shardopt_native.shardopt_optimizer_tensor_grad(h(), tensor); return view(g[0], g[1], life); }
