@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the Debian packages libshardopt2 and libshardopt-dev with cpack into DIST_DIR.
+# Builds the Debian packages libshardopt2, libshardopt-dev and shardopt-tools with cpack into DIST_DIR.
 #   packaging/native/build-debs.sh BUILD_DIR DIST_DIR
 # BUILD_DIR: a build of this repository whose CMakeLists.txt includes
 # packaging/native/packaging.cmake (the main `build` works: the packages' install rules use
 # Debian's paths whatever prefix it was configured with). A BUILD_DIR without a CMakeCache.txt is
 # configured here for packaging as build-jar.sh does, so either may come first (Release; no tests,
 # samples or benchmarks; extra options from $SHARDOPT_CMAKE_ARGS, e.g. -DSHARDOPT_WITH_CUDA=OFF);
-# only libshardopt and the static core are built. $JOBS: parallel jobs (2).
+# only libshardopt, the static core and the tools are built. $JOBS: parallel jobs (2).
 set -euo pipefail
 if [ $# -ne 2 ]; then echo "usage: $0 BUILD_DIR DIST_DIR" >&2; exit 2; fi
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,14 +25,14 @@ if ! grep -q libshardopt-dev "$build/CPackConfig.cmake" 2>/dev/null; then
        "CMakeLists.txt must end with include(\${PROJECT_SOURCE_DIR}/packaging/native/packaging.cmake)" >&2
   exit 4
 fi
-cmake --build "$build" -j "${JOBS:-2}" --target shardopt shardopt_core
+cmake --build "$build" -j "${JOBS:-2}" --target shardopt shardopt_core shardopt-ckpt shardopt-plan
 work="$build/packaging/native/cpack"
 rm -rf "$work"
 # cpack installs each component (builds the `preinstall` target first, i.e. `all` when it is stale)
 (cd "$build" && cpack -G DEB --config CPackConfig.cmake -B "$work")
 shopt -s nullglob
 debs=("$work"/*.deb)
-if [ ${#debs[@]} -ne 2 ]; then echo "build-debs: expected 2 packages, got: ${debs[*]}" >&2; exit 1; fi
+if [ ${#debs[@]} -ne 3 ]; then echo "build-debs: expected 3 packages, got: ${debs[*]}" >&2; exit 1; fi
 for deb in "${debs[@]}"; do
   cp "$deb" "$dist/"
   echo "$dist/$(basename "$deb")  $(stat -c %s "$deb") bytes"

@@ -1,7 +1,10 @@
-# CPack: two Debian packages named after the soname, as Debian policy does.
+# CPack: the library's two Debian packages named after the soname, as Debian policy does, and
+# the tools in their own package (a library package holds no programs).
 #   libshardopt2     /usr/lib/<multiarch>/libshardopt.so.2{,.0.2.0}          (the C ABI, runtime)
 #   libshardopt-dev  headers (shardopt.h, shardopt/*.hpp), libshardopt.so, libshardopt_core.a,
 #                    the CMake package (find_package(shardopt)), pkg-config shardopt, shardopt-c
+#   shardopt-tools   /usr/bin/shardopt-run (the launcher), shardopt-ckpt (offline checkpoints),
+#                    shardopt-plan (the planner)
 # The rules below are the packages' own (components libshardopt2 and libshardopt-dev), with
 # Debian's paths (prefix /usr, lib/<multiarch>) whatever prefix this build was configured with;
 # the project's own install() rules (component Unspecified) are not packaged.
@@ -60,6 +63,16 @@ install(FILES ${SO_DEB_OUT}/shardoptConfig.cmake ${SO_DEB_OUT}/shardoptConfigVer
 install(FILES ${SO_DEB_OUT}/shardopt.pc ${SO_DEB_OUT}/shardopt-c.pc
         DESTINATION ${SO_DEB_LIBDIR}/pkgconfig COMPONENT libshardopt-dev)
 
+# tools: the C++ programs, and the launcher: tools/shardopt-run with the two modules it runs (only
+# Python's standard library besides), laid out under /usr/lib/shardopt as in the source tree, which
+# is where the script looks for them; /usr/bin/shardopt-run runs it.
+install(TARGETS shardopt-ckpt shardopt-plan RUNTIME DESTINATION bin COMPONENT shardopt-tools)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/shardopt-run DESTINATION lib/shardopt/tools COMPONENT shardopt-tools)
+install(FILES ${PROJECT_SOURCE_DIR}/bindings/python/shardopt/run.py ${PROJECT_SOURCE_DIR}/bindings/python/shardopt/elastic_agent.py
+        DESTINATION lib/shardopt/bindings/python/shardopt COMPONENT shardopt-tools)
+file(WRITE ${SO_DEB_OUT}/shardopt-run "#!/bin/sh\nexec python3 /usr/lib/shardopt/tools/shardopt-run \"$@\"\n")
+install(PROGRAMS ${SO_DEB_OUT}/shardopt-run DESTINATION bin COMPONENT shardopt-tools)
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME shardopt)
 set(CPACK_PACKAGE_VENDOR shardopt)
@@ -69,7 +82,7 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
 set(CPACK_PACKAGE_HOMEPAGE_URL "https://github.com/shardopt/shardopt")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/packaging/native/cpack)
-set(CPACK_COMPONENTS_ALL libshardopt2 libshardopt-dev)
+set(CPACK_COMPONENTS_ALL libshardopt2 libshardopt-dev shardopt-tools)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)           # <name>_<version>-<release>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
@@ -97,4 +110,14 @@ set(CPACK_DEBIAN_LIBSHARDOPT-DEV_DESCRIPTION
  Headers (shardopt.h for the C ABI, shardopt/*.hpp for C++), libshardopt.so, the static C++
  core libshardopt_core.a, the CMake package (find_package(shardopt): shardopt::shardopt,
  shardopt::shardopt_core) and the pkg-config files shardopt-c and shardopt.")
+set(CPACK_DEBIAN_SHARDOPT-TOOLS_PACKAGE_NAME shardopt-tools)
+set(CPACK_DEBIAN_SHARDOPT-TOOLS_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_SHARDOPT-TOOLS_PACKAGE_SHLIBDEPS ON) # the programs link the static core: libxxhash0, libucx0 ...
+set(CPACK_DEBIAN_SHARDOPT-TOOLS_PACKAGE_DEPENDS "python3")
+set(CPACK_DEBIAN_SHARDOPT-TOOLS_DESCRIPTION
+"${PROJECT_DESCRIPTION} - tools
+ shardopt-run starts the ranks of a job on this host (or one host's share of a multi-host job,
+ elastic with --elastic); shardopt-ckpt inspects, verifies, converts (sharded <-> consolidated,
+ another world size) and exports (safetensors) checkpoints offline; shardopt-plan tells which
+ strategies fit a model on a cluster, fastest first.")
 include(CPack)

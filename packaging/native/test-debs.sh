@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest packaging.debs: builds libshardopt2 + libshardopt-dev (build-debs.sh), installs them into
+# ctest packaging.debs: builds libshardopt2 + libshardopt-dev + shardopt-tools (build-debs.sh), installs them into
 # a clean prefix and builds consumers outside the tree from the installed files only:
 #   - a C program with `pkg-config shardopt-c`, run on 2 in-process ranks and on 2 UCX
 #     processes (tools/shardopt-run);
@@ -20,7 +20,7 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/shardopt-debs.XXXXXX")
 apt_installed=0
 cleanup() {
-  if [ $apt_installed = 1 ]; then apt-get purge -y -qq libshardopt-dev "libshardopt*" >/dev/null 2>&1 || true; fi
+  if [ $apt_installed = 1 ]; then apt-get purge -y -qq shardopt-tools libshardopt-dev "libshardopt*" >/dev/null 2>&1 || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -74,8 +74,19 @@ check_installed() {  # the library a program loads must be the installed one (me
 }
 check_installed ./c-consumer
 ./c-consumer
-echo "== C: 2 UCX processes (tools/shardopt-run -n 2 -- ./c-consumer ucx)"
-python3 "$src/tools/shardopt-run" -n 2 --timeout 60 -- ./c-consumer ucx
+# shardopt-tools: the installed launcher (through /usr/bin/shardopt-run when installed by apt; in an extracted root
+# the script itself, as that wrapper runs it), then the checkpoint tool and the planner.
+if [ "$root" = / ]; then launch=(shardopt-run); else launch=(python3 "$root/usr/lib/shardopt/tools/shardopt-run"); fi
+echo "== C: 2 UCX processes (the installed shardopt-run -n 2 -- ./c-consumer ucx ckpt), saving a sharded checkpoint"
+"${launch[@]}" -n 2 --timeout 60 -- ./c-consumer ucx "$tmp/ckpt"
+echo "== shardopt-ckpt verify / inspect the job's checkpoint"
+"$root/usr/bin/shardopt-ckpt" verify "$tmp/ckpt" | tee ckpt.log
+grep -q "world size 2" ckpt.log || { echo "FAIL: shardopt-ckpt verify does not show the job's 2 ranks"; exit 1; }
+"$root/usr/bin/shardopt-ckpt" inspect "$tmp/ckpt" >inspect.json
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["world_size"] == 2 and d["step_count"] == 200, d' inspect.json
+echo "== shardopt-plan --params 7B --hosts 1 --gpus-per-host 8 --gpu-memory 80GiB"
+"$root/usr/bin/shardopt-plan" --params 7B --hosts 1 --gpus-per-host 8 --gpu-memory 80GiB | tee plan.log
+grep -qE "^fsdp +yes" plan.log || { echo "FAIL: shardopt-plan found no FSDP plan that fits"; exit 1; }
 
 echo "== C++: c++ consumer.cpp \$(pkg-config --cflags --libs shardopt) (the static core)"
 flags=$("${pcenv[@]}" pkg-config --cflags --libs shardopt)
@@ -92,4 +103,4 @@ ldd cmake-build/consumer_capi | grep shardopt
 check_installed cmake-build/consumer_capi
 cmake-build/consumer_cpp
 cmake-build/consumer_capi
-echo "PASS: libshardopt2 and libshardopt-dev installed in a clean prefix; C (pkg-config) and C++ (find_package) consumers ran on 2 ranks"
+echo "PASS: libshardopt2, libshardopt-dev and shardopt-tools installed in a clean prefix; C (pkg-config) and C++ (find_package) consumers ran on 2 ranks; the installed launcher, checkpoint tool and planner ran"

@@ -1,7 +1,8 @@
 /* A C program built against the installed libshardopt-dev with `pkg-config shardopt-c`:
  * 2 in-process ranks (threads) minimize 0.5*|x - target|^2 with ZeRO-2 over SGD, then check
  * that both ranks hold the same parameters and that they reached the target.
- * `consumer ucx` does the same as one rank of a UCX job (tools/shardopt-run -n 2 -- consumer ucx). */
+ * `consumer ucx [DIR]` does the same as one rank of a UCX job (shardopt-run -n 2 -- consumer ucx),
+ * and saves the optimizer as a sharded checkpoint in DIR when given. */
 #include <math.h>
 #include <pthread.h>
 #include <shardopt.h>
@@ -12,7 +13,7 @@
 #define N 37
 #define STEPS 200
 
-struct ctx { shardopt_comm comm; int rank, failed; float result[N]; };
+struct ctx { shardopt_comm comm; int rank, failed; float result[N]; const char *checkpoint; };
 
 #define TRY(e) do { shardopt_status s_ = (e); if (s_ != SHARDOPT_OK) { \
     fprintf(stderr, "rank %d: %s: %s (%s)\n", c->rank, #e, shardopt_last_error_message(), \
@@ -45,6 +46,7 @@ static void *rank_main(void *arg) {
         TRY(shardopt_optimizer_step(opt, NULL));
     }
     TRY(shardopt_optimizer_get_parameters(opt, c->result, N));
+    if (c->checkpoint) TRY(shardopt_optimizer_save(opt, c->checkpoint, SHARDOPT_CHECKPOINT_SHARDED));
     c->failed = 0;
 done:
     shardopt_optimizer_destroy(opt);
@@ -52,12 +54,13 @@ done:
     return NULL;
 }
 
-static int ucx_rank(void) {
+static int ucx_rank(const char *checkpoint) {
     struct ctx c;
     float max[N];
     double worst = 0;
     int i, differ = 0;
     memset(&c, 0, sizeof c);
+    c.checkpoint = checkpoint;
     if (shardopt_comm_create_from_env("ucx", &c.comm) != SHARDOPT_OK) {
         fprintf(stderr, "ucx: %s\n", shardopt_last_error_message());
         return 1;
@@ -80,8 +83,9 @@ int main(int argc, char **argv) {
     pthread_t threads[RANKS];
     struct ctx ctx[RANKS];
     int r;
+    memset(ctx, 0, sizeof ctx);
     double worst = 0;
-    if (argc > 1 && strcmp(argv[1], "ucx") == 0) return ucx_rank();
+    if (argc > 1 && strcmp(argv[1], "ucx") == 0) return ucx_rank(argc > 2 ? argv[2] : NULL);
     printf("libshardopt %u.%u.%u (ABI %u)\n", shardopt_version() / 10000, shardopt_version() / 100 % 100,
            shardopt_version() % 100, shardopt_abi_version());
     if (shardopt_comm_create_inprocess(RANKS, comms) != SHARDOPT_OK) {
