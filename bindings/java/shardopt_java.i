@@ -331,7 +331,7 @@ SO_OPTIONS(shardopt_elastic_options, shardopt_elastic_options_validate_strict)
 SO_OPTIONS(shardopt_training_options, shardopt_training_options_validate)
 
 /* ---- the C ABI, less what Java does not use ---- */
-%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|optimizer_device|params_tensor_count|params_padded_count|training_learning_rate|.*_check_array)$";
+%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|optimizer_device|optimizer_order_stream|params_tensor_count|params_padded_count|training_learning_rate|.*_check_array)$";
 %ignore shardopt_batch;
 %ignore shardopt_status; /* its values: ShardoptException.getStatus() */
 %ignore shardopt_pipeline_stage;

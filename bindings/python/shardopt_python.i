@@ -156,6 +156,7 @@ SO_HANDLE(shardopt_plan)
 /* a CUDA stream (the sharding options' cuda_stream): its address as an int, None for NULL */
 %typemap(in) void *cuda_stream { $1 = $input == Py_None ? NULL : PyLong_AsVoidPtr($input); if (PyErr_Occurred()) SWIG_fail; }
 %typemap(out) void *cuda_stream { $result = SO_ADDR($1); }
+%apply void *cuda_stream { void *consumer_stream };
 %typemap(in, numinputs=0) void ** (void *p = NULL) "$1 = &p;"
 %typemap(argout) void ** { %append_output(SO_ADDR(p$argnum)); }
 %define SO_BYTES_OUT(ARGS, ELEMENT) /* library bytes (n elements of ELEMENT bytes), copied and freed */

@@ -759,6 +759,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer 
  * memory). Any output may be NULL. Not collective. Errors: INVALID_ARGUMENT (NULL handle). */
 SHARDOPT_API shardopt_status shardopt_optimizer_device(shardopt_optimizer opt, shardopt_memory_space *memory,
                                                        int *device, void **cuda_stream);
+/* Makes the CUDA stream `consumer_stream` (a cudaStream_t; NULL: the legacy default stream) wait
+ * for the work enqueued on the optimizer's compute stream so far, before another library reads or
+ * writes the optimizer's device memory there: an event recorded on the compute stream that the
+ * consumer's stream waits for on the device (the host never waits; no device-wide synchronize).
+ * What DLPack's __dlpack__(stream=...) and CUDA Array Interface consumers need. With HOST memory
+ * there is nothing to order: OK. Not collective. Errors: INVALID_ARGUMENT (NULL handle), the CUDA
+ * runtime's error of the event calls. */
+SHARDOPT_API shardopt_status shardopt_optimizer_order_stream(shardopt_optimizer opt, void *consumer_stream);
 /* Bytes this rank has moved over the optimizer's communicators so far (not collective). */
 SHARDOPT_API shardopt_status shardopt_optimizer_bytes_sent(shardopt_optimizer opt, uint64_t *bytes);
 

@@ -302,6 +302,14 @@ SHARDOPT_API shardopt_status shardopt_optimizer_device(shardopt_optimizer opt, s
     });
 }
 
+SHARDOPT_API shardopt_status shardopt_optimizer_order_stream(shardopt_optimizer opt, void *consumer_stream) {
+    return guard(__func__, [&] {
+        ShardedOptimizer &o = opt_query_of(opt);
+        if (o.options().memory != MemorySpace::cuda) return; // host memory: nothing is in flight on a device
+        gpu::order_after(static_cast<gpu::Stream>(consumer_stream), o.options().cuda_stream);
+    });
+}
+
 SHARDOPT_API shardopt_status shardopt_optimizer_memory_stats(shardopt_optimizer opt, shardopt_memory_stats *stats) {
     return guard(__func__, [&] {
         ShardedOptimizer &o = opt_query_of(opt);

@@ -20,3 +20,55 @@ extern "C" __attribute__((visibility("default"))) int test_cuda_copy(void *dst, 
     return 1;
 #endif
 }
+
+// For the Python gpu_emulated tests' stream-ordering case (a DLPack consumer's stream ordered after
+// the optimizer's compute stream): streams, a gate that holds a stream until opened (bounded: it
+// opens by itself after 20 s, so a wrong ordering fails the test instead of hanging it), and
+// asynchronous device copies. Each returns 0 on success, 1 without CUDA, 2 when the call failed.
+#ifdef SHARDOPT_TEST_HAVE_CUDA
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace {
+struct Gate {
+    std::atomic<bool> open{false};
+};
+void hold(void *gate) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!static_cast<Gate *>(gate)->open.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+} // namespace
+
+#define TEST_EXPORT extern "C" __attribute__((visibility("default")))
+TEST_EXPORT int test_cuda_stream_create(void **stream) {
+    return cudaStreamCreateWithFlags(reinterpret_cast<cudaStream_t *>(stream), cudaStreamNonBlocking) == cudaSuccess ? 0 : 2;
+}
+TEST_EXPORT int test_cuda_stream_destroy(void *stream) {
+    return cudaStreamDestroy(static_cast<cudaStream_t>(stream)) == cudaSuccess ? 0 : 2;
+}
+TEST_EXPORT int test_cuda_stream_synchronize(void *stream) {
+    return cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) == cudaSuccess ? 0 : 2;
+}
+// 0: everything enqueued on `stream` has run; 3: work is still pending.
+TEST_EXPORT int test_cuda_stream_query(void *stream) {
+    const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? 0 : e == cudaErrorNotReady ? 3 : 2;
+}
+TEST_EXPORT int test_cuda_gate_enqueue(void *stream, void **gate) {
+    auto *g = new Gate;
+    *gate = g;
+    return cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), hold, g) == cudaSuccess ? 0 : 2;
+}
+// Opens the gate; with release, also frees it (the stream it held must have passed it).
+TEST_EXPORT void test_cuda_gate_open(void *gate, int release) {
+    static_cast<Gate *>(gate)->open.store(true);
+    if (release) delete static_cast<Gate *>(gate);
+}
+TEST_EXPORT int test_cuda_copy_async(void *dst, const void *src, std::size_t bytes, void *stream) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)) == cudaSuccess ? 0 : 2;
+}
+TEST_EXPORT int test_cuda_malloc(void **ptr, std::size_t bytes) { return cudaMalloc(ptr, bytes) == cudaSuccess ? 0 : 2; }
+TEST_EXPORT int test_cuda_free(void *ptr) { return cudaFree(ptr) == cudaSuccess ? 0 : 2; }
+#endif

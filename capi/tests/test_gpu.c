@@ -122,6 +122,9 @@ static void test_comm_create_args(void) {
         CHECK(memory == SHARDOPT_MEMORY_HOST && device == -1 && stream == NULL);
         CHECK_OK(shardopt_optimizer_device(opt, NULL, NULL, NULL));
         CHECK_ERR(shardopt_optimizer_device(NULL, &memory, NULL, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "NULL");
+        /* host memory: nothing in flight on a device to order a consumer's stream after */
+        CHECK_OK(shardopt_optimizer_order_stream(opt, NULL));
+        CHECK_ERR(shardopt_optimizer_order_stream(NULL, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "NULL");
         CHECK_OK(shardopt_optimizer_destroy(opt));
     }
     CHECK_OK(shardopt_comm_destroy(c));
@@ -468,6 +471,7 @@ int test_gpu_device_memory(const char *backend) {
         CHECK_OK(shardopt_comm_device(gpu, &comm_device));
         CHECK_OK(shardopt_optimizer_device(opt, &memory, &device, &stream));
         CHECK(comm_device >= 0 && device == comm_device && memory == SHARDOPT_MEMORY_CUDA && stream == NULL);
+        CHECK_OK(shardopt_optimizer_order_stream(opt, NULL)); /* the legacy stream after the compute stream (itself) */
         CHECK_OK(shardopt_optimizer_destroy(opt));
     }
     for (i = 0; i < sizeof strategies / sizeof strategies[0]; ++i)

@@ -73,5 +73,10 @@ Stream stream_of(const Communicator &comm);
 // Enqueue this communicator's collectives on `stream` from now on (nullptr: back to its own
 // stream). Call it between operations, not while async ones are in flight on the old stream.
 void set_stream(Communicator &comm, Stream stream);
+// Makes `consumer` wait for the work enqueued on `producer` so far: an event recorded on
+// `producer` that `consumer` waits for on the device (the host never waits, and nothing else is
+// synchronized). For handing device memory to another library's stream (DLPack's
+// __dlpack__(stream=...)). nullptr is the legacy default stream. Error(unsupported) without CUDA.
+void order_after(Stream consumer, Stream producer);
 
 } // namespace shardopt::gpu

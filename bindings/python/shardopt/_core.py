@@ -5,6 +5,7 @@ import operator
 
 import numpy as np
 
+from . import _dlpack
 from . import shardopt_native as _n
 from ._shardopt_native import (CollectiveTimeoutError, CorruptDataError, FileIOError, InternalError,  # noqa: F401
                                InvalidArgumentError, InvalidStateError, MismatchError, OutOfMemoryError, PeerLostError,
@@ -196,8 +197,9 @@ class DeviceArray:
     """A view of CUDA device memory of the library's (an optimizer in MemorySpace.CUDA: parameters, gradients, gathered
     units): never readable on the host. It exports __cuda_array_interface__ v3 (torch.as_tensor(view, device="cuda"),
     cupy.asarray(view), numba: no copy; its "stream" is the optimizer's compute stream, which the consumer orders its
-    stream after, as the interface says) and __dlpack_device__ (kDLCUDA, device). Every access raises
-    ObjectDisposedError once the optimizer is closed or the view expired."""
+    stream after, as the interface says) and DLPack (__dlpack__, __dlpack_device__: kDLCUDA, device; the consumer's
+    stream ordered after the optimizer's by an event). Every access raises ObjectDisposedError once the optimizer is
+    closed or the view expired."""
     __slots__ = ("_address", "_dtype", "shape", "device_id", "_stream", "_owner", "_guards", "_readonly")
 
     def __init__(self, address, count, dtype, device, stream, owner, guards, readonly=False):
@@ -222,10 +224,21 @@ class DeviceArray:
         self._so_check()
         return (2, self.device_id)  # kDLCUDA
 
-    def __dlpack__(self, *args, **kwargs):
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack (1.x, and the unversioned capsule for older consumers): the library's device memory, no copy. The
+        consumer's `stream` waits on the device for what the optimizer enqueued so far (an event of the library's;
+        -1: no ordering), as the DLPack specification says. torch.from_dlpack(view), cupy.from_dlpack(view)."""
         self._so_check()
-        raise BufferError("DLPack export of device views is not in this binding yet: use __cuda_array_interface__ "
-                          "(torch.as_tensor(view, device='cuda'), cupy.asarray(view))")
+        if copy:
+            raise BufferError("copy=True: this view exports the library's device memory itself, never a copy")
+        if dl_device is not None and tuple(dl_device) != (_dlpack.K_DL_CUDA, self.device_id):
+            raise BufferError(f"dl_device={tuple(dl_device)}: this view is CUDA device {self.device_id}'s memory "
+                              f"({_dlpack.K_DL_CUDA}, {self.device_id}); it cannot be exported elsewhere without a copy")
+        consumer = _dlpack.consumer_stream(stream)
+        if consumer != -1:
+            _n.shardopt_optimizer_order_stream(self._owner.handle, consumer)
+        return _dlpack.export(self._address, self.shape[0], self._dtype, self.device_id, self._readonly, self._owner,
+                              versioned=max_version is not None and tuple(max_version)[0] >= 1)
 
     def __array__(self, *args, **kwargs):
         self._so_check()

@@ -1,6 +1,8 @@
 // The public accessors of gpu_comm.hpp over any GPU communicator.
 #include "device_comm.hpp"
 
+#include "../../cuda/cuda_check.hpp"
+
 namespace shardopt::gpu {
 
 namespace {
@@ -17,5 +19,19 @@ detail::DeviceComm &device_comm(const Communicator &comm) {
 int device_of(const Communicator &comm) { return device_comm(comm).device(); }
 Stream stream_of(const Communicator &comm) { return device_comm(comm).stream(); }
 void set_stream(Communicator &comm, Stream stream) { device_comm(comm).set_stream(stream); }
+
+void order_after(Stream consumer, Stream producer) {
+    using cuda::detail::check;
+    if (consumer == producer) return; // a stream is ordered after itself
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags (stream order)");
+    // The event's resources go once it completed; destroying it right after the wait is allowed.
+    struct Destroy {
+        cudaEvent_t e;
+        ~Destroy() { cudaEventDestroy(e); }
+    } destroy{event};
+    check(cudaEventRecord(event, producer), "cudaEventRecord on the producer's stream");
+    check(cudaStreamWaitEvent(consumer, event, 0), "cudaStreamWaitEvent on the consumer's stream");
+}
 
 } // namespace shardopt::gpu

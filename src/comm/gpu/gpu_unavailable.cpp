@@ -45,6 +45,9 @@ namespace {
 int device_of(const Communicator &comm) { no_device(comm); }
 Stream stream_of(const Communicator &comm) { no_device(comm); }
 void set_stream(Communicator &comm, Stream) { no_device(comm); }
+void order_after(Stream, Stream) {
+    throw Error(ErrorCode::unsupported, "ordering CUDA streams: this shardopt was built without CUDA");
+}
 #endif
 
 } // namespace shardopt::gpu

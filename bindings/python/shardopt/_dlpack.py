@@ -1,0 +1,112 @@
+"""DLPack export of the library's device views (DeviceArray.__dlpack__): the structs of dlpack.h (1.x) and a
+PyCapsule holding one, as the DLPack Python specification asks. The capsule and then the consumer hold the view's
+owner (the optimizer's native handle): its device memory stays allocated until the consumer's deleter runs, even when
+the optimizer is closed in between."""
+import ctypes
+
+import numpy as np
+
+K_DL_CUDA = 2
+K_DL_FLOAT = 2
+FLAG_READ_ONLY = 1 << 0
+VERSION = (1, 0)  # nothing of 1.1 is used
+# Capsule names: module constants, so the pointers PyCapsule_New keeps stay valid.
+_NAME, _VERSIONED_NAME = b"dltensor", b"dltensor_versioned"
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", Deleter)]
+DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+                                     ("deleter", Deleter), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+# What each exported tensor keeps alive (the struct, its shape, the owner), by the struct's address, until its
+# deleter runs: the consumer's call, or the capsule's destructor when nobody consumed it.
+_live = {}
+
+
+@Deleter
+def _delete(address):
+    _live.pop(address, None)
+
+
+
+
+def _python_api(name, restype, *argtypes):
+    """A function of the Python C API with its own prototype (ctypes.pythonapi's attributes are shared objects whose
+    argtypes any other module may set)."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
+_capsule_new = _python_api("PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+_capsule_is_valid = _python_api("PyCapsule_IsValid", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+_capsule_pointer = _python_api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
+
+
+def _destructor_for(name):
+    @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    def destroy(capsule):  # a capsule still named name was never consumed: its tensor is ours to delete
+        if _capsule_is_valid(capsule, name):
+            _delete(_capsule_pointer(capsule, name))
+    return destroy
+
+
+_destroy = {_NAME: _destructor_for(_NAME), _VERSIONED_NAME: _destructor_for(_VERSIONED_NAME)}
+
+
+def export(address, count, dtype, device_id, readonly, owner, versioned):
+    """A DLPack capsule for `count` elements of `dtype` at device address `address` of CUDA device `device_id`,
+    holding `owner`: "dltensor_versioned" (DLPack 1.0) when the consumer said it takes one, else "dltensor"."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise BufferError(f"DLPack export of {dtype} views is not supported (the library's views are float)")
+    shape = (ctypes.c_int64 * 1)(count)
+    managed = DLManagedTensorVersioned() if versioned else DLManagedTensor()
+    managed.dl_tensor = DLTensor(address, DLDevice(K_DL_CUDA, device_id), 1, DLDataType(K_DL_FLOAT, dtype.itemsize * 8, 1),
+                                 shape, None, 0)
+    managed.manager_ctx, managed.deleter = None, _delete
+    if versioned:
+        managed.version = DLPackVersion(*VERSION)
+        managed.flags = FLAG_READ_ONLY if readonly else 0
+    at = ctypes.addressof(managed)
+    _live[at] = (managed, shape, owner)
+    name = _VERSIONED_NAME if versioned else _NAME
+    return _capsule_new(at, name, ctypes.cast(_destroy[name], ctypes.c_void_p))
+
+
+def consumer_stream(stream):
+    """The cudaStream_t the DLPack specification's `stream` argument names for CUDA, as an address (None: the legacy
+    default stream); -1 asks for no ordering (returns -1)."""
+    if stream is None or stream == 1:
+        return None  # the legacy default stream
+    if stream == 0:
+        raise ValueError("__dlpack__(stream=0) is ambiguous for CUDA (DLPack): pass 1 (legacy default stream), 2 "
+                         "(per-thread default stream) or a stream handle")
+    if not isinstance(stream, int) or stream < -1:
+        raise ValueError(f"__dlpack__(stream={stream!r}): a CUDA stream is an int (1, 2, a handle) or -1")
+    return stream  # -1, 2 (cudaStreamPerThread is the handle 0x2) or a handle
