@@ -111,6 +111,30 @@ static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v
     if ((out = PyByteArray_FromStringAndSize(NULL, gather ? v->len * ws : v->len / ws))) *recv = PyByteArray_AS_STRING(out);
     return out;
 }
+
+/* DLPack capsules of device views (shardopt/_dlpack.py builds the tensor): one never consumed has its tensor's deleter
+ * called by the capsule's destructor, which keeps an exception being raised (it may run in a consumer's error path,
+ * where Python code must not see the exception). The deleter is the first pointer after the context in both forms. */
+typedef struct { void *data; int32_t device[2], ndim; uint8_t dtype[4]; int64_t *shape, *strides; uint64_t offset; } so_dltensor;
+typedef struct { so_dltensor t; void *ctx; void (*deleter)(void *); } so_dlmanaged;
+typedef struct { uint32_t version[2]; void *ctx; void (*deleter)(void *); } so_dlmanaged_versioned;
+static void so_dlpack_destroy(PyObject *capsule) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        so_dlmanaged_versioned *m = (so_dlmanaged_versioned *)PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        m->deleter(m);
+    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+        so_dlmanaged *m = (so_dlmanaged *)PyCapsule_GetPointer(capsule, "dltensor");
+        m->deleter(m);
+    }
+    PyErr_Restore(t, v, tb);
+}
+%}
+%inline %{
+PyObject *so_dlpack_capsule(unsigned long long tensor, int versioned) {
+    return PyCapsule_New((void *)(uintptr_t)tensor, versioned ? "dltensor_versioned" : "dltensor", so_dlpack_destroy);
+}
 %}
 
 %init %{

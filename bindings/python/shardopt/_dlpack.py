@@ -6,12 +6,12 @@ import ctypes
 
 import numpy as np
 
+from . import shardopt_native as _n
+
 K_DL_CUDA = 2
 K_DL_FLOAT = 2
 FLAG_READ_ONLY = 1 << 0
 VERSION = (1, 0)  # nothing of 1.1 is used
-# Capsule names: module constants, so the pointers PyCapsule_New keeps stay valid.
-_NAME, _VERSIONED_NAME = b"dltensor", b"dltensor_versioned"
 
 
 class DLDevice(ctypes.Structure):
@@ -46,37 +46,13 @@ DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx",
                                      ("deleter", Deleter), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
 # What each exported tensor keeps alive (the struct, its shape, the owner), by the struct's address, until its
-# deleter runs: the consumer's call, or the capsule's destructor when nobody consumed it.
+# deleter runs: the consumer's call, or the capsule's destructor (shardopt_python.i) when nobody consumed it.
 _live = {}
 
 
 @Deleter
 def _delete(address):
     _live.pop(address, None)
-
-
-
-
-def _python_api(name, restype, *argtypes):
-    """A function of the Python C API with its own prototype (ctypes.pythonapi's attributes are shared objects whose
-    argtypes any other module may set)."""
-    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
-
-
-_capsule_new = _python_api("PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
-_capsule_is_valid = _python_api("PyCapsule_IsValid", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
-_capsule_pointer = _python_api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
-
-
-def _destructor_for(name):
-    @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-    def destroy(capsule):  # a capsule still named name was never consumed: its tensor is ours to delete
-        if _capsule_is_valid(capsule, name):
-            _delete(_capsule_pointer(capsule, name))
-    return destroy
-
-
-_destroy = {_NAME: _destructor_for(_NAME), _VERSIONED_NAME: _destructor_for(_VERSIONED_NAME)}
 
 
 def export(address, count, dtype, device_id, readonly, owner, versioned):
@@ -95,8 +71,7 @@ def export(address, count, dtype, device_id, readonly, owner, versioned):
         managed.flags = FLAG_READ_ONLY if readonly else 0
     at = ctypes.addressof(managed)
     _live[at] = (managed, shape, owner)
-    name = _VERSIONED_NAME if versioned else _NAME
-    return _capsule_new(at, name, ctypes.cast(_destroy[name], ctypes.c_void_p))
+    return _n.so_dlpack_capsule(at, int(versioned))  # its destructor (C) deletes a tensor nobody consumed
 
 
 def consumer_stream(stream):

@@ -102,6 +102,10 @@ def test_what_cannot_be_exported_raises():
             view.__dlpack__(dl_device=(2, b.device_id + 1))  # another GPU
         with pytest.raises(ValueError, match="ambiguous"):
             view.__dlpack__(stream=0)
+        live = len(_dlpack._live)
+        with pytest.raises((BufferError, RuntimeError), match="device"):  # numpy takes host tensors only, and says
+            np.from_dlpack(view)                                          # so; nothing is left behind
+        assert len(_dlpack._live) == live
 
 
 def test_the_consumers_stream_waits_for_the_optimizers_work():
