@@ -22,24 +22,11 @@ extern "C" __attribute__((visibility("default"))) int test_cuda_copy(void *dst, 
 }
 
 // For the Python gpu_emulated tests' stream-ordering case (a DLPack consumer's stream ordered after
-// the optimizer's compute stream): streams, a gate that holds a stream until opened (bounded: it
-// opens by itself after 20 s, so a wrong ordering fails the test instead of hanging it), and
-// asynchronous device copies. Each returns 0 on success, 1 without CUDA, 2 when the call failed.
+// the optimizer's compute stream): streams, a gate that holds a stream until opened
+// (tests/gpu/cuda_gate.hpp, 20 s at most), and asynchronous device copies. Each returns 0 on
+// success, 2 when the CUDA call failed.
 #ifdef SHARDOPT_TEST_HAVE_CUDA
-#include <atomic>
-#include <chrono>
-#include <thread>
-
-namespace {
-struct Gate {
-    std::atomic<bool> open{false};
-};
-void hold(void *gate) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!static_cast<Gate *>(gate)->open.load() && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-}
-} // namespace
+#include "../../tests/gpu/cuda_gate.hpp"
 
 #define TEST_EXPORT extern "C" __attribute__((visibility("default")))
 TEST_EXPORT int test_cuda_stream_create(void **stream) {
@@ -57,14 +44,14 @@ TEST_EXPORT int test_cuda_stream_query(void *stream) {
     return e == cudaSuccess ? 0 : e == cudaErrorNotReady ? 3 : 2;
 }
 TEST_EXPORT int test_cuda_gate_enqueue(void *stream, void **gate) {
-    auto *g = new Gate;
+    auto *g = new gpu_test::Gate(std::chrono::seconds(20));
     *gate = g;
-    return cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), hold, g) == cudaSuccess ? 0 : 2;
+    return g->enqueue(static_cast<cudaStream_t>(stream)) == cudaSuccess ? 0 : 2;
 }
 // Opens the gate; with release, also frees it (the stream it held must have passed it).
 TEST_EXPORT void test_cuda_gate_open(void *gate, int release) {
-    static_cast<Gate *>(gate)->open.store(true);
-    if (release) delete static_cast<Gate *>(gate);
+    static_cast<gpu_test::Gate *>(gate)->open();
+    if (release) delete static_cast<gpu_test::Gate *>(gate);
 }
 TEST_EXPORT int test_cuda_copy_async(void *dst, const void *src, std::size_t bytes, void *stream) {
     return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)) == cudaSuccess ? 0 : 2;

@@ -9,11 +9,11 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "../gpu/cuda_gate.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/ucx.hpp"
 
@@ -23,17 +23,10 @@ namespace {
 
 void ok(cudaError_t status) { BOOST_REQUIRE_EQUAL(cudaGetErrorName(status), cudaGetErrorName(cudaSuccess)); }
 
-// A point of the legacy stream that holds everything after it until opened (bounded: it opens
-// by itself after 20 s, so a wrong ordering fails the test instead of hanging it).
-struct Gate {
-    std::atomic<bool> open{false};
-    static void hold(void *self) {
-        auto *gate = static_cast<Gate *>(self);
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!gate->open.load() && std::chrono::steady_clock::now() < deadline)
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-    void enqueue() { ok(cudaLaunchHostFunc(cudaStreamLegacy, &Gate::hold, this)); }
+// A point of the legacy stream that holds everything after it until opened (bounded at 20 s).
+struct Gate : gpu_test::Gate {
+    Gate() : gpu_test::Gate(std::chrono::seconds(20)) {}
+    void enqueue() { ok(gpu_test::Gate::enqueue(cudaStreamLegacy)); }
 };
 
 struct DeviceFloats {
@@ -77,16 +70,16 @@ BOOST_AUTO_TEST_CASE(an_async_call_does_not_wait_for_work_enqueued_after_it) {
     // It follows the earlier work: still pending well after the stand-in's copies would be done.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     BOOST_TEST(!first->test());
-    before.open = true;
+    before.open();
     // Both complete while `after` still holds the legacy stream: they follow the caller's
     // stream as it was when they were issued, not when the queue got to them.
     try {
         first->wait();
         second->wait();
     } catch (const Error &e) {
-        after.open = true;
+        after.open();
         BOOST_FAIL(std::string("a call waited for work enqueued after it: ") + e.what());
     }
-    after.open = true;
+    after.open();
     ok(cudaDeviceSynchronize());
 }

@@ -5,11 +5,10 @@
 
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
 #include <vector>
 
+#include "cuda_gate.hpp"
 #include "gpu_support.hpp"
 #include "shardopt/error.hpp"
 
@@ -173,32 +172,6 @@ BOOST_AUTO_TEST_CASE(f16_dynamic_loss_scale_grows_and_backs_off) {
     BOOST_TEST(on_device == 1024.0f);
 }
 
-namespace {
-
-// A host function that holds its stream until opened (or 10 s pass): everything enqueued
-// behind it waits, so a step() that synchronized would not return until then.
-struct Gate {
-    std::mutex mutex;
-    std::condition_variable opened;
-    bool open = false;
-    bool timed_out = false;
-
-    static void CUDART_CB hold(void *self) {
-        auto *gate = static_cast<Gate *>(self);
-        std::unique_lock<std::mutex> lock(gate->mutex);
-        gate->timed_out = !gate->opened.wait_for(lock, std::chrono::seconds(10), [&] { return gate->open; });
-    }
-    void release() {
-        {
-            std::lock_guard<std::mutex> lock(mutex);
-            open = true;
-        }
-        opened.notify_all();
-    }
-};
-
-} // namespace
-
 BOOST_AUTO_TEST_CASE(step_returns_without_waiting_for_the_device) {
     for (bool clipping : {false, true}) {
         cuda::DeviceOptimizerOptions o = adam_options(DType::bf16);
@@ -219,21 +192,21 @@ BOOST_AUTO_TEST_CASE(step_returns_without_waiting_for_the_device) {
             other.push_back(copies.back()->get());
         }
 
-        Gate gate;
-        gpu_test::cuda_ok(cudaLaunchHostFunc(lockstep.stream(), &Gate::hold, &gate), "cudaLaunchHostFunc");
+        gpu_test::Gate gate; // holds the stream: a step() that synchronized would not return until it opens
+        gpu_test::cuda_ok(gate.enqueue(lockstep.stream()), "cudaLaunchHostFunc");
         const auto t0 = std::chrono::steady_clock::now();
         lockstep.optimizer().step(grads, lockstep.stream());
         lockstep.optimizer().step(other, lockstep.stream());
         lockstep.optimizer().step(grads, lockstep.stream());
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const cudaError_t pending = cudaStreamQuery(lockstep.stream());
-        gate.release();
+        gate.open();
         gpu_test::cuda_ok(cudaStreamSynchronize(lockstep.stream()), "cudaStreamSynchronize");
 
         BOOST_TEST_CONTEXT("clipping and finite check " << (clipping ? "on" : "off")) {
             BOOST_TEST(seconds < 5.0);
             BOOST_TEST(pending == cudaErrorNotReady); // the steps were still queued behind the gate
-            BOOST_TEST(!gate.timed_out);
+            BOOST_TEST(!gate.timed_out());
             BOOST_TEST(lockstep.optimizer().step_info().steps == before + 3);
         }
     }
