@@ -1,7 +1,7 @@
 // The public accessors of gpu_comm.hpp over any GPU communicator.
 #include "device_comm.hpp"
 
-#include "../../cuda/cuda_check.hpp"
+#include "../../cuda/cuda_event.hpp"
 
 namespace shardopt::gpu {
 
@@ -23,15 +23,10 @@ void set_stream(Communicator &comm, Stream stream) { device_comm(comm).set_strea
 void order_after(Stream consumer, Stream producer) {
     using cuda::detail::check;
     if (consumer == producer) return; // a stream is ordered after itself
-    cudaEvent_t event = nullptr;
-    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags (stream order)");
-    // The event's resources go once it completed; destroying it right after the wait is allowed.
-    struct Destroy {
-        cudaEvent_t e;
-        ~Destroy() { cudaEventDestroy(e); }
-    } destroy{event};
-    check(cudaEventRecord(event, producer), "cudaEventRecord on the producer's stream");
-    check(cudaStreamWaitEvent(consumer, event, 0), "cudaStreamWaitEvent on the consumer's stream");
+    cuda::detail::Event event;        // destroyed right after the wait: CUDA keeps it until it completes
+    event.create();
+    check(cudaEventRecord(event.get(), producer), "cudaEventRecord on the producer's stream");
+    check(cudaStreamWaitEvent(consumer, event.get(), 0), "cudaStreamWaitEvent on the consumer's stream");
 }
 
 } // namespace shardopt::gpu
