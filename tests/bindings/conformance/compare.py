@@ -69,19 +69,23 @@ def run_driver(name, command, runs, only):
     return blocks(p.stdout), p.returncode
 
 
+def table(path, only):
+    """The runs of the table file at path (only those named in `only`, when given): one token list each, the name
+    first."""
+    with open(path) as f:
+        return [tok for tok in (line.split() for line in f)
+                if tok and not tok[0].startswith("#") and (not only or tok[0] in only)]
+
+
 def same_as_host_twin(a, reference):
     """Each launched run of the table against the same run with neither backend nor memory (C driver, in-process
     ranks, host memory): True when all are equal bit for bit."""
     twins, on_device = [], set()
-    with open(a.runs) as f:
-        for line in f:
-            tok = line.split()
-            if not tok or tok[0].startswith("#") or (a.only and tok[0] not in a.only):
-                continue
-            if "memory=cuda" in tok[1:]:
-                on_device.add(tok[0])
-            if any(t.startswith(("backend=", "memory=")) for t in tok[1:]):
-                twins.append(" ".join(t for t in tok if not t.startswith(("backend=", "memory="))))
+    for tok in table(a.runs, a.only):
+        if "memory=cuda" in tok[1:]:
+            on_device.add(tok[0])
+        if any(t.startswith(("backend=", "memory=")) for t in tok[1:]):
+            twins.append(" ".join(t for t in tok if not t.startswith(("backend=", "memory="))))
     if not twins:
         return True
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
@@ -118,12 +122,7 @@ def main():
     ap.add_argument("--host-twin", metavar="COMMAND",
                     help="the C driver in-process: launched runs must equal their host-memory, in-process twins")
     a = ap.parse_args()
-    names = []
-    with open(a.runs) as f:
-        for line in f:
-            tok = line.split()
-            if tok and not tok[0].startswith("#") and (not a.only or tok[0] in a.only):
-                names.append(tok[0])
+    names = [tok[0] for tok in table(a.runs, a.only)]
     reference, rc = run_driver("C", a.c, a.runs, a.only)
     failed = rc != 0
     for name in names:
