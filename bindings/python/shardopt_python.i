@@ -114,7 +114,7 @@ static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v
 
 /* DLPack capsules of device views (shardopt/_dlpack.py builds the tensor): one never consumed has its tensor's deleter
  * called by the capsule's destructor, which keeps an exception being raised (it may run in a consumer's error path,
- * where Python code must not see the exception). The deleter is the first pointer after the context in both forms. */
+ * where Python code must not see the exception). */
 typedef struct { void *data; int32_t device[2], ndim; uint8_t dtype[4]; int64_t *shape, *strides; uint64_t offset; } so_dltensor;
 typedef struct { so_dltensor t; void *ctx; void (*deleter)(void *); } so_dlmanaged;
 typedef struct { uint32_t version[2]; void *ctx; void (*deleter)(void *); } so_dlmanaged_versioned;

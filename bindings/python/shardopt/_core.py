@@ -222,7 +222,7 @@ class DeviceArray:
 
     def __dlpack_device__(self):
         self._so_check()
-        return (2, self.device_id)  # kDLCUDA
+        return (_dlpack.K_DL_CUDA, self.device_id)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """DLPack (1.x, and the unversioned capsule for older consumers): the library's device memory, no copy. The

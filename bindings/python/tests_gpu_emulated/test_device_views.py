@@ -3,21 +3,13 @@ shardopt_standin, loaded in place of libshardopt.so.2 through LD_PRELOAD), so an
 a GPU. Its views are DeviceArrays whose __cuda_array_interface__ is the library's device memory: a write there (the
 stand-in's cudaMemcpy, as a CUDA consumer would) is what the library reads, and the library's update is what a read
 there sees. Run by ctest (bindings.python_gpu_emulated); skipped when the stand-in is not what is loaded."""
-import ctypes
-import os
-
 import numpy as np
 import pytest
 
 import shardopt as so
+from standin import INITIAL, copy, needed
 
-STANDIN = os.environ.get("SHARDOPT_STANDIN_LIBRARY")
-pytestmark = pytest.mark.skipif(not STANDIN, reason="needs the CUDA stand-in library (SHARDOPT_STANDIN_LIBRARY)")
-INITIAL = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
-
-
-def copy(dst, src, nbytes):
-    assert ctypes.CDLL(STANDIN).test_cuda_copy(ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(nbytes)) == 0
+pytestmark = needed
 
 
 def test_device_views_are_the_librarys_memory():

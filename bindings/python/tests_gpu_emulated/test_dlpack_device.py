@@ -4,7 +4,6 @@ reads the DLTensor, marks the capsule used and later calls the tensor's deleter;
 stand-in's CUDA copies. The stream case holds the optimizer's compute stream at a gate, so the order between the two
 streams is the library's event and nothing else: without it the consumer's copy would run at once."""
 import ctypes
-import os
 import time
 
 import numpy as np
@@ -12,19 +11,9 @@ import pytest
 
 import shardopt as so
 from shardopt import _dlpack
+from standin import INITIAL, copy, cuda, needed, ok
 
-STANDIN = os.environ.get("SHARDOPT_STANDIN_LIBRARY")
-pytestmark = pytest.mark.skipif(not STANDIN, reason="needs the CUDA stand-in library (SHARDOPT_STANDIN_LIBRARY)")
-INITIAL = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
-cuda = ctypes.CDLL(STANDIN) if STANDIN else None
-
-
-def ok(status):
-    assert status == 0, f"stand-in CUDA call failed ({status})"
-
-
-def copy(dst, src, nbytes):
-    ok(cuda.test_cuda_copy(ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(nbytes)))
+pytestmark = needed
 
 
 def stream():
