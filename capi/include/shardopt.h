@@ -864,11 +864,20 @@ typedef struct shardopt_batch {
     size_t sample_count;       /* >= 1 (a rank whose share of a batch is empty is not called) */
     int32_t epoch;             /* from 0 */
     int64_t step;              /* optimizer steps taken before this batch, over every epoch */
+    /* 1 with the training options' device_batches: params and grad are the optimizer's CUDA device
+     * memory on `device`, params ready and grad zeroed in the order of `cuda_stream` (its
+     * cudaStream_t, the sharding options' cuda_stream; NULL: the legacy default stream). The model
+     * enqueues its work there (or makes that stream wait for its own) before it returns; the
+     * library's next work on grad is enqueued there after the call. 0: host memory (device -1). */
+    int32_t on_device;
+    int32_t device;
+    void *cuda_stream;
 } shardopt_batch;
 
 /* The model: the mean loss over batch->samples of batch->dataset at batch->params into *loss, and,
  * when batch->grad is not NULL, the mean gradient into it. Called on every rank's own thread, in
- * host memory (CUDA memory: copied from and to the device around the call). Return 0; anything
+ * host memory (CUDA memory: copied from and to the device around the call), or with device_batches
+ * in the optimizer's device memory (batch->on_device). Return 0; anything
  * else fails train on every rank (INVALID_STATE naming this rank, and shardopt_model_error's
  * message when the callback gave one) and aborts the communicator so the peers stop at once. */
 typedef int (*shardopt_batch_fn)(void *user_data, const shardopt_batch *batch, double *loss);
@@ -926,6 +935,11 @@ typedef struct shardopt_training_options {
     /* After training, the best solution's loss over each whole set present (a pass of loss-only
      * calls); 1. 0 leaves the result's training_loss, validation_loss and test_loss NaN. */
     int32_t evaluate_best;
+    /* The model on the GPU: with an optimizer in CUDA memory, each batch's params and grad are
+     * packed buffers of its device memory (shardopt_batch.on_device), filled and read device to
+     * device on its compute stream; 0: host copies around every call. 1 with an optimizer in host
+     * memory: INVALID_ARGUMENT from train. 0. */
+    int32_t device_batches;
 } shardopt_training_options;
 
 /* Fills *opts with the defaults above (num_samples 0 still to set); prefer the inline _init.

@@ -78,6 +78,9 @@ SHARDOPT_API shardopt_status shardopt_optimizer_train(shardopt_optimizer opt, sh
             cb.sample_count = b.sample_count;
             cb.epoch = b.epoch;
             cb.step = b.step;
+            cb.on_device = b.on_device;
+            cb.device = b.device;
+            cb.cuda_stream = b.cuda_stream;
             double loss = 0.0;
             model_error_message.clear();
             const int rc = model(user_data, &cb, &loss);

@@ -176,6 +176,7 @@ shardopt_training_options training_defaults() {
     c.min_lr = o.schedule.min_lr;
     c.gamma = o.schedule.gamma;
     c.evaluate_best = o.evaluate_best;
+    c.device_batches = o.device_batches;
     return c;
 }
 
@@ -408,6 +409,7 @@ TrainingOptions training_options_from(const shardopt_training_options *user,
         };
     }
     o.evaluate_best = flag_arg(c.evaluate_best, "evaluate_best");
+    o.device_batches = flag_arg(c.device_batches, "device_batches");
     o.validate(require_samples);
     return o;
 }

@@ -21,6 +21,17 @@ extern "C" __attribute__((visibility("default"))) int test_cuda_copy(void *dst, 
 #endif
 }
 
+// 1: `ptr` is device memory (cudaPointerGetAttributes); 0: it is not, or there is no CUDA runtime.
+extern "C" __attribute__((visibility("default"))) int test_cuda_is_device(const void *ptr) {
+#ifdef SHARDOPT_TEST_HAVE_CUDA
+    cudaPointerAttributes attributes{};
+    return cudaPointerGetAttributes(&attributes, ptr) == cudaSuccess && attributes.type == cudaMemoryTypeDevice;
+#else
+    (void)ptr;
+    return 0;
+#endif
+}
+
 // For the Python gpu_emulated tests' stream-ordering case (a DLPack consumer's stream ordered after
 // the optimizer's compute stream): streams, a gate that holds a stream until opened
 // (tests/gpu/cuda_gate.hpp, 20 s at most), and asynchronous device copies. Each returns 0 on

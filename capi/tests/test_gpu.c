@@ -15,6 +15,8 @@
 
 /* cuda_copy.cpp: 0 copied, 1 no CUDA runtime in this program, 2 failed. */
 int test_cuda_copy(void *dst, const void *src, size_t bytes);
+/* 1: ptr is device memory. */
+int test_cuda_is_device(const void *ptr);
 
 static int contains(const char *text, const char *part) { return strstr(text, part) != NULL; }
 
@@ -423,6 +425,95 @@ static void optimize_and_checkpoints(shardopt_comm gpu, shardopt_comm host_comm)
     CHECK_OK(shardopt_optimizer_destroy(restored));
 }
 
+/* train() with the model on the device (device_batches) against the same training with host
+ * copies: sample s pulls the parameters towards target_s[i] = (s % 5 - 2) / 4 + i / 8. */
+struct device_model {
+    int on_device, device, calls, wrong; /* what the batches should say; model calls; batches that did not */
+};
+static int sample_model(void *user_data, const shardopt_batch *b, double *loss) {
+    struct device_model *m = (struct device_model *)user_data;
+    float p[N], g[N] = {0};
+    double l = 0;
+    size_t k;
+    int i;
+    ++m->calls;
+    if (b->on_device != m->on_device || b->device != m->device || b->cuda_stream != NULL ||
+        test_cuda_is_device(b->params) != m->on_device || (b->grad && test_cuda_is_device(b->grad) != m->on_device))
+        ++m->wrong;
+    if (m->on_device) {
+        if (test_cuda_copy(p, b->params, sizeof p) != 0) return 2;
+    } else {
+        memcpy(p, b->params, sizeof p);
+    }
+    for (k = 0; k < b->sample_count; ++k)
+        for (i = 0; i < N; ++i) {
+            const double d = p[i] - ((double)(b->samples[k] % 5 - 2) / 4.0 + i / 8.0);
+            g[i] += (float)(d / (double)b->sample_count);
+            l += 0.5 * d * d / (double)b->sample_count;
+        }
+    *loss = l;
+    if (!b->grad) return 0;
+    if (m->on_device) return test_cuda_copy(b->grad, g, sizeof g) == 0 ? 0 : 2;
+    memcpy(b->grad, g, sizeof g);
+    return 0;
+}
+
+static void device_batches(shardopt_comm gpu, shardopt_strategy strategy) {
+    float best[2][N];
+    double train_h[2][6], valid_h[2][6];
+    shardopt_training_result r[2];
+    int mode, device = -1;
+    CHECK_OK(shardopt_comm_device(gpu, &device));
+    for (mode = 0; mode < 2; ++mode) {
+        shardopt_optimizer opt = make(gpu, SHARDOPT_MEMORY_CUDA, strategy, SHARDOPT_ADAM);
+        struct device_model m = {mode, mode ? device : -1, 0, 0};
+        shardopt_training_options t;
+        CHECK_OK(shardopt_training_options_init(&t));
+        CHECK(t.device_batches == 0); /* the default: host copies */
+        t.num_samples = 20;
+        t.num_validation_samples = 7;
+        t.num_test_samples = 5;
+        t.batch_size = 6;
+        t.max_epochs = 6;
+        t.seed = 3;
+        t.device_batches = mode;
+        memset(&r[mode], 0, sizeof r[mode]);
+        r[mode].struct_size = sizeof r[mode];
+        r[mode].best_parameters = best[mode];
+        r[mode].best_parameters_count = N;
+        r[mode].training_loss_history = train_h[mode];
+        r[mode].validation_loss_history = valid_h[mode];
+        r[mode].history_capacity = 6;
+        CHECK_OK(shardopt_optimizer_train(opt, sample_model, &m, &t, &r[mode]));
+        CHECK(m.calls > 0 && m.wrong == 0);
+        CHECK_OK(shardopt_optimizer_destroy(opt));
+    }
+    CHECK(r[1].epochs == r[0].epochs && r[1].steps == r[0].steps && r[1].best_epoch == r[0].best_epoch);
+    CHECK(close_all(best[1], best[0], N, 1e-6f));
+    CHECK(fabs(r[1].test_loss - r[0].test_loss) <= 1e-6 * (1 + r[0].test_loss));
+    CHECK(fabs(valid_h[1][r[1].epochs - 1] - valid_h[0][r[0].epochs - 1]) <= 1e-6 * (1 + valid_h[0][0]));
+    CHECK(valid_h[1][r[1].epochs - 1] < valid_h[1][0]); /* it trained */
+}
+
+/* device_batches with an optimizer in host memory: refused, naming the option. */
+static void device_batches_on_host(void) {
+    shardopt_comm comm = NULL;
+    shardopt_optimizer opt;
+    shardopt_training_options t;
+    struct device_model m = {1, 0, 0, 0};
+    CHECK_OK(shardopt_comm_create_inprocess(1, &comm));
+    opt = make(comm, SHARDOPT_MEMORY_HOST, SHARDOPT_DDP, SHARDOPT_ADAM);
+    CHECK_OK(shardopt_training_options_init(&t));
+    t.num_samples = 4;
+    t.device_batches = 1;
+    CHECK_ERR(shardopt_optimizer_train(opt, sample_model, &m, &t, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "device_batches");
+    CHECK(m.calls == 0);
+    t.device_batches = 2;
+    CHECK_ERR(shardopt_training_options_validate(&t), SHARDOPT_ERR_INVALID_ARGUMENT, "device_batches");
+    CHECK_OK(shardopt_optimizer_destroy(opt));
+    CHECK_OK(shardopt_comm_destroy(comm));
+}
+
 /* What CUDA memory does not support: UNSUPPORTED, nothing created. */
 static void unsupported(shardopt_comm gpu, int world) {
     shardopt_params p = NULL;
@@ -481,6 +572,11 @@ int test_gpu_device_memory(const char *backend) {
     step_protocol(gpu, host_comm, SHARDOPT_ZERO2, world, OFFLOAD_GRADIENTS);
     step_protocol(gpu, host_comm, SHARDOPT_FSDP, world, OFFLOAD_ALL);
     optimize_and_checkpoints(gpu, host_comm);
+    if (test_cuda_copy(&rank, &rank, sizeof rank) == 0) { /* a CUDA runtime to move the model's batches */
+        device_batches(gpu, SHARDOPT_DDP);
+        device_batches(gpu, SHARDOPT_ZERO2);
+        device_batches(gpu, SHARDOPT_FSDP);
+    }
     unsupported(gpu, world);
     CHECK_OK(shardopt_comm_destroy(host_comm));
     CHECK_OK(shardopt_comm_destroy(gpu));
@@ -491,6 +587,7 @@ void test_gpu(void) {
     test_gpu_backends();
     test_comm_create_args();
     test_no_device();
+    device_batches_on_host();
     unsetenv("SHARDOPT_WORLD_SIZE"); /* a world of one */
     if (!test_gpu_device_memory("nccl")) test_gpu_device_memory("staged");
 }

@@ -28,7 +28,8 @@ enum class Dataset { training = 0, validation = 1, test = 2 };
 const char *dataset_name(Dataset d) noexcept;
 
 // What the model is asked for: the mean loss over `samples` of `dataset` at `params` and, when
-// `grad` is not null, the mean gradient into it (packed, zeroed on entry). Host memory.
+// `grad` is not null, the mean gradient into it (packed, zeroed on entry). Host memory, or with
+// TrainingOptions::device_batches the optimizer's device memory (on_device).
 struct Batch {
     Dataset dataset = Dataset::training;
     const void *params = nullptr;
@@ -37,6 +38,13 @@ struct Batch {
     std::size_t sample_count = 0; // >= 1
     int epoch = 0;                // from 0
     std::int64_t step = 0;        // optimizer steps before this batch, over every epoch
+    // device_batches: params and grad are device memory of CUDA device `device`, params ready and
+    // grad zeroed in the order of `cuda_stream` (a cudaStream_t; null: the legacy default stream).
+    // The model enqueues its work there, or orders that stream after its own before it returns:
+    // the library's next work on the gradient is enqueued there after the call.
+    bool on_device = false;
+    int device = -1;
+    void *cuda_stream = nullptr;
 };
 using BatchFunction = std::function<double(const Batch &)>;
 
@@ -74,6 +82,10 @@ struct TrainingOptions {
     double tolerance = 1e-6;
     LearningRateSchedule schedule;
     bool evaluate_best = true; // the best solution's loss over each whole set, after training
+    // The model on the device: with an optimizer in cuda memory, each batch's params and grad are
+    // packed buffers in its device memory (Batch::on_device), filled and read device to device;
+    // false: host copies around each call. Error(invalid_argument) for an optimizer in host memory.
+    bool device_batches = false;
 
     // C++ only. first_epoch: the epoch number of the first epoch, as far as the shuffle order
     // goes (a loop calling train once per epoch passes its epoch). start_step: resuming a run

@@ -1,10 +1,8 @@
 #include "synchronous_epoch.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
-#include "../optim/vector_ops.hpp"
 #include "trainer.hpp"
 #include "shardopt/batch_split.hpp"
 
@@ -12,11 +10,9 @@ namespace shardopt::training {
 
 EpochOutcome run_synchronous_epoch(const EpochPlan &plan, Trainee &trainee,
                                    const std::function<StepResult(const void *packed_grad)> &step_on) {
-    const ParameterSet &layout = trainee.layout();
     const CommunicatorPtr data = trainee.data_group();
-    const std::size_t elem = layout.element_size(), n = layout.element_count();
+    BatchMemory &memory = *plan.memory;
     const std::int64_t total = std::int64_t(plan.order->size());
-    std::vector<unsigned char> params(n * elem), grads(n * elem);
     std::vector<std::int64_t> samples;
     EpochOutcome out;
     double loss_sum = 0.0;
@@ -30,22 +26,23 @@ EpochOutcome run_synchronous_epoch(const EpochPlan &plan, Trainee &trainee,
             samples[std::size_t(i - slice.begin)] = (*plan.order)[std::size_t(i)];
         if (k > plan.first_batch && plan.before_step) plan.before_step(step);
 
-        trainee.get_parameters(params.data());
-        std::memset(grads.data(), 0, grads.size());
+        memory.read_parameters();
+        memory.clear_grad();
         double local_loss = 0.0;
         if (!samples.empty()) {
             Batch b;
-            b.params = params.data();
-            b.grad = grads.data();
+            memory.describe(b);
+            b.params = memory.params();
+            b.grad = memory.grad();
             b.samples = samples.data();
             b.sample_count = samples.size();
             b.epoch = plan.epoch;
             b.step = step;
             local_loss = (*plan.model)(b);
         }
-        if (slice.weight != 1.0) scale(grads.data(), n, layout.dtype(), slice.weight);
+        if (slice.weight != 1.0) memory.scale_grad(slice.weight);
         local_loss *= slice.weight;
-        const StepResult stepped = step_on(grads.data());
+        const StepResult stepped = step_on(memory.grad());
         if (plan.after_step && *plan.after_step) (*plan.after_step)(stepped);
         const double batch_loss = trainee.allreduce_over_data(local_loss, ReduceOp::avg);
         // Every rank sees the same average: all stop together, instead of skipping steps forever.

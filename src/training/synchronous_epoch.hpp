@@ -9,7 +9,8 @@
 
 namespace shardopt::training {
 
-// `step` takes one optimizer step on this rank's packed host gradient.
+// `step` takes one optimizer step on this rank's packed gradient (plan.memory's grad(): host memory,
+// or the optimizer's device memory when plan.memory is on the device).
 EpochOutcome run_synchronous_epoch(const EpochPlan &plan, Trainee &trainee,
                                    const std::function<StepResult(const void *packed_grad)> &step);
 

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "shardopt/comm.hpp"
 #include "shardopt/params.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 #include "shardopt/training.hpp"
+#include "batch_memory.hpp"
 
 namespace shardopt::training {
 
@@ -27,6 +29,7 @@ struct EpochPlan {
     std::int64_t steps_before = 0;                      // steps counted before batch 0 of this epoch
     std::function<void(std::int64_t step)> before_step; // per-step learning rate; may be empty
     const BatchFunction *model = nullptr;
+    BatchMemory *memory = nullptr;                      // where the model's batches live
     const std::function<void(const StepResult &)> *after_step = nullptr; // may be empty
 };
 
@@ -53,6 +56,10 @@ class Trainee {
     virtual void set_learning_rate(double lr) = 0; // checked already
     // Runs the plan's batches; collective over the world.
     virtual EpochOutcome run_epoch(const EpochPlan &plan) = 0;
+    // Where the model's batches live: host memory, or (on_device, TrainingOptions::device_batches)
+    // the optimizer's device memory. This default is host memory and refuses on_device with
+    // Error(invalid_argument); an optimizer in device memory overrides it.
+    virtual std::unique_ptr<BatchMemory> batch_memory(bool on_device);
 };
 
 } // namespace shardopt::training

@@ -63,7 +63,7 @@ std::uint64_t options_fingerprint(const TrainingOptions &o) {
           std::uint64_t(o.batch_size), std::uint64_t(o.max_epochs), std::uint64_t(o.max_steps), std::uint64_t(o.shuffle),
           o.seed, std::uint64_t(o.early_stopping), std::uint64_t(o.patience), bits(o.tolerance), std::uint64_t(s.kind),
           std::uint64_t(s.per_step), std::uint64_t(s.warmup), std::uint64_t(s.decay_period), bits(s.min_lr),
-          bits(s.gamma), std::uint64_t(o.evaluate_best), std::uint64_t(o.first_epoch), std::uint64_t(o.start_step)})
+          bits(s.gamma), std::uint64_t(o.evaluate_best), std::uint64_t(o.device_batches), std::uint64_t(o.first_epoch), std::uint64_t(o.start_step)})
         mix(v);
     return h;
 }
@@ -82,7 +82,8 @@ class Loop {
   public:
     Loop(Trainee &trainee, const BatchFunction &model, const TrainingOptions &o)
         : target_(trainee), model_(model), o_(o),
-          packed_bytes_(trainee.layout().element_count() * trainee.layout().element_size()), keeper_(o.tolerance) {}
+          packed_bytes_(trainee.layout().element_count() * trainee.layout().element_size()), keeper_(o.tolerance),
+          memory_(trainee.batch_memory(o.device_batches)) {}
 
     TrainingResult run() {
         const std::int64_t n = o_.num_samples, batch = o_.effective_batch();
@@ -112,6 +113,7 @@ class Loop {
             plan.end_batch = o_.max_steps > 0 ? std::min(batches_per_epoch, o_.max_steps - step) : batches_per_epoch;
             plan.before_step = per_step;
             plan.model = &model_;
+            plan.memory = memory_.get();
             plan.after_step = &o_.after_step;
             if (plan.first_batch < plan.end_batch && per_step) per_step(step + plan.first_batch);
             const double first_rate = target_.learning_rate();
@@ -147,9 +149,8 @@ class Loop {
         const double training_loss = outcome.mean_loss;
         double validation_loss = std::numeric_limits<double>::quiet_NaN();
         if (o_.num_validation_samples > 0) {
-            current_.resize(packed_bytes_);
-            target_.get_parameters(current_.data());
-            validation_loss = evaluate(Dataset::validation, o_.num_validation_samples, current_.data(), epoch, step);
+            memory_->read_parameters();
+            validation_loss = evaluate(Dataset::validation, o_.num_validation_samples, epoch, step);
         }
         ++result_.epochs;
         result_.training_loss_history.push_back(training_loss);
@@ -158,7 +159,8 @@ class Loop {
         const double score = o_.num_validation_samples > 0 ? validation_loss : training_loss;
         if (keeper_.record(epoch, score)) {
             if (o_.num_validation_samples > 0) {
-                result_.best_parameters = current_; // read for the validation already
+                result_.best_parameters.resize(packed_bytes_);
+                memory_->store(result_.best_parameters.data()); // read for the validation already
                 kept_ = true;
             } else {
                 keep_current();
@@ -172,16 +174,18 @@ class Loop {
         kept_ = true;
     }
 
-    // The mean loss over a whole set at `params`: each data-parallel rank takes its slice.
-    double evaluate(Dataset dataset, std::int64_t count, const void *params, int epoch, std::int64_t step) {
+    // The mean loss over a whole set at the batch memory's parameters: each data-parallel rank
+    // takes its slice.
+    double evaluate(Dataset dataset, std::int64_t count, int epoch, std::int64_t step) {
         const CommunicatorPtr data = target_.data_group();
         const BatchSlice slice = batch_slice(0, count, data->rank(), data->size());
         double local = 0.0;
         if (slice.size() > 0) {
             const std::vector<std::int64_t> samples = slice.indices();
             Batch b;
+            memory_->describe(b);
             b.dataset = dataset;
-            b.params = params;
+            b.params = memory_->params();
             b.samples = samples.data();
             b.sample_count = samples.size();
             b.epoch = epoch;
@@ -194,13 +198,13 @@ class Loop {
     }
 
     void evaluate_best(std::int64_t step) {
-        const void *best = result_.best_parameters.data();
+        memory_->load(result_.best_parameters.data());
         const int epoch = result_.best_epoch;
-        result_.training_loss = evaluate(Dataset::training, o_.num_samples, best, epoch, step);
+        result_.training_loss = evaluate(Dataset::training, o_.num_samples, epoch, step);
         if (o_.num_validation_samples > 0)
-            result_.validation_loss = evaluate(Dataset::validation, o_.num_validation_samples, best, epoch, step);
+            result_.validation_loss = evaluate(Dataset::validation, o_.num_validation_samples, epoch, step);
         if (o_.num_test_samples > 0)
-            result_.test_loss = evaluate(Dataset::test, o_.num_test_samples, best, epoch, step);
+            result_.test_loss = evaluate(Dataset::test, o_.num_test_samples, epoch, step);
     }
 
     Trainee &target_;
@@ -209,7 +213,7 @@ class Loop {
     std::size_t packed_bytes_;
     ScoreKeeper keeper_;
     TrainingResult result_;
-    std::vector<unsigned char> current_;
+    std::unique_ptr<BatchMemory> memory_;
     bool kept_ = false;
     bool ran_an_epoch_ = false;
 };

@@ -37,6 +37,7 @@ class EmulatedDeviceSpace final : public engine::Space, public engine::OffloadLa
     // --- Space: host memory treated as a device's ---
     const char *name() const noexcept override { return "emulated-device"; }
     bool host_accessible() const noexcept override { return false; }
+    int device() const noexcept override { return 0; }
     void check_supported(DType dtype, const OptimizerOptions &optimizer, bool tensors_split) const override {
         host_->check_supported(dtype, optimizer, tensors_split);
     }
@@ -53,6 +54,7 @@ class EmulatedDeviceSpace final : public engine::Space, public engine::OffloadLa
     double sum_of_squares(const std::vector<engine::Span> &spans, DType dtype) override {
         return host_->sum_of_squares(spans, dtype);
     }
+    void copy(void *dst, const void *src, std::size_t bytes) override { host_->copy(dst, src, bytes); }
     void copy_from_host(void *dst, const void *host, std::size_t bytes) override { host_->copy_from_host(dst, host, bytes); }
     void copy_to_host(void *host, const void *src, std::size_t bytes) override { host_->copy_to_host(host, src, bytes); }
     void before_collective(Communicator &) override { trace.push_back({TraceEvent::collective}); }

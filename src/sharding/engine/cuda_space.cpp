@@ -207,6 +207,7 @@ class CudaSpace final : public Space {
 
     const char *name() const noexcept override { return "cuda"; }
     bool host_accessible() const noexcept override { return false; }
+    int device() const noexcept override { return device_; }
 
     void check_supported(DType dtype, const OptimizerOptions &optimizer, bool tensors_split) const override {
         require(dtype == DType::f32, ErrorCode::unsupported,
@@ -284,12 +285,19 @@ class CudaSpace final : public Space {
         return sum;
     }
 
+    void copy(void *dst, const void *src, std::size_t bytes) override {
+        if (bytes == 0 || dst == src) return;
+        DeviceGuard guard(device_);
+        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_),
+              "cudaMemcpyAsync device to device on the compute stream");
+    }
+
     void copy_from_host(void *dst, const void *host, std::size_t bytes) override {
-        copy(dst, host, bytes, cudaMemcpyHostToDevice, "from the host");
+        copy_across(dst, host, bytes, cudaMemcpyHostToDevice, "from the host");
     }
 
     void copy_to_host(void *host, const void *src, std::size_t bytes) override {
-        copy(host, src, bytes, cudaMemcpyDeviceToHost, "to the host");
+        copy_across(host, src, bytes, cudaMemcpyDeviceToHost, "to the host");
     }
 
     // The communicator's stream waits, on the device, for everything issued on the compute
@@ -359,7 +367,7 @@ class CudaSpace final : public Space {
     // The host buffers are pageable, and a pageable cudaMemcpyAsync may wait for the stream
     // inside the call, unbounded. Waiting for the stream first (bounded) leaves that call only
     // the copy itself to wait for.
-    void copy(void *dst, const void *src, std::size_t bytes, cudaMemcpyKind kind, const char *direction) {
+    void copy_across(void *dst, const void *src, std::size_t bytes, cudaMemcpyKind kind, const char *direction) {
         if (bytes == 0) return;
         DeviceGuard guard(device_);
         const Communicator::Duration limit = timeout();

@@ -96,6 +96,7 @@ class HostSpace final : public Space {
     explicit HostSpace(int update_threads) : threads_(update_threads) {}
     const char *name() const noexcept override { return "host"; }
     bool host_accessible() const noexcept override { return true; }
+    int device() const noexcept override { return -1; }
     void check_supported(DType dtype, const OptimizerOptions &, bool) const override {
         require(dtype == DType::f32 || dtype == DType::f64, ErrorCode::invalid_argument,
                 std::string("host memory keeps f32 or f64 parameters, got ") + dtype_name(dtype));
@@ -114,6 +115,9 @@ class HostSpace final : public Space {
         double total = 0.0;
         for (const auto &s : spans) total += shardopt::sum_of_squares(s.data, s.count, dtype);
         return total;
+    }
+    void copy(void *dst, const void *src, std::size_t bytes) override {
+        if (bytes && dst != src) std::memcpy(dst, src, bytes);
     }
     void copy_from_host(void *dst, const void *host, std::size_t bytes) override {
         if (bytes && dst != host) std::memcpy(dst, host, bytes);

@@ -140,12 +140,12 @@ void ParameterStore::release_all_units() {
     last_gathered_ = -1;
 }
 
-void ParameterStore::get(void *packed_host) {
+void ParameterStore::get(void *packed_out, bool in_space) {
     wait_gathers();
     const ParameterSet &layout = ctx_.layout;
     const std::size_t elem = ctx_.elem();
     Space &space = ctx_.space;
-    auto *packed = static_cast<unsigned char *>(packed_host);
+    auto *packed = static_cast<unsigned char *>(packed_out);
     SpaceBufferPtr gathered;
     if (ctx_.plan.params_sharded()) gathered = space.allocate(layout.max_bucket_padded() * elem, "parameter gather");
     std::size_t out = 0;
@@ -166,7 +166,11 @@ void ParameterStore::get(void *packed_host) {
             ctx_.grid.shard->allgather(shard, gathered->data(), bl.shard, layout.dtype());
             full = gathered->data();
         }
-        space.copy_to_host(packed + out * elem, full, bl.count * elem);
+        // The next bucket's allgather into `gathered` is ordered after this copy (before_collective).
+        if (in_space)
+            space.copy(packed + out * elem, full, bl.count * elem);
+        else
+            space.copy_to_host(packed + out * elem, full, bl.count * elem);
         out += bl.count;
     }
 }

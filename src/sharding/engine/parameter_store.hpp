@@ -34,7 +34,9 @@ class ParameterStore {
     void *gather(int b, const std::function<void(int)> &start_unit);
     void release(int b);
     void release_all_units();
-    void get(void *packed_host);
+    // Packed copy of every parameter into host memory, or (in_space) into the space's memory,
+    // enqueued on its compute stream.
+    void get(void *packed, bool in_space = false);
     // The resident buffer (full or shard) composed on the host from packed parameters, padding 0.
     std::vector<unsigned char> compose(const void *packed_host) const;
     // Replaces the parameters at rest with `host` (bytes() bytes laid out as the resident buffer).

@@ -77,6 +77,8 @@ class Space {
     virtual const char *name() const noexcept = 0;
     // True when the space's memory is host memory the CPU may read and write directly.
     virtual bool host_accessible() const noexcept = 0;
+    // The CUDA device the space's memory is on; -1 for host memory.
+    virtual int device() const noexcept = 0;
 
     // Refuses (Error(unsupported) or invalid_argument, naming what) what the space cannot run:
     // parameters of `dtype`, the `optimizer`'s rule, with tensors split across ranks or not.
@@ -89,6 +91,7 @@ class Space {
     virtual void zero(void *data, std::size_t bytes) = 0;
     virtual void add_into(void *dst, const void *src, std::size_t count, DType dtype) = 0; // dst += src
     virtual void scale(void *data, std::size_t count, DType dtype, double factor) = 0;    // data *= factor
+    virtual void copy(void *dst, const void *src, std::size_t bytes) = 0; // both the space's memory
     // Sum of squares of every span in order, accumulated in double; waits for the result.
     virtual double sum_of_squares(const std::vector<Span> &spans, DType dtype) = 0;
 

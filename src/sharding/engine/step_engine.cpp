@@ -10,6 +10,7 @@
 #include "../memory_plan.hpp"
 #include "../../optim/rules.hpp"
 #include "rank_agreement.hpp"
+#include "space_batch_memory.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::engine {
@@ -178,7 +179,7 @@ StepResult StepEngine::step() {
     return result;
 }
 
-StepResult StepEngine::step_on_packed_gradient(const void *packed_grad) {
+StepResult StepEngine::step_on_packed_gradient(const void *packed_grad, bool in_space) {
     const auto *packed = static_cast<const unsigned char *>(packed_grad);
     const std::size_t elem = ctx_.elem();
     zero_grad();
@@ -186,7 +187,10 @@ StepResult StepEngine::step_on_packed_gradient(const void *packed_grad) {
     for (int b = 0; b < layout_.bucket_count(); ++b) {
         const std::size_t count = layout_.bucket(b).count;
         // The copy follows bucket_grad's clearing (on the compute stream for a device space).
-        space_->copy_from_host(bucket_grad(b), packed + at * elem, count * elem);
+        if (in_space)
+            space_->copy(bucket_grad(b), packed + at * elem, count * elem);
+        else
+            space_->copy_from_host(bucket_grad(b), packed + at * elem, count * elem);
         at += count;
         grad_ready(b);
     }
@@ -198,7 +202,17 @@ double StepEngine::allreduce_over_data(double value, ReduceOp op) {
 }
 
 training::EpochOutcome StepEngine::run_epoch(const training::EpochPlan &plan) {
-    return training::run_synchronous_epoch(plan, *this, [this](const void *g) { return step_on_packed_gradient(g); });
+    const bool in_space = plan.memory->on_device();
+    return training::run_synchronous_epoch(plan, *this,
+                                           [this, in_space](const void *g) { return step_on_packed_gradient(g, in_space); });
+}
+
+std::unique_ptr<training::BatchMemory> StepEngine::batch_memory(bool on_device) {
+    if (!on_device) return training::host_batch_memory(*this);
+    require(!space_->host_accessible(), ErrorCode::invalid_argument,
+            "train: device_batches needs an optimizer in cuda memory (this one keeps its parameters in " +
+                std::string(space_->name()) + " memory; leave device_batches off, and the model gets host copies)");
+    return space_batch_memory(*space_, *params_, layout_, options_.cuda_stream);
 }
 
 // --- what it holds and moves --------------------------------------------------------------------

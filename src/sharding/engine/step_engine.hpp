@@ -70,11 +70,14 @@ class StepEngine final : public OptimizerBackend {
     void *grad(int t) override { return grads_->grad(t); }
     void grad_ready(int b) override { grads_->grad_ready(b); }
     StepResult step() override;
-    // Every bucket's gradient from a packed host buffer, then step().
-    StepResult step_on_packed_gradient(const void *packed_grad);
+    // Every bucket's gradient from a packed buffer (host memory, or in_space the space's), then
+    // step().
+    StepResult step_on_packed_gradient(const void *packed_grad, bool in_space = false);
     double allreduce_over_data(double value, ReduceOp op) override;
-    // An epoch of the training loop: its batches as synchronous steps on packed host gradients.
+    // An epoch of the training loop: its batches as synchronous steps on packed gradients.
     training::EpochOutcome run_epoch(const training::EpochPlan &plan) override;
+    // Host memory, or on_device (a device space only) packed buffers of the space.
+    std::unique_ptr<training::BatchMemory> batch_memory(bool on_device) override;
 
     MemoryStats memory_stats() const override;
     // Bytes moved so far over every communicator the engine uses (Communicator::bytes_sent).
