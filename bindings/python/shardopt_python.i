@@ -48,11 +48,13 @@ static int so_done(PyObject *r, double *out) {
 #define SO_CALL(expr, out) do { PyGILState_STATE g_ = PyGILState_Ensure(); int rc_ = so_done(expr, out); \
                                 PyGILState_Release(g_); return rc_; } while (0)
 
-/* shardopt_batch_fn: fn(dataset, params address, grad address or None, samples address, sample count, epoch, step) */
+/* shardopt_batch_fn: fn(dataset, params address, grad address or None, samples address, sample count, epoch, step,
+ * device: -1 for host memory, else the CUDA device of params and grad, stream address) */
 static int so_batch(void *fn, const shardopt_batch *b, double *loss) {
-    SO_CALL(PyObject_CallFunction((PyObject *)fn, "iNNNniL", (int)b->dataset, SO_ADDR(b->params),
+    SO_CALL(PyObject_CallFunction((PyObject *)fn, "iNNNniLiN", (int)b->dataset, SO_ADDR(b->params),
                                   b->grad ? SO_ADDR(b->grad) : (Py_INCREF(Py_None), Py_None), SO_ADDR(b->samples),
-                                  (Py_ssize_t)b->sample_count, (int)b->epoch, (long long)b->step), loss);
+                                  (Py_ssize_t)b->sample_count, (int)b->epoch, (long long)b->step,
+                                  b->on_device ? (int)b->device : -1, SO_ADDR(b->cuda_stream)), loss);
 }
 /* shardopt_lr_fn: fn(t, base) -> rate */
 static int so_lr(void *fn, int64_t t, double base, double *lr) {

@@ -43,6 +43,9 @@ class OptimizerOptions:
     early_stopping_patience = _train("patience", int, doc="epochs in a row without progress before stopping")
     tolerance = _train("tolerance", doc="what a score must drop by to count as progress")
     evaluate_best_solution = _train("evaluate_best", bool, doc="the best solution's loss on every set, at the end")
+    device_batches = _train("device_batches", bool, doc="the model on the GPU: with an optimizer in CUDA memory, "
+                            "optimize(model, ...) hands the model DeviceArray views of the library's device memory "
+                            "instead of host copies (torch.from_dlpack(params)); views expire when the call returns")
 
     @property
     def learning_rate_schedule(self):

@@ -137,7 +137,14 @@ class ShardedOptimizer(NativeResource):
             raise TypeError("input_data needs num_samples (or x_train/y_train with the wrapped optimizer's model)")
         t, more = self.get_options()._training_for(*map(int, counts)), bool(counts[1] or counts[2])
 
-        def batch(dataset, params, grad, samples, n, epoch, step):  # the library's callback
+        if t.device_batches and fn is None:
+            raise TypeError("device_batches: the library hands the model device memory, which the wrapped optimizer's "
+                            "model (numpy) cannot read; use optimize(model, input_data) with a model that works on the "
+                            "device, or leave device_batches off")
+
+        def batch(dataset, params, grad, samples, n, epoch, step, device, stream):  # the library's callback
+            if device >= 0:  # device_batches: views of the library's device memory, valid for this call only
+                return self._device_batch(fn, more, params, grad, copy_in(samples, n, np.int64), dataset, device, stream)
             p, s = copy_in(params, count, dtype), copy_in(samples, n, np.int64)
             g = np.zeros(count, dtype) if grad is not None or not more else None
             if fn is None:
@@ -169,6 +176,17 @@ class ShardedOptimizer(NativeResource):
         if fn is None:
             m.set_parameters(best)
         return self._last
+
+    def _device_batch(self, fn, more, params, grad, samples, dataset, device, stream):
+        """One call of the model on the device: params (read-only) and grad (None for a loss-only call) are DeviceArray
+        views of the library's device memory, ordered on `stream`; they expire when the call returns."""
+        call = Guard("the batch's call returned (a device_batches view is valid only during the model call)")
+        views = [None if a is None else DeviceArray(a, self.element_count, self._dtype, device, stream, self._owner,
+                                                     (self._owner, call), readonly=a is params) for a in (params, grad)]
+        try:
+            return fn(*views, samples, Dataset(dataset)) if more else fn(*views, samples)
+        finally:
+            call.invalidate()
 
     def reset(self):
         """Collective: back to right after initialize(): initial parameters, fresh state, step 0, the options' rate."""
