@@ -42,6 +42,13 @@ if(SHARDOPT_BUILD_TESTS)
   # UCX_HANDLE_ERRORS from the start: the preloaded library brings UCX in before the binding can set it (Native.cs)
   so_gpu_emulated_conformance(csharp "bindings;csharp" "LD_LIBRARY_PATH=${CS_DIR};UCX_HANDLE_ERRORS=none"
                               "${MONO_EXECUTABLE} ${CS_DIR}/conformance_csharp.exe")
+  # issue 34: the caller's own device memory as the parameters (DeviceMemory<T>) and OrderStream, on the C ABI built
+  # against the CUDA stand-in (capi/tests: shardopt_standin, preloaded in place of libshardopt.so.2)
+  if(TARGET shardopt_standin OR (SHARDOPT_HAVE_CUDA AND SHARDOPT_HAVE_UCX))
+    add_test(NAME bindings.csharp_gpu_emulated COMMAND ${MONO_EXECUTABLE} ${CS_DIR}/ShardoptTests.exe --group gpu_emulated)
+    set_tests_properties(bindings.csharp_gpu_emulated PROPERTIES LABELS "csharp;gpu_emulated" TIMEOUT 120
+      ENVIRONMENT "LD_LIBRARY_PATH=${CS_DIR};UCX_HANDLE_ERRORS=none;LD_PRELOAD=$<TARGET_FILE:shardopt_standin>;SHARDOPT_STANDIN_LIBRARY=$<TARGET_FILE:shardopt_standin>;SHARDOPT_TIMEOUT_MS=60000")
+  endif()
   add_test(NAME samples.csharp_seed_example
            COMMAND ${CS_COMPARE} --driver csharp "${MONO_EXECUTABLE} ${CS_DIR}/PortedFsdp.exe" --only seed_example)
   set_tests_properties(bindings.conformance.csharp samples.csharp_seed_example PROPERTIES LABELS "bindings;csharp" TIMEOUT 600

@@ -210,7 +210,17 @@ SO_ARRAY((const void *buffer, size_t count, shardopt_dtype dtype), 0, 0, $1 = v.
 SO_ARRAY((const void *send, void *recv, size_t count, shardopt_dtype dtype), 1, 0, $1 = $2 = v.buf; $3 = n; $4 = dt;)
 SO_ARRAY((void *packed, size_t count), 1, 0, $1 = v.buf; $2 = n;)
 SO_ARRAY((const void *packed, size_t count), 0, 0, $1 = v.buf; $2 = n;)
-SO_ARRAY((void *param_buffer, size_t param_count), 1, 0, $1 = v.buf; $2 = n;)
+/* the caller's parameter buffer: a writable buffer (host memory), or a tuple (address, count) of device memory, which
+ * the layer (ShardedOptimizer.initialize) checked and keeps alive */
+%typemap(in) (void *param_buffer, size_t param_count) (Py_buffer v = {0}, shardopt_dtype dt = SHARDOPT_F32, size_t n = 0) {
+    if (PyTuple_Check($input) && PyTuple_GET_SIZE($input) == 2) {
+        $1 = PyLong_AsVoidPtr(PyTuple_GET_ITEM($input, 0));
+        $2 = PyLong_AsSize_t(PyTuple_GET_ITEM($input, 1));
+        if (PyErr_Occurred()) SWIG_fail;
+    } else if (!so_buffer($input, &v, 1, &dt, &n)) SWIG_fail;
+    else $1 = v.buf, $2 = n;
+}
+%typemap(freearg) (void *param_buffer, size_t param_count) "if (v$argnum.obj) PyBuffer_Release(&v$argnum);"
 SO_ARRAY((const void *data, size_t size), 0, 0, $1 = v.buf; $2 = (size_t)v.len;)
 SO_ARRAY(const void *initial, 0, 1, $1 = v.buf;) /* None: NULL (zeros) */
 %define SO_GATHER_SCATTER(COUNT, GATHER) /* the send buffer; the result, a new bytearray, returned */

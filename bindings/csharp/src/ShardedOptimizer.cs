@@ -49,7 +49,7 @@ namespace Shardopt.DistributedTraining
     /// views after Release or Step), it throws ObjectDisposedException instead of touching freed memory. Of an optimizer in
     /// CUDA memory (IsDevice) it is device memory: the element accessors throw InvalidOperationException (a host read
     /// would crash), and DevicePointer (checked as above), Length, DeviceId and CudaStream (the optimizer's compute stream,
-    /// which your work on it must be ordered after) hand it to a CUDA library.</summary>
+    /// which your work on it must be ordered after: OrderStream(yourStream) does it) hand it to a CUDA library.</summary>
     public sealed class NativeView<T> where T : struct
     {
         readonly ShardedOptimizer owner;
@@ -76,6 +76,8 @@ namespace Shardopt.DistributedTraining
                 return IsDevice ? ptr : throw new InvalidOperationException("this view is host memory: use its indexer, CopyTo or CopyFrom");
             }
         }
+        /// <summary>Makes `stream` wait for the optimizer's work so far before you use this view there (ShardedOptimizer.OrderStream).</summary>
+        public void OrderStream(IntPtr stream) { owner.CheckView(epoch); owner.OrderStream(stream); }
         unsafe Span<T> Live()
         {
             owner.CheckView(epoch);
@@ -149,6 +151,7 @@ namespace Shardopt.DistributedTraining
         long viewEpoch;
         ParameterLayout lastLayout; // what Reset() re-creates the native optimizer from
         Array lastInitial;
+        object lastDevice; // DeviceMemory<T>? of Initialize: Reset re-creates the optimizer there
         internal ShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration configuration, int strategy, int dtype, Action<shardopt_sharding_options> configure)
         {
             WrappedOptimizer = wrappedOptimizer ?? throw new ArgumentNullException(nameof(wrappedOptimizer));
@@ -192,12 +195,22 @@ namespace Shardopt.DistributedTraining
         /// <summary>Collective: creates this rank's native optimizer. initial: the packed parameters (null: zeros). parameters:
         /// the caller's array of PaddedCountFor(layout) elements, pinned and updated in place (DDP, ZeRO-1, ZeRO-2, Local SGD).</summary>
         public ShardedOptimizer Initialize(ParameterLayout layout, float[] initial = null, float[] parameters = null) => InitializeT(layout, initial, parameters);
-        internal ShardedOptimizer InitializeT<T>(ParameterLayout layout, T[] initial, T[] parameters) where T : struct
+        /// <summary>Collective: creates this rank's native optimizer in MemorySpace.Cuda with its parameters in the caller's device
+        /// memory of PaddedCountFor(layout) elements (DDP, ZeRO-1, ZeRO-2, Local SGD), updated in place; initial: the packed
+        /// parameters written there (null: the memory holds them). Then parameters.Stream waits for that (OrderStream).</summary>
+        public ShardedOptimizer Initialize(ParameterLayout layout, float[] initial, DeviceMemory<float> parameters) => InitializeT(layout, initial, null, parameters);
+        internal ShardedOptimizer InitializeT<T>(ParameterLayout layout, T[] initial, T[] parameters, DeviceMemory<T>? device = null) where T : struct
         {
             if (disposed) throw new ObjectDisposedException(GetType().Name);
             if (layout == null) throw new ArgumentNullException(nameof(layout));
             CheckType<T>("Initialize");
             if (handle != null) throw new InvalidOperationException("the optimizer is already initialized");
+            if (device is DeviceMemory<T> d)
+            {
+                if (d.IsEmpty) throw new ArgumentException($"parameters is an empty DeviceMemory<{typeof(T).Name}> (default): make it with new DeviceMemory<{typeof(T).Name}>(pointer, length)", nameof(parameters));
+                if (ShardingConfiguration.Memory != MemorySpace.Cuda) // never read on the host
+                    throw new ArgumentException($"parameters is CUDA device memory (a DeviceMemory<{typeof(T).Name}>), the optimizer's memory is host memory: set ShardingConfiguration.Memory = MemorySpace.Cuda, or pass a host array", nameof(parameters));
+            }
             if (initial != null && initial.Length != layout.ElementCount) // the library cannot see an array's length
                 throw new ArgumentException($"initial has {initial.Length} elements; the layout has {layout.ElementCount}", nameof(initial));
             using (var options = Pin.Clone(WrappedOptimizer.Options.Native, shardopt_optimizer_options.getCPtr, SHARDOPT_SIZEOF_OPTIMIZER_OPTIONS))
@@ -208,11 +221,16 @@ namespace Shardopt.DistributedTraining
                 try
                 {
                     var comm = ShardingConfiguration.CommunicationBackend.Handle;
-                    if (parameters == null) shardopt_optimizer_create(comm, p, options, s, init?.Ptr ?? IntPtr.Zero, out handle);
+                    if (device is DeviceMemory<T> memory) // the library checks its count and that it is the GPU's memory
+                    {
+                        shardopt_optimizer_create_external(comm, p, options, s, init?.Ptr ?? IntPtr.Zero, memory.Pointer, (ulong)memory.Length, out handle);
+                        try { shardopt_optimizer_order_stream(handle, memory.Stream); } catch { DestroyNative(); throw; }
+                    }
+                    else if (parameters == null) shardopt_optimizer_create(comm, p, options, s, init?.Ptr ?? IntPtr.Zero, out handle);
                     else
                     {
                         if (ShardingConfiguration.Memory == MemorySpace.Cuda) // a pinned managed array is host memory
-                            throw new ArgumentException("parameters is host memory (a managed array), the optimizer's memory is CUDA device memory: leave parameters out (the library's own device memory)", nameof(parameters));
+                            throw new ArgumentException($"parameters is host memory (a managed array), the optimizer's memory is CUDA device memory: pass DeviceMemory<{typeof(T).Name}> of its GPU, or leave parameters out (the library's own device memory)", nameof(parameters));
                         external = new Pinned(parameters);
                         try { shardopt_optimizer_create_external(comm, p, options, s, init?.Ptr ?? IntPtr.Zero, external.Ptr, (ulong)parameters.Length, out handle); }
                         catch { external.Dispose(); external = null; throw; }
@@ -223,6 +241,7 @@ namespace Shardopt.DistributedTraining
             }
             lastLayout = layout;
             lastInitial = (T[])initial?.Clone();
+            lastDevice = device;
             return this;
         }
         /// <summary>The length of the caller's parameter array Initialize takes (the padded flat buffer).</summary>
@@ -237,7 +256,8 @@ namespace Shardopt.DistributedTraining
             if (disposed) throw new ObjectDisposedException(GetType().Name);
             if (handle == null) return;
             DestroyNative();
-            if (DType == SHARDOPT_F64) InitializeT(lastLayout, (double[])lastInitial, null); else InitializeT(lastLayout, (float[])lastInitial, null);
+            if (DType == SHARDOPT_F64) InitializeT(lastLayout, (double[])lastInitial, null, (DeviceMemory<double>?)lastDevice);
+            else InitializeT(lastLayout, (float[])lastInitial, null, (DeviceMemory<float>?)lastDevice);
         }
         public void SynchronizeOptimizerState() => shardopt_optimizer_synchronize_state(H);
         public bool ShouldEarlyStop() => ShouldEarlyStop(WrappedOptimizer.Options.UseEarlyStopping && lastStoppedEarly);
@@ -353,6 +373,12 @@ namespace Shardopt.DistributedTraining
         public long StepCount { get { shardopt_optimizer_step_count(H, out long n); return n; } }
         /// <summary>Where the library keeps this optimizer's parameters, gradients and state (its answer, not the configuration's).</summary>
         public MemorySpace Memory { get { shardopt_optimizer_device(H, out int memory, out int device, out IntPtr stream); return (MemorySpace)memory; } }
+        /// <summary>Makes the CUDA stream `stream` (a cudaStream_t; IntPtr.Zero: the legacy default stream) wait, on the device, for
+        /// everything this optimizer enqueued so far (shardopt_optimizer_order_stream: an event recorded on its compute stream;
+        /// the host never waits): call it before another CUDA library reads or writes the optimizer's device memory (a view's
+        /// DevicePointer, your DeviceMemory) on that stream. In host memory there is nothing to order. Not collective; an
+        /// invalid stream is the CUDA runtime's error (ArgumentException).</summary>
+        public void OrderStream(IntPtr stream) => shardopt_optimizer_order_stream(H, stream);
         /// <summary>Bytes this rank has moved over the optimizer's communicators since it was created.</summary>
         public long BytesSent { get { shardopt_optimizer_bytes_sent(H, out ulong n); return (long)n; } }
         /// <summary>The full flat (padded) parameter buffer, valid until Dispose; not for FSDP (sharded at rest).</summary>
@@ -396,6 +422,8 @@ namespace Shardopt.DistributedTraining
         internal ShardedOptimizer(Optimizer wrappedOptimizer, ShardingConfiguration configuration, int strategy, Action<shardopt_sharding_options> configure = null)
             : base(wrappedOptimizer, configuration, strategy, Elem<T>.Check(), configure) { }
         public ShardedOptimizer<T> Initialize(ParameterLayout layout, T[] initial = null, T[] parameters = null) { InitializeT(layout, initial, parameters); return this; }
+        /// <summary>The parameters in the caller's CUDA memory (see ShardedOptimizer.Initialize(layout, initial, DeviceMemory)).</summary>
+        public ShardedOptimizer<T> Initialize(ParameterLayout layout, T[] initial, DeviceMemory<T> parameters) { InitializeT(layout, initial, null, parameters); return this; }
         public new NativeView<T> Parameters => ParametersT<T>();
         public new T[] GetParameters() { var a = new T[ElementCount]; GetParametersT<T>(a); return a; }
         public void GetParameters(Span<T> packed) => GetParametersT(packed);

@@ -298,6 +298,104 @@ def host_array(values, name):
     return np.asarray(values)
 
 
+def dlpack_device(values):
+    """(DLPack device type, index) of a tensor with __dlpack_device__, else None."""
+    device = getattr(values, "__dlpack_device__", None)
+    return None if device is None else tuple(int(v) for v in device())
+
+
+def in_device_memory(values):
+    """Whether `values` says it is in memory other than the host's: DLPack on another device, or
+    __cuda_array_interface__ without a host __array_interface__."""
+    device = dlpack_device(values)
+    if device is not None:
+        return device[0] not in (1, 3)  # kDLCPU, kDLCUDAHost
+    return hasattr(values, "__cuda_array_interface__") and not hasattr(values, "__array_interface__")
+
+
+def memory_name(device):
+    kind, index = device
+    return f"{_DL_DEVICES.get(kind, f'DLPack device type {kind}')} memory (device {index})"
+
+
+def _c_order(shape, strides):
+    """Whether strides (in elements) are C order for shape: one flat run (a dimension of 1 may have any stride)."""
+    expected = 1
+    for n, stride in zip(reversed(shape), reversed(strides)):
+        if n != 1 and stride != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _dlpack_capsule(values, stream):
+    try:
+        return values.__dlpack__(stream=stream, max_version=_dlpack.VERSION)
+    except TypeError:  # a producer of DLPack < 1.0 takes no max_version
+        return values.__dlpack__(stream=stream)
+
+
+def device_parameters(values, dtype, count, stream, device_id, name="parameters"):
+    """`values`, the caller's tensor in CUDA device (or managed) memory, checked as an optimizer's parameter buffer of
+    `count` elements of `dtype`: (its address, what keeps its memory while the optimizer uses it). A DLPack producer
+    (__dlpack__ with __dlpack_device__ kDLCUDA or kDLCUDAManaged) is preferred: asked for the tensor on `stream`, the
+    optimizer's compute stream (None or 0: the legacy default stream), it orders that stream after its own work on the
+    tensor, as DLPack says; its consumed tensor is kept, and its deleter runs once the optimizer is freed. Else
+    __cuda_array_interface__ (version 2 or 3), the object itself kept; its "stream" is not waited for: the producer's work
+    on the tensor must have finished. InvalidArgumentError naming both sides for another element type or count, another
+    device than `device_id` (-1: not checked), a read-only, strided or masked tensor, and memory that is not CUDA's."""
+    dtype, kind = np.dtype(dtype), type(values).__name__
+
+    def fail(message):
+        raise error(InvalidArgumentError, _n.SHARDOPT_ERR_INVALID_ARGUMENT, f"{name} ({kind}) {message}")
+
+    def check(elements, shape, strides, readonly):  # strides in elements, None: C order
+        if readonly:
+            fail("is read-only; the optimizer writes its parameters there")
+        if elements != dtype:
+            fail(f"holds {elements} elements, the layout's are {dtype}")
+        if (n := int(np.prod(shape, dtype=np.int64))) != count:
+            fail(f"has {n} elements, the optimizer needs {count} (padded_count_for(layout))")
+        if strides is not None and not _c_order(shape, strides):
+            fail(f"is not C-contiguous (shape {tuple(shape)}, strides {tuple(strides)} in elements): the parameters "
+                 f"are one flat run of memory")
+
+    device = dlpack_device(values)
+    if not in_device_memory(values):
+        raise error(InvalidArgumentError, _n.SHARDOPT_ERR_INVALID_ARGUMENT, f"{name} is host memory ({kind}), the "
+                    f"optimizer's memory is CUDA device memory: pass a tensor in CUDA memory (DLPack or "
+                    f"__cuda_array_interface__), or leave {name} out (the library's own device memory)")
+    if device is not None and hasattr(values, "__dlpack__"):
+        if device[0] not in (_dlpack.K_DL_CUDA, _dlpack.K_DL_CUDA_MANAGED):
+            fail(f"is in {memory_name(device)}, the optimizer's memory is CUDA device memory")
+        if device[0] == _dlpack.K_DL_CUDA and device_id >= 0 and device[1] != device_id:
+            fail(f"is memory of CUDA device {device[1]}, the optimizer's device is {device_id}")
+
+        def accept(t):
+            if t.device != device:
+                fail(f"is in {memory_name(t.device)} though its __dlpack_device__ said {memory_name(device)}")
+            check(t.dtype, t.shape, t.strides, t.readonly)
+        imported = _dlpack.consume(_dlpack_capsule(values, stream or 1), accept)  # 1: the legacy default stream
+        return imported.data, imported
+    cai = getattr(values, "__cuda_array_interface__", None)
+    if cai is None:
+        fail(f"is in {memory_name(device)} and has no __dlpack__, the optimizer's memory is CUDA device memory")
+    if not isinstance(cai, dict) or cai.get("version", 0) < 2:
+        fail(f"has __cuda_array_interface__ version {cai.get('version') if isinstance(cai, dict) else cai!r}; "
+             f"version 2 or 3 is read")
+    if cai.get("mask") is not None:
+        fail("has a mask (__cuda_array_interface__): the parameters are every element")
+    try:
+        elements = np.dtype(cai["typestr"])
+    except TypeError:
+        elements = cai["typestr"]
+    address, readonly = cai["data"]
+    strides = cai.get("strides")
+    size = getattr(elements, "itemsize", 1) or 1
+    check(elements, cai["shape"], None if strides is None else [s / size for s in strides], readonly)
+    return int(address), values
+
+
 def as_native_array(values, dtype, name, count=None):
     """`values` as a C-contiguous 1-D array of `dtype` (and `count` elements): numpy arrays and other buffers
     must hold `dtype` already (TypeError: never converted or reinterpreted); lists are converted by value."""

@@ -1,7 +1,8 @@
 """DLPack export of the library's device views (DeviceArray.__dlpack__): the structs of dlpack.h (1.x) and a
 PyCapsule holding one, as the DLPack Python specification asks. The capsule and then the consumer hold the view's
 owner (the optimizer's native handle): its device memory stays allocated until the consumer's deleter runs, even when
-the optimizer is closed in between."""
+the optimizer is closed in between. And the import of a producer's tensor (consume: the caller's device parameters),
+whose deleter runs once nothing holds the Imported tensor any more."""
 import ctypes
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from . import shardopt_native as _n
 
 K_DL_CUDA = 2
+K_DL_CUDA_MANAGED = 13
 K_DL_FLOAT = 2
 FLAG_READ_ONLY = 1 << 0
 VERSION = (1, 0)  # nothing of 1.1 is used
@@ -85,3 +87,62 @@ def consumer_stream(stream):
     if not isinstance(stream, int) or stream < -1:
         raise ValueError(f"__dlpack__(stream={stream!r}): a CUDA stream is an int (1, 2, a handle) or -1")
     return stream  # -1, 2 (cudaStreamPerThread is the handle 0x2) or a handle
+
+
+_capsule_call = lambda result, name: ctypes.PYFUNCTYPE(result, ctypes.py_object, ctypes.c_char_p)(  # noqa: E731
+    (name, ctypes.pythonapi))
+_capsule_valid = _capsule_call(ctypes.c_int, "PyCapsule_IsValid")
+_capsule_pointer = _capsule_call(ctypes.c_void_p, "PyCapsule_GetPointer")
+_capsule_rename = _capsule_call(ctypes.c_int, "PyCapsule_SetName")
+# The names a consumed capsule takes; the capsule keeps a pointer to its name, so these live as long as the module.
+_NAMES = ((b"dltensor_versioned", b"used_dltensor_versioned", DLManagedTensorVersioned),
+          (b"dltensor", b"used_dltensor", DLManagedTensor))
+
+
+class Imported:
+    """A producer's tensor taken from its capsule: (device type, index), data (the address with byte_offset), dtype
+    (numpy's for ints and floats, else a description), shape, strides (in elements, None: C order),
+    readonly. Its deleter (the producer's) runs when this is collected: whoever uses the memory holds this."""
+    __slots__ = ("device", "data", "dtype", "shape", "strides", "readonly", "_managed", "_delete")
+
+    def __init__(self, managed, versioned):
+        t = managed.dl_tensor
+        self.device = (int(t.device.device_type), int(t.device.device_id))
+        self.data = (t.data or 0) + int(t.byte_offset)
+        code, bits, lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
+        kind = {0: "i", 1: "u", K_DL_FLOAT: "f"}.get(code) if lanes == 1 and bits in (8, 16, 32, 64) else None
+        self.dtype = np.dtype(f"<{kind}{bits // 8}") if kind and (kind, bits) != ("f", 8) else \
+            f"DLPack type (code {code}, {bits} bits, {lanes} lanes)"
+        self.shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+        self.strides = tuple(int(t.strides[i]) for i in range(t.ndim)) if t.strides else None
+        self.readonly = bool(versioned and managed.flags & FLAG_READ_ONLY)
+        self._managed, self._delete = managed, managed.deleter
+
+    def __del__(self):
+        managed, self._managed = self._managed, None
+        if managed is not None and self._delete:  # a NULL deleter: nothing to release (DLPack)
+            self._delete(ctypes.addressof(managed))
+
+
+def consume(capsule, accept):
+    """The tensor of a DLPack capsule (an Imported) if accept(tensor) returns without raising: the capsule is renamed as
+    consumed and the tensor's deleter is the Imported's to run. If accept raises, the capsule is left as it was (its
+    destructor, the producer's, deletes the tensor) and the error propagates."""
+    for name, used, struct in _NAMES:
+        if _capsule_valid(capsule, name):
+            managed = struct.from_address(_capsule_pointer(capsule, name))
+            if struct is DLManagedTensorVersioned and managed.version.major != VERSION[0]:
+                raise BufferError(f"a DLPack {managed.version.major}.{managed.version.minor} tensor; this consumer "
+                                  f"reads DLPack {VERSION[0]}.x")  # the capsule still owns it
+            imported = Imported(managed, struct is DLManagedTensorVersioned)
+            try:
+                accept(imported)
+            except BaseException:
+                imported._managed = None  # not ours to delete: the capsule still owns it
+                raise
+            if _capsule_rename(capsule, used) != 0:
+                imported._managed = None
+                raise BufferError("the DLPack capsule could not be marked consumed")
+            return imported
+    raise BufferError(f"__dlpack__ returned {type(capsule).__name__}, not an unconsumed DLPack capsule "
+                      f"('dltensor' or 'dltensor_versioned')")

@@ -7,8 +7,8 @@ import numpy as np
 
 from . import shardopt_native as _n
 from ._core import (DeviceArray, Guard, InvalidArgumentError, NativeOwner, NativeResource, ObjectDisposedError,
-                    ShardoptError, UnsupportedError, as_native_array, copy_in, copy_out, error, native_view, set_checked,
-                    writable_native_array)
+                    ShardoptError, as_native_array, copy_in, copy_out, device_parameters, dlpack_device, error,
+                    in_device_memory, memory_name, native_view, set_checked, writable_native_array)
 from .configuration import (Dataset, DatasetResult, GradientCompression, MemorySpace, MemoryStats, OptimizationInputData,
                             OptimizationResult, ParameterLayout, ShardingConfiguration, StepResult)
 from .optimizers import Optimizer
@@ -50,7 +50,13 @@ class ShardedOptimizer(NativeResource):
     get_options = lambda self: self._wrapped.get_options()  # a learning_rate set there applies next step
 
     def initialize(self, layout, initial=None, parameters=None):
-        """Collective: creates this rank's native optimizer for `layout` (a ParameterLayout)."""
+        """Collective: creates this rank's native optimizer for `layout` (a ParameterLayout). initial: the packed
+        parameters (None: zeros, or with `parameters` what it holds). parameters: the caller's buffer of
+        padded_count_for(layout) elements the optimizer keeps its parameters in, updated in place and kept alive
+        with the optimizer (DDP, ZeRO-1, ZeRO-2, Local SGD): a writable host array, or with memory = MemorySpace.CUDA
+        a tensor in CUDA device memory of the communicator's device (torch, CuPy, ...: through DLPack, whose
+        producer orders the optimizer's cuda_stream after its work on the tensor, else __cuda_array_interface__,
+        whose pending work must be finished)."""
         if self._closed or self._owner is not None:
             raise ObjectDisposedError(f"the {type(self).__name__} was closed") if self._closed else \
                 RuntimeError("the optimizer is already initialized")
@@ -59,19 +65,24 @@ class ShardedOptimizer(NativeResource):
         self._dtype = layout.dtype
         if initial is not None:
             initial = as_native_array(initial, self._dtype, "initial", layout.element_count)
-        if parameters is not None and self._sharding.memory == _n.SHARDOPT_MEMORY_CUDA:
-            device = getattr(parameters, "__dlpack_device__", lambda: (1, 0))()[0] == 2 or hasattr(
-                parameters, "__cuda_array_interface__")
-            raise error(UnsupportedError, _n.SHARDOPT_ERR_UNSUPPORTED, "parameters=: caller-owned device parameters are "
-                        "not in this binding yet (the library's own device memory is: leave parameters out)") if device \
-                else error(InvalidArgumentError, _n.SHARDOPT_ERR_INVALID_ARGUMENT, f"parameters is host memory "
-                           f"({type(parameters).__name__}), the optimizer's memory is CUDA device memory")
-        if parameters is not None:
-            parameters = writable_native_array(parameters, self._dtype, "parameters", self.padded_count_for(layout))
+        buffer = keep = None
+        if parameters is not None and self._sharding.memory == _n.SHARDOPT_MEMORY_CUDA:  # the caller's device tensor
+            count = self.padded_count_for(layout)
+            address, keep = device_parameters(parameters, self._dtype, count, self._sharding.cuda_stream,
+                                              self._config.communication_backend.device_id)
+            buffer = (address, count)  # the typemap's form of device memory
+        elif parameters is not None:
+            if in_device_memory(parameters):  # never read on the host
+                where = (memory_name(d) if (d := dlpack_device(parameters)) else
+                         "CUDA device memory (__cuda_array_interface__)")
+                raise error(InvalidArgumentError, _n.SHARDOPT_ERR_INVALID_ARGUMENT, f"parameters "
+                            f"({type(parameters).__name__}) is in {where}, where host memory is expected: the "
+                            f"optimizer's memory is host memory (memory = MemorySpace.CUDA takes device parameters)")
+            buffer = keep = writable_native_array(parameters, self._dtype, "parameters", self.padded_count_for(layout))
         args = (self._config.communication_backend.handle, layout._handle, self._wrapped.options._optimizer,
                 self._sharding, initial)
-        handle = (_n.shardopt_optimizer_create(*args) if parameters is None else
-                  _n.shardopt_optimizer_create_external(*args, parameters))
+        handle = (_n.shardopt_optimizer_create(*args) if buffer is None else
+                  _n.shardopt_optimizer_create_external(*args, buffer))
         try:
             self._created(handle)
         except BaseException:
@@ -80,7 +91,7 @@ class ShardedOptimizer(NativeResource):
         # freed once this object is closed and no view of its memory is left; caller parameters outlive it
         self._owner = NativeOwner(handle, _n.shardopt_optimizer_destroy,
                                   f"the {type(self).__name__} was closed (this view of its memory is invalid)",
-                                  keep=parameters)
+                                  keep=keep)
         self._init = (layout, initial, parameters)
         return self
 
@@ -293,7 +304,7 @@ class ShardedOptimizer(NativeResource):
     def close(self):
         """Releases the native optimizer; later uses of it or of a view it returned raise ObjectDisposedError."""
         self._release_owner()
-        self._closed = True
+        self._closed, self._init = True, None  # nor the caller's parameters (its views hold them while they live)
 
     dispose = close
 

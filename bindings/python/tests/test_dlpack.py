@@ -24,7 +24,10 @@ class HostProducer:
 
 
 class CudaProducer(HostProducer):
-    """A tensor that says it is in CUDA memory of device 0 (kDLCUDA = 2)."""
+    """A tensor that says it is in CUDA memory of device 0 (kDLCUDA = 2), and whose capsule is numpy's: host memory."""
+
+    def __dlpack__(self, stream=None, **kwargs):  # numpy takes no stream
+        return self.array.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
         return (2, 0)
@@ -127,6 +130,11 @@ def test_host_parameters_for_an_optimizer_in_device_memory_raise():
         with pytest.raises(so.InvalidArgumentError, match=r"parameters is host memory \(ndarray\), the optimizer's "
                                                           r"memory is CUDA device memory"):
             opt.initialize(so.ParameterLayout(np.float32).add("w", 4), parameters=np.zeros(4, np.float32))
-        with pytest.raises(so.UnsupportedError, match="caller-owned device parameters"):
+        # a device tensor reaches the library, whose error names the communicator without a device
+        with pytest.raises(so.InvalidArgumentError, match="backend 'inprocess' has no device"):
+            opt.initialize(so.ParameterLayout(np.float32).add("w", 4), parameters=CaiProducer())
+        # a DLPack tensor whose capsule is not what its __dlpack_device__ said: refused, left to its producer
+        with pytest.raises(so.InvalidArgumentError, match=r"is in CPU memory \(device 0\) though its __dlpack_device__ "
+                                                          r"said CUDA memory \(device 0\)"):
             opt.initialize(so.ParameterLayout(np.float32).add("w", 4), parameters=CudaProducer(np.zeros(4, np.float32)))
         opt.close()
