@@ -27,6 +27,11 @@ namespace Shardopt.DistributedTraining
                                          Dataset dataset);
     public delegate double GradientModel<T>(ReadOnlySpan<T> parameters, Span<T> gradient, ReadOnlySpan<long> samples,
                                             Dataset dataset) where T : struct;
+    /// <summary>The model on the GPU (the training options' device_batches): parameters and gradient are device views of the
+    /// optimizer's CUDA memory (IsDevice, DevicePointer, CudaStream: enqueue the work there), valid during the call; gradient
+    /// is null where only the loss is wanted.</summary>
+    public delegate double DeviceGradientModel<T>(NativeView<T> parameters, NativeView<T> gradient, ReadOnlySpan<long> samples,
+                                                  Dataset dataset) where T : struct;
 
     /// <summary>A dense row-major tensor (the part of AiDotNet's Tensor&lt;T&gt; a model needs).</summary>
     public sealed class Tensor<T> where T : struct

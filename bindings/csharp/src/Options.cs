@@ -52,6 +52,9 @@ namespace Shardopt.DistributedTraining
         public bool UseEarlyStopping { get => Training.early_stopping != 0; set => Train(Training.early_stopping, value ? 1 : 0, v => Training.early_stopping = v); }
         public int EarlyStoppingPatience { get => Training.patience; set => Train(Training.patience, value, v => Training.patience = v); }
         public double Tolerance { get => Training.tolerance; set => Train(Training.tolerance, value, v => Training.tolerance = v); }
+        /// <summary>The model on the GPU (device_batches): Optimize hands the model device views of an optimizer in CUDA memory
+        /// instead of host copies; OptimizeOnDevice sets it for its call.</summary>
+        public bool DeviceBatches { get => Training.device_batches != 0; set => Train(Training.device_batches, value ? 1 : 0, v => Training.device_batches = v); }
         public LearningRateSchedule LearningRateSchedule { get; set; }
     }
 

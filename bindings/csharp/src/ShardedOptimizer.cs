@@ -274,15 +274,28 @@ namespace Shardopt.DistributedTraining
         /// and the best solution on every set given (0: none). A model exception on one rank is rethrown there and fails
         /// every other rank naming it.</summary>
         public OptimizationResult<float> Optimize(GradientModel model, OptimizationInputData inputData) => Train(model == null ? null : new GradientModel<float>(model), inputData);
+        /// <summary>Optimize with the model on the GPU (an optimizer in CUDA memory): the model gets device views of the
+        /// library's memory (NativeView: DevicePointer, DeviceId, CudaStream, the stream its work is ordered on) instead of
+        /// host copies, valid during the call; the gradient view is null for loss-only calls (docs/training.md).</summary>
+        public OptimizationResult<float> OptimizeOnDevice(DeviceGradientModel<float> model, OptimizationInputData inputData) => Train(model, inputData);
         internal OptimizationResult<T> Train<T>(GradientModel<T> model, OptimizationInputData data) where T : struct =>
             Train(model, (data ?? throw new ArgumentNullException(nameof(data))).NumSamples, data.NumValidationSamples,
                   data.NumTestSamples);
-        internal unsafe OptimizationResult<T> Train<T>(GradientModel<T> model, long train, long validation, long test)
-            where T : struct
+        internal OptimizationResult<T> Train<T>(DeviceGradientModel<T> model, OptimizationInputData data) where T : struct =>
+            Train(null, model ?? throw new ArgumentNullException(nameof(model)), (data ?? throw new ArgumentNullException(nameof(data))).NumSamples,
+                  data.NumValidationSamples, data.NumTestSamples);
+        internal OptimizationResult<T> Train<T>(GradientModel<T> model, long train, long validation, long test) where T : struct =>
+            Train(model ?? throw new ArgumentNullException(nameof(model)), null, train, validation, test);
+        // One of hostModel (host copies of the parameters and gradient) and deviceModel (the training options' device_batches:
+        // device views of the optimizer's memory, expired when the call returns).
+        unsafe OptimizationResult<T> Train<T>(GradientModel<T> hostModel, DeviceGradientModel<T> deviceModel, long train, long validation,
+                                              long test) where T : struct
         {
-            if (model == null) throw new ArgumentNullException(nameof(model));
             CheckType<T>("Optimize");
             Ready();
+            if (hostModel != null && WrappedOptimizer.Options.DeviceBatches)
+                throw new InvalidOperationException("DeviceBatches: the library hands the model device memory, which a GradientModel (spans of host " +
+                                                    "memory) cannot read; use OptimizeOnDevice(DeviceGradientModel<T>, ...), or leave DeviceBatches off");
             SyncOptionsLearningRate();
             var h = Expire();
             int n = (int)ElementCount;
@@ -294,10 +307,16 @@ namespace Shardopt.DistributedTraining
                 {
                     var batch = new shardopt_batch(b, false);
                     IntPtr grad = batch.grad;
+                    var samples = new ReadOnlySpan<long>((void*)batch.samples, (int)batch.sample_count);
+                    if (deviceModel != null)
+                    {
+                        try { l = deviceModel(new NativeView<T>(this, batch.params_, n, true), grad != IntPtr.Zero ? new NativeView<T>(this, grad, n, true) : null, samples, (Dataset)batch.dataset); }
+                        finally { Expire(); } // the views are the call's only
+                        return;
+                    }
                     if (grad == IntPtr.Zero) Array.Clear(scratch, 0, n);
-                    l = model(new ReadOnlySpan<T>((void*)batch.params_, n),
-                              grad != IntPtr.Zero ? new Span<T>((void*)grad, n) : scratch,
-                              new ReadOnlySpan<long>((void*)batch.samples, (int)batch.sample_count), (Dataset)batch.dataset);
+                    l = hostModel(new ReadOnlySpan<T>((void*)batch.params_, n), grad != IntPtr.Zero ? new Span<T>((void*)grad, n) : scratch,
+                                  samples, (Dataset)batch.dataset);
                 });
                 loss = l;
                 return rc;
@@ -306,6 +325,7 @@ namespace Shardopt.DistributedTraining
             using (var r = new shardopt_training_result { struct_size = SHARDOPT_SIZEOF_TRAINING_RESULT })
             {
                 t.num_samples = train; t.num_validation_samples = validation; t.num_test_samples = test;
+                if (deviceModel != null) t.device_batches = 1; // the model's type asks for device memory
                 var keep = WrappedOptimizer.Options.LearningRateSchedule?.Apply(t);
                 int epochs = t.max_epochs;
                 var best = new T[n];
@@ -434,6 +454,8 @@ namespace Shardopt.DistributedTraining
         public new NativeView<T> TensorGradient(int tensor) => TensorGradientT<T>(tensor);
         /// <summary>The lower-level Optimize (see ShardedOptimizer.Optimize).</summary>
         public OptimizationResult<T> Optimize(GradientModel<T> model, OptimizationInputData inputData) => Train(model, inputData);
+        /// <summary>Optimize with the model on the GPU (see ShardedOptimizer.OptimizeOnDevice).</summary>
+        public OptimizationResult<T> OptimizeOnDevice(DeviceGradientModel<T> model, OptimizationInputData inputData) => Train(model, inputData);
         /// <summary>AiDotNet's Optimize(inputData), collective: trains the wrapped optimizer's model on XTrain/YTrain with the
         /// options' training settings, scores each epoch on XValidation/YValidation when given, reports the best solution's
         /// losses on the three sets and gives it to the model (SetParameters).</summary>

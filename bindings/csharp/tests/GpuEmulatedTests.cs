@@ -249,5 +249,6 @@ static partial class ShardoptTests
 
     static (string, Action)[] GpuEmulatedGroup() => new (string, Action)[] {
         ("DeviceParametersAreTheCallersMemory", DeviceParametersAreTheCallersMemory), ("DeviceParameterMistakesRaise", DeviceParameterMistakesRaise),
-        ("OrderStreamOrdersTheConsumer", OrderStreamOrdersTheConsumer) };
+        ("OrderStreamOrdersTheConsumer", OrderStreamOrdersTheConsumer),
+        ("DeviceBatchesTrainAsHostCopies", DeviceBatchesTrainAsHostCopies), ("DeviceBatchesRefusals", DeviceBatchesRefusals) }; // DeviceBatchTests.cs
 }
