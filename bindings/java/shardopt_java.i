@@ -35,14 +35,16 @@ static JNIEnv *so_env(JavaVM *vm, int *attached) {
 }
 #define SO_P(p) (jlong)(uintptr_t)(p)
 /* train(): the bridge's double batch(int dataset, long params, long grad (0: loss only), long samples, long count, int
- * epoch, long step) and double learningRate(long t, double base) (org.shardopt.ShardedOptimizer.Bridge) */
+ * epoch, long step, int device (-1: host memory, else device_batches' CUDA device)) and double learningRate(long t, double
+ * base) (org.shardopt.ShardedOptimizer.Bridge) */
 typedef struct so_cb { JavaVM *vm; jobject bridge; jmethodID batch, lr; } so_cb;
 static int so_batch(void *u, const shardopt_batch *b, double *loss) {
     so_cb *c = (so_cb *)u;
     int attached, rc = 1;
     JNIEnv *env = so_env(c->vm, &attached);
     if (env) *loss = (*env)->CallDoubleMethod(env, c->bridge, c->batch, (jint)b->dataset, SO_P(b->params), SO_P(b->grad),
-                                              SO_P(b->samples), (jlong)b->sample_count, (jint)b->epoch, (jlong)b->step), rc = so_failed(env);
+                                              SO_P(b->samples), (jlong)b->sample_count, (jint)b->epoch, (jlong)b->step,
+                                              (jint)(b->on_device ? b->device : -1)), rc = so_failed(env);
     if (attached) (*c->vm)->DetachCurrentThread(c->vm);
     return rc;
 }
@@ -294,7 +296,7 @@ SO_GATHER_SCATTER(recv_count, 0)
 %typemap(in) (shardopt_batch_fn model, void *user_data) (so_cb cb = {0}) %{ {
     jclass k = (*jenv)->GetObjectClass(jenv, $input);
     (*jenv)->GetJavaVM(jenv, &cb.vm);
-    cb.batch = (*jenv)->GetMethodID(jenv, k, "batch", "(IJJJJIJ)D");
+    cb.batch = (*jenv)->GetMethodID(jenv, k, "batch", "(IJJJJIJI)D");
     if (!cb.batch || !(cb.lr = (*jenv)->GetMethodID(jenv, k, "learningRate", "(JD)D"))) return $null;
     cb.bridge = (*jenv)->NewGlobalRef(jenv, $input);
     $1 = so_batch;

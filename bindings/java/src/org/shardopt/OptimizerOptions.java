@@ -55,6 +55,11 @@ public class OptimizerOptions<T, TInput, TOutput> {
     public void setUseEarlyStopping(boolean v) { training.setEarly_stopping(v ? 1 : 0); }
     public int getEarlyStoppingPatience() { return training.getPatience(); } public void setEarlyStoppingPatience(int v) { training.setPatience(v); }
     public double getTolerance() { return training.getTolerance(); } public void setTolerance(double v) { training.setTolerance(v); }
+    /** The model on the GPU (device_batches): with an optimizer in CUDA memory, optimize hands the model device views of
+     *  its memory (NativeView.isDevice, getDeviceAddress) instead of host copies, valid during the call; refused
+     *  for an optimizer in host memory and for the wrapped optimizer's model (IGradientModel reads host memory). */
+    public boolean getDeviceBatches() { return training.getDevice_batches() != 0; }
+    public void setDeviceBatches(boolean v) { training.setDevice_batches(v ? 1 : 0); }
     /** The learning-rate schedule (null: constant); checked against these options at once. */
     public LearningRateSchedule getLearningRateSchedule() { return schedule; }
     public void setLearningRateSchedule(LearningRateSchedule v) { run(v).delete(); schedule = v; }

@@ -163,6 +163,10 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             throw new IllegalStateException("the wrapped optimizer has no model: construct it as new " + wrapped.getClass().getSimpleName()
                     + "<>(model, options), or call optimize(GradientModel, inputData)");
         if (in.XTrain == null || in.YTrain == null) throw new IllegalArgumentException("inputData needs XTrain and YTrain");
+        if (wrapped.getOptions().getDeviceBatches())
+            throw new IllegalStateException("deviceBatches: the library hands the model device memory, which the wrapped optimizer's "
+                    + "IGradientModel (host arrays) cannot read; call optimize(GradientModel, inputData) with a model that works on the "
+                    + "device, or leave deviceBatches off");
         ensure();
         boolean v = in.XValidation != null && in.YValidation != null, test = in.XTest != null && in.YTest != null;
         long[] sizes = {model.getSampleCount(in.XTrain), v ? model.getSampleCount(in.XValidation) : 0, test ? model.getSampleCount(in.XTest) : 0};
@@ -241,13 +245,14 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             this.params = params;
         }
 
-        double batch(int dataset, long p, long g, long samples, long count, int epoch, long step) {
+        double batch(int dataset, long p, long g, long samples, long count, int epoch, long step, int device) {
             Lifetime l = new Lifetime("the model callback's arguments");
             try {
                 long[] s = new long[(int) count];
                 shardopt_native.so_view(samples, count * 8).order(ByteOrder.nativeOrder()).asLongBuffer().get(s);
-                return model.evaluate(new NativeView(p, params, precision, l, true), g == 0 ? null : new NativeView(g, params, precision, l, false),
-                                      s, Dataset.values()[dataset]);
+                boolean dev = device >= 0; // device_batches: the optimizer's device memory
+                return model.evaluate(new NativeView(p, params, precision, l, true, dev),
+                                      g == 0 ? null : new NativeView(g, params, precision, l, false, dev), s, Dataset.values()[dataset]);
             } catch (RuntimeException | Error e) {
                 throw failed(e);
             } finally {
