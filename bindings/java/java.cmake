@@ -56,6 +56,18 @@ if(SHARDOPT_BUILD_TESTS)
              "${Java_JAVA_EXECUTABLE} -Xmx512m -cp ${J_JAR}:${J_DIR}/conformance-classes ConformanceJava")
     so_gpu_emulated_conformance(java "bindings;java" ""
       "${Java_JAVA_EXECUTABLE} -Xmx512m -cp ${J_JAR}:${J_DIR}/conformance-classes ConformanceJava")
+    # issue 34: the caller's own device memory as the parameters (DeviceMemory) and orderStream, on the C ABI built
+    # against the CUDA stand-in (capi/tests: shardopt_standin, preloaded in place of libshardopt.so.2); the test's CUDA
+    # calls through a test-only JNI library over the stand-in's helpers (java/test/native)
+    if(TARGET shardopt_standin OR (SHARDOPT_HAVE_CUDA AND SHARDOPT_HAVE_UCX))
+      add_library(shardopt_standin_jni MODULE ${CMAKE_CURRENT_SOURCE_DIR}/java/test/native/standin_cuda_jni.c)
+      target_include_directories(shardopt_standin_jni PRIVATE ${JNI_INCLUDE_DIRS})
+      target_link_libraries(shardopt_standin_jni PRIVATE ${CMAKE_DL_LIBS})
+      set_target_properties(shardopt_standin_jni PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${J_DIR}/test-native)
+      add_test(NAME bindings.java_gpu_emulated COMMAND ${J_RUN} --select-class org.shardopt.tests.GpuEmulatedTest)
+      set_tests_properties(bindings.java_gpu_emulated PROPERTIES LABELS "java;gpu_emulated" TIMEOUT 120
+        ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:shardopt_standin>;SHARDOPT_STANDIN_LIBRARY=$<TARGET_FILE:shardopt_standin>;SHARDOPT_STANDIN_JNI=$<TARGET_FILE:shardopt_standin_jni>;SHARDOPT_TIMEOUT_MS=60000")
+    endif()
     add_test(NAME samples.java_seed_example COMMAND ${J_COMPARE} --driver java
              "${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample" --only seed_example)
     set_tests_properties(bindings.java samples.java_fsdp_adam bindings.java_reference_f64 bindings.conformance.java samples.java_seed_example

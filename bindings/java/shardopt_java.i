@@ -2,7 +2,8 @@
  * return throws an org.shardopt.ShardoptException (INVALID_ARGUMENT: IllegalArgumentException; IO, CORRUPT: IOException;
  * UNSUPPORTED: UnsupportedOperationException; OUT_OF_MEMORY: OutOfMemoryError; else IllegalStateException) with the
  * status, rank and "SHARDOPT_ERR_X: <the library's message>"; outputs are return values (two as long[2]); memory is a
- * float[] or double[] (copied for the call) or a direct buffer, whose element type and count are read from it (so_mem);
+ * float[] or double[] (copied for the call) or a direct buffer, whose element type and count are read from it (so_mem),
+ * and the caller's parameters of create_external also an org.shardopt.DeviceMemory (CUDA memory: so_param_buffer);
  * an options struct's setter is checked by the library's validate (a refused value is not kept).
  * Hand-written: trampolines calling the layer's bridges (train's model and lr_fn, pipeline stages), so_mem and so_view. */
 %{
@@ -124,6 +125,20 @@ static int so_mem_checked(JNIEnv *env, so_mem *m, shardopt_status st) {
     if (st != SHARDOPT_OK) so_mem_release(env, m), so_throw(env, st);
     return st == SHARDOPT_OK;
 }
+/* The caller's parameter buffer of create_external: an org.shardopt.DeviceMemory (its device address, count and element
+ * type: device memory, which the library checks), else a direct buffer (so_mem); its element type checked by the library
+ * against the layout params, its count by create_external. */
+static int so_param_buffer(JNIEnv *env, jobject o, shardopt_params params, so_mem *m) {
+    jclass device = (*env)->FindClass(env, "org/shardopt/DeviceMemory");
+    if (!device) return 0; /* NoClassDefFoundError thrown */
+    if (o && (*env)->IsInstanceOf(env, o, device)) {
+        memset(m, 0, sizeof *m); /* no array: nothing to release */
+        m->p = (void *)(uintptr_t)(*env)->GetLongField(env, o, (*env)->GetFieldID(env, device, "address", "J"));
+        m->n = (size_t)(*env)->GetLongField(env, o, (*env)->GetFieldID(env, device, "count", "J"));
+        m->dtype = (shardopt_dtype)(*env)->GetIntField(env, o, (*env)->GetFieldID(env, device, "dtype", "I"));
+    } else if (!so_mem_get(env, o, "parameters", 1, m)) return 0;
+    return so_mem_checked(env, m, shardopt_params_check_array(params, "parameters", m->dtype, m->n, m->n));
+}
 /* allgather (gather 1) and reduce_scatter (0): data in m, and the result, a new array of data's type, in r */
 static jarray so_gather_scatter(JNIEnv *env, shardopt_comm comm, jobject data, int gather, so_mem *m, so_mem *r) {
     int ws = 1;
@@ -209,6 +224,7 @@ SO_HANDLE(SO_PLAN, SWIGTYPE_p_shardopt_plan_s)
 %typemap(javaout) void *cuda_stream { return $jnicall; }
 %typemap(in) void *cuda_stream %{ $1 = (void *)(uintptr_t)$input; %}
 %typemap(out) void *cuda_stream %{ $result = (jlong)(uintptr_t)$1; %}
+%apply void *cuda_stream { void *consumer_stream }; /* shardopt_optimizer_order_stream's */
 
 /* ---- outputs (library memory as its address: so_view makes a ByteBuffer of it) ---- */
 %typemap(in, numinputs=0) SWIGTYPE *SO_OUT ($*1_ltype v = 0) "$1 = &v;"
@@ -256,8 +272,8 @@ SO_MEM1(ARGS, WHAT, OUT, if (!so_mem_checked(jenv, &m, CHECK)) return $null; $1 
 %enddef
 SO_PACKED((void *packed, size_t count), "out", 1, shardopt_optimizer_check_array(arg1, "out", m.dtype, m.n))
 SO_PACKED((const void *packed, size_t count), "values", 0, shardopt_optimizer_check_array(arg1, "values", m.dtype, m.n))
-SO_PACKED((void *param_buffer, size_t param_count), "parameters", 1, /* the count: create_external's check */
-          shardopt_params_check_array(arg2, "parameters", m.dtype, m.n, m.n))
+SO_MEM((void *param_buffer, size_t param_count), (so_mem m), if (!so_param_buffer(jenv, $input, arg2, &m)) return $null;
+       $1 = m.p; $2 = m.n;, "so_mem_release(jenv, &m$argnum);") /* a direct buffer or a DeviceMemory (so_param_buffer) */
 SO_MEM(const void *initial, (so_mem m, jobject o), o = $input; m.array = NULL;, "so_mem_release(jenv, &m$argnum);")
 %typemap(check) const void *initial %{ /* after the other arguments, which then have nothing to release when it fails */
     if (o$argnum && !(so_mem_get(jenv, o$argnum, "initial", 0, &m$argnum)
@@ -333,7 +349,7 @@ SO_OPTIONS(shardopt_elastic_options, shardopt_elastic_options_validate_strict)
 SO_OPTIONS(shardopt_training_options, shardopt_training_options_validate)
 
 /* ---- the C ABI, less what Java does not use ---- */
-%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|optimizer_device|optimizer_order_stream|params_tensor_count|params_padded_count|training_learning_rate|.*_check_array)$";
+%rename("$ignore", %$isfunction, regextarget=1) "_async$|^shardopt_work_|_init_sized$|_optimize$|_optimize_options_init$|^shardopt_optimizer_options_(init|defaults)$|^shardopt_(comm_create_inprocess|comm_split|comm_set_cuda_stream|status_name|buffer_free|optimizer_device|params_tensor_count|params_padded_count|training_learning_rate|.*_check_array)$";
 %ignore shardopt_batch;
 %ignore shardopt_status; /* its values: ShardoptException.getStatus() */
 %ignore shardopt_pipeline_stage;

@@ -26,7 +26,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     private SWIGTYPE_p_shardopt_optimizer_s handle;
     private ParameterLayout layout;
     private Precision precision;
-    private Buffer external; // the caller's parameter buffer, kept alive with the optimizer
+    private Object external; // the caller's parameters (a direct Buffer, kept alive with the optimizer, or a DeviceMemory)
     private Object initialCopy; // for reset()
     private Lifetime life = new Lifetime("an uninitialized optimizer");
     private final Map<Integer, Lifetime> gathered = new HashMap<>(); // FSDP units handed out by gather()
@@ -62,15 +62,27 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial) { return initialize(layout, initial, null, null); }
     /** The parameters kept in the caller's direct buffer of {@link #paddedCountFor} elements (zero copy; DDP, ZeRO-1/2, Local SGD). */
     public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters) {
-        return initialize(layout, initial, parameters, null);
+        return initialize(layout, initial, (Object) parameters, null);
+    }
+    /** Collective: the optimizer in {@link MemorySpace#CUDA} with its parameters in the caller's device memory of
+     *  {@link #paddedCountFor} elements (DDP, ZeRO-1/2, Local SGD), updated in place; initial: the packed parameters written
+     *  there (null: the memory holds them). Then parameters' stream waits for that ({@link #orderStream}). reset() re-creates
+     *  the optimizer over the same memory. */
+    public ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, DeviceMemory parameters) {
+        return initialize(layout, initial, Objects.requireNonNull(parameters, "parameters"), null);
     }
 
-    private ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Buffer parameters, Precision modelT) {
+    private ShardedOptimizer<T, TInput, TOutput> initialize(ParameterLayout layout, Object initial, Object parameters, Precision modelT) {
         if (handle != null) throw new IllegalStateException("the optimizer is already initialized");
-        if (parameters != null && config.getMemory() == MemorySpace.CUDA) // a direct buffer is host memory
+        DeviceMemory device = parameters instanceof DeviceMemory ? (DeviceMemory) parameters : null;
+        if (parameters != null && device == null && config.getMemory() == MemorySpace.CUDA) // a direct buffer is host memory
             throw new IllegalArgumentException("parameters is host memory (a direct buffer), the optimizer's memory is CUDA device memory: "
-                                               + "leave parameters out (the library's own device memory)");
-        Precision given = layout.getPrecision(), p = modelT != null ? modelT : given != null ? given : Precision.of(initial, Precision.FLOAT32);
+                                               + "pass a DeviceMemory of its GPU, or leave parameters out (the library's own device memory)");
+        if (device != null && config.getMemory() != MemorySpace.CUDA) // never read on the host
+            throw new IllegalArgumentException("parameters is CUDA device memory (a DeviceMemory), the optimizer's memory is host memory: "
+                                               + "setMemory(MemorySpace.CUDA) on the configuration, or pass a direct buffer");
+        Precision given = layout.getPrecision(), p = modelT != null ? modelT : given != null ? given
+                : Precision.of(initial, device != null ? device.getPrecision() : Precision.FLOAT32);
         if (given != null && given != p)
             throw new IllegalArgumentException("the model's T is " + (p == Precision.FLOAT64 ? "Double" : "Float") + " but its ParameterLayout is " + given
                     + ": use new ParameterLayout(), whose element type follows T, or new ParameterLayout(Precision." + p + ")");
@@ -82,6 +94,7 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
                 : shardopt_native.shardopt_optimizer_create_external(comm, ps, o, s, initial, parameters));
         external = parameters;
         try {
+            if (device != null) shardopt_native.shardopt_optimizer_order_stream(handle, device.getStream());
             created(handle);
         } catch (RuntimeException | Error e) {
             release();
@@ -100,10 +113,11 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     /** AiDotNet's Reset(), collective: a fresh native optimizer (step 0, no state) from the layout and initial parameters
      *  given to initialize. Views of the old one become invalid. */
     public void reset() {
-        if (external != null) throw new UnsupportedOperationException("reset() of an optimizer over the caller's parameter buffer");
+        if (external instanceof Buffer) throw new UnsupportedOperationException("reset() of an optimizer over the caller's parameter buffer");
+        Object device = external; // a DeviceMemory: the optimizer is re-created there
         h();
         release();
-        initialize(layout, initialCopy, null, precision);
+        initialize(layout, initialCopy, device, precision);
     }
 
     /** Elements a caller-owned parameter buffer needs for layout with this configuration. */
@@ -404,6 +418,13 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
             r.delete(); // at once: a step is frequent
         }
     }
+
+    /** Makes the CUDA stream {@code stream} (a cudaStream_t as a long; 0: the legacy default stream) wait, on the device, for
+     *  everything this optimizer enqueued so far (shardopt_optimizer_order_stream: an event recorded on its compute stream;
+     *  the host never waits): call it before another CUDA library reads or writes the optimizer's device memory (a view's
+     *  getDeviceAddress(), your DeviceMemory) on that stream. In host memory there is nothing to order. Not collective; an
+     *  invalid stream is the CUDA runtime's error (IllegalArgumentException). */
+    public void orderStream(long stream) { shardopt_native.shardopt_optimizer_order_stream(h(), stream); }
 
     /** Bytes this rank has moved over the optimizer's communicators since it was created (not collective). */
     public long getBytesSent() { return shardopt_native.shardopt_optimizer_bytes_sent(h()); }
