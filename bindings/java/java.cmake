@@ -64,7 +64,8 @@ if(SHARDOPT_BUILD_TESTS)
       target_include_directories(shardopt_standin_jni PRIVATE ${JNI_INCLUDE_DIRS})
       target_link_libraries(shardopt_standin_jni PRIVATE ${CMAKE_DL_LIBS})
       set_target_properties(shardopt_standin_jni PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${J_DIR}/test-native)
-      add_test(NAME bindings.java_gpu_emulated COMMAND ${J_RUN} --select-class org.shardopt.tests.GpuEmulatedTest)
+      add_test(NAME bindings.java_gpu_emulated COMMAND ${J_RUN} --select-class org.shardopt.tests.GpuEmulatedTest
+                                                       --select-class org.shardopt.tests.DeviceBatchTest)
       set_tests_properties(bindings.java_gpu_emulated PROPERTIES LABELS "java;gpu_emulated" TIMEOUT 120
         ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:shardopt_standin>;SHARDOPT_STANDIN_LIBRARY=$<TARGET_FILE:shardopt_standin>;SHARDOPT_STANDIN_JNI=$<TARGET_FILE:shardopt_standin_jni>;SHARDOPT_TIMEOUT_MS=60000")
     endif()
