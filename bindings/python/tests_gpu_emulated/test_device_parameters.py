@@ -4,6 +4,7 @@ test's own, as a CUDA library's would be: stand-in device memory (cudaMalloc) ex
 __cuda_array_interface__ (standin.CudaBuffer) or through DLPack only (DlpackTensor); their contents are read back with
 the stand-in's cudaMemcpy. The optimizer keeps its parameters in that memory: what it computes is in the caller's
 buffer, equal bit for bit to the same run in the library's own device memory."""
+import ctypes
 import gc
 import weakref
 
@@ -12,7 +13,7 @@ import pytest
 
 import shardopt as so
 from shardopt import _dlpack
-from standin import CudaBuffer, copy, needed
+from standin import CudaBuffer, copy, cuda, needed, ok
 
 pytestmark = needed
 
@@ -92,6 +93,9 @@ def test_the_callers_device_tensor_is_the_parameter_buffer(form):
         assert not np.array_equal(packed, INITIAL)
         if form == "dlpack":
             assert tensor.streams == [1]  # the optimizer's compute stream: the legacy default stream
+        opt.reset()  # re-created over the same tensor, back to the initial parameters
+        assert opt.parameters.__cuda_array_interface__["data"][0] == buffer.address
+        assert opt.get_parameters().tolist() == INITIAL.tolist() and buffer.read()[:5].tolist() == INITIAL[:5].tolist()
         # the step protocol on the caller's memory: a gradient written on the device, the update seen there
         sgd = so.DDPOptimizer(so.StochasticGradientDescentOptimizer(so.StochasticGradientDescentOptimizerOptions(
             learning_rate=0.5)), config(b)).initialize(LAYOUT(), INITIAL, CudaBuffer(count) if form != "dlpack" else
@@ -120,8 +124,6 @@ def test_without_initial_the_buffer_holds_the_initial_parameters():
 
 
 def test_a_stream_of_the_configuration_is_the_one_a_dlpack_producer_orders():
-    import ctypes
-    from standin import cuda, ok
     s = ctypes.c_void_p()
     ok(cuda.test_cuda_stream_create(ctypes.byref(s)))
     try:
