@@ -91,6 +91,13 @@ if(SHARDOPT_BUILD_TESTS)
                            ENVIRONMENT "${PY_ENV}")
       set_tests_properties(bindings.python_torch_launch PROPERTIES LABELS "python;torch;ucx" TIMEOUT 300
                            ENVIRONMENT "${PY_ENV}")
+      # issue 34: a torch MLP over views of the library's memory equals torch.optim.AdamW; host memory here, CUDA
+      # memory on the NCCL backend with label gpu (a GPU machine: bash .gpucarry/run ctest -L '^gpu$')
+      set(PY_TORCH_VIEWS ${CMAKE_CURRENT_SOURCE_DIR}/python/tests_gpu/test_torch_views.py)
+      add_test(NAME bindings.python_torch_views COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -k cpu ${PY_TORCH_VIEWS})
+      add_test(NAME bindings.python_gpu COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -k cuda ${PY_TORCH_VIEWS})
+      set_tests_properties(bindings.python_torch_views PROPERTIES LABELS "python;torch" TIMEOUT 120 ENVIRONMENT "${PY_ENV}")
+      set_tests_properties(bindings.python_gpu PROPERTIES LABELS "gpu;python" TIMEOUT 300 ENVIRONMENT "${PY_ENV}")
     endif()
   endif()
 endif()
