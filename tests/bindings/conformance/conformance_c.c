@@ -257,9 +257,10 @@ done:
 static int run_launched(const run *r) {
     rank_job j = {r, NULL, NULL, 1 << 16, 0};
     int rank = -1, size = 0;
-    if (shardopt_comm_create_from_env(get(r, "backend"), &j.comm) != SHARDOPT_OK) {
+    const shardopt_status made = shardopt_comm_create_from_env(get(r, "backend"), &j.comm);
+    if (made != SHARDOPT_OK) {
         fprintf(stderr, "run %s: %s\n", r->name, shardopt_last_error_message());
-        return 1;
+        return made == SHARDOPT_ERR_UNSUPPORTED ? 77 : 1; /* 77: no GPU here (ctest's skip code) */
     }
     shardopt_comm_rank(j.comm, &rank);
     shardopt_comm_size(j.comm, &size);
