@@ -29,6 +29,9 @@ void require_async_options(const ShardingOptions &s, const OptimizerOptions &opt
     refuse(s.overlap_param_gather == d.overlap_param_gather, "overlap_param_gather does not apply");
     const std::string gap = engine_support_gap(optimizer);
     refuse(gap.empty(), gap);
+    refuse(optimizer.state_precision == StatePrecision::full,
+           std::string("state_precision ") + state_precision_name(optimizer.state_precision) +
+               " is not supported (its servers keep full-precision state): use full");
     refuse(optimizer.kind != OptimizerKind::lamb || world_size == 1,
            "LAMB is not supported on more than one rank (its trust ratio needs whole-tensor norms at every "
            "update, across the owners)");

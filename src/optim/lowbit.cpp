@@ -1,6 +1,7 @@
 #include "lowbit.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "shardopt/error.hpp"
@@ -127,5 +128,65 @@ const Codebook4 &unsigned4() {
     static const Codebook4 book = make_book4(codebooks::kUnsigned4);
     return book;
 }
+
+namespace {
+
+std::uint8_t code_at(const LowBitArray &a, StatePrecision p, std::size_t n) {
+    if (p == StatePrecision::bits8) return a.codes[n];
+    return std::uint8_t(n & 1 ? a.codes[n >> 1] >> 4 : a.codes[n >> 1] & 15);
+}
+void set_code(const LowBitArray &a, StatePrecision p, std::size_t n, std::uint8_t code) {
+    if (p == StatePrecision::bits8) {
+        a.codes[n] = code;
+        return;
+    }
+    std::uint8_t &byte = a.codes[n >> 1];
+    byte = std::uint8_t(n & 1 ? (byte & 0x0f) | code << 4 : (byte & 0xf0) | code);
+}
+const float *values_of(StatePrecision p, bool is_signed) {
+    if (p == StatePrecision::bits8) return (is_signed ? signed8() : unsigned8()).values;
+    return (is_signed ? signed4() : unsigned4()).values;
+}
+
+} // namespace
+
+template <typename T>
+void decode_slice(const LowBitArray &a, StatePrecision p, bool is_signed, std::size_t offset, std::size_t count,
+                  T *out) {
+    const std::size_t block = block_elements(p), head = offset % block;
+    const float *values = values_of(p, is_signed);
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t n = head + i;
+        out[i] = T(values[code_at(a, p, n)]) * T(a.scales[n / block]);
+    }
+}
+
+template <typename T>
+void encode_slice(const LowBitArray &a, StatePrecision p, bool is_signed, std::size_t offset, std::size_t count,
+                  const T *values) {
+    const std::size_t block = block_elements(p), head = offset % block;
+    require(head == 0, ErrorCode::invalid_argument,
+            "low-bit state: a slice starting inside a block (element " + std::to_string(offset) +
+                ") cannot be encoded without the rest of the block");
+    const Codebook8 *book8 = p == StatePrecision::bits8 ? &(is_signed ? signed8() : unsigned8()) : nullptr;
+    const Codebook4 *book4 = book8 ? nullptr : &(is_signed ? signed4() : unsigned4());
+    for (std::size_t first = 0, b = 0; first < count; first += block, ++b) {
+        const std::size_t n = std::min(block, count - first);
+        T top = 0;
+        for (std::size_t k = 0; k < n; ++k) top = std::max(top, T(std::fabs(values[first + k])));
+        const float scale = float(top);
+        const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        for (std::size_t k = 0; k < n; ++k) {
+            const float y = float(values[first + k]) * inv;
+            set_code(a, p, first + k, book8 ? encode8(*book8, y) : encode4(*book4, y));
+        }
+        a.scales[b] = scale;
+    }
+}
+
+template void decode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, float *);
+template void decode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, double *);
+template void encode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, const float *);
+template void encode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, const double *);
 
 } // namespace shardopt::lowbit

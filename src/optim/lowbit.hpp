@@ -112,6 +112,18 @@ inline std::uint8_t encode4(const Codebook4 &book, float x) {
     return std::uint8_t(code);
 }
 
+// A quantized state array over elements [offset, offset + count) of a tensor (LowBitArray's
+// layout) as values, each its code's value times its block's scale, computed in T as the rules
+// decode them; and back (checkpoints, state synchronization): each block's scale is the largest
+// |value| of its run, and each value its nearest code, as the rules encode a block. Exact for
+// blocks the slice holds whole, which encode_slice requires of every block but the tensor's last.
+template <typename T>
+void decode_slice(const LowBitArray &a, StatePrecision p, bool is_signed, std::size_t offset, std::size_t count,
+                  T *out);
+template <typename T>
+void encode_slice(const LowBitArray &a, StatePrecision p, bool is_signed, std::size_t offset, std::size_t count,
+                  const T *values);
+
 // The codebooks of a precision: signed for the first moment (and SGD's momentum), unsigned for
 // the second.
 struct Books {

@@ -245,10 +245,6 @@ void Optimizer::transform_matrix(float *, std::size_t, std::size_t) const { no_t
 void Optimizer::transform_matrix(double *, std::size_t, std::size_t) const { no_transform(kind()); }
 
 std::string engine_support_gap(const OptimizerOptions &options) {
-    if (options.state_precision != StatePrecision::full)
-        return std::string("state_precision ") + state_precision_name(options.state_precision) +
-               " is not supported by the training backends yet (the low-bit rules exist in src/optim; the "
-               "engine does not yet keep low-bit state or combine the blocks ranks share): use full";
     if (options.kind == OptimizerKind::adafactor)
         return "adafactor is not supported by the training backends yet (its factored matrices need the "
                "engine's two rounds of row/column sums across ranks)";

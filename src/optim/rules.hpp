@@ -24,10 +24,10 @@ std::unique_ptr<Optimizer> make_muon(const OptimizerOptions &options);
 std::unique_ptr<Optimizer> make_lowbit(const OptimizerOptions &options);
 
 // Why the training backends (the step engine, async SGD) cannot yet run `options`' rule, or ""
-// when they can. The rules themselves are complete (src/optim); what the backends still lack:
-// low-bit state arrays and the maxima of blocks shared between ranks (state_precision), matrix
-// shapes and the two rounds of row/column sums (Adafactor), whole matrices per owner rank
-// (Muon). Until then they refuse those options rather than run them as something else.
+// when they can. The rules themselves are complete (src/optim); what the engine still lacks:
+// the per-tensor state and two rounds of row/column sums of Adafactor's factored matrices, and
+// whole matrices per owner rank (Muon). Until then they refuse those options rather than run them
+// as something else. (Low-bit state runs in the engine's host memory; async SGD refuses it.)
 std::string engine_support_gap(const OptimizerOptions &options);
 
 } // namespace shardopt

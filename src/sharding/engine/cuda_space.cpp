@@ -122,9 +122,7 @@ class CudaUpdater final : public SpanUpdater {
     }
 
     // The kernels compute LAMB's per-tensor norms themselves: the space only runs it on whole
-    // tensors (check_supported), so there is nothing to sum across ranks.
-    int tensor_stats() const noexcept override { return 0; }
-
+    // tensors (check_supported), so there is nothing to combine across ranks, and no other phase.
     void begin_step(const std::vector<const void *> &grads, double *) override {
         require(grads.size() == counts_.size(), ErrorCode::invalid_argument,
                 "step got " + std::to_string(grads.size()) + " gradients for " + std::to_string(counts_.size()) +
@@ -134,6 +132,7 @@ class CudaUpdater final : public SpanUpdater {
             if (tensor_of_[i] >= 0) grads_.push_back(grads[i]);
     }
 
+    void continue_step(int, double *) override {}
     void apply(const double *) override {
         if (optimizer_) optimizer_->step(grads_.data(), grads_.size(), stream_);
     }
@@ -217,6 +216,9 @@ class CudaSpace final : public Space {
         require(!(optimizer.kind == OptimizerKind::lamb && tensors_split), ErrorCode::unsupported,
                 "LAMB in cuda memory needs whole tensors on each rank: use ddp or local_sgd (or host memory, which "
                 "reduces LAMB's per-tensor norms across shards)");
+        require(optimizer.state_precision == StatePrecision::full, ErrorCode::unsupported,
+                std::string("state_precision ") + state_precision_name(optimizer.state_precision) +
+                    " in cuda memory: the CUDA kernels keep full-precision state (use full, or host memory)");
     }
 
     SpaceBufferPtr allocate(std::size_t bytes, const char *what) override {

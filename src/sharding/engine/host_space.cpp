@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "../../optim/lowbit.hpp"
 #include "../../optim/parallel_update.hpp"
 #include "../../params/aligned_buffer.hpp"
 #include "../../optim/vector_ops.hpp"
@@ -21,34 +22,45 @@ class HostBuffer final : public SpaceBuffer {
     AlignedBuffer buffer_;
 };
 
-// The reference rule over the spans, one state array per slot and span. The update of one
-// bucket is spread over the space's threads; ParallelUpdate keeps it bitwise the same for any
-// thread count, and runs LAMB's per-tensor sums on the calling thread in span order.
+// The reference rule over the spans, one state array per slot and span (or, for a slot the rule
+// keeps low-bit, its codes and block scales). The update of one bucket is spread over the space's
+// threads; ParallelUpdate keeps it bitwise the same for any thread count, and runs the rules'
+// statistics phases on the calling thread in span order.
 template <typename T> class HostUpdater final : public SpanUpdater {
   public:
     HostUpdater(const std::vector<Span> &params, const OptimizerOptions &options, ParallelUpdate &threads)
-        : optimizer_(Optimizer::create(options)), threads_(threads) {
+        : optimizer_(Optimizer::create(options)), precision_(options.state_precision), threads_(threads) {
         const int slots = optimizer_->state_slots();
         for (const Span &span : params) {
             Segment<T> seg;
             seg.param = reinterpret_cast<T *>(span.data);
             seg.count = span.count;
             seg.tensor = span.tensor;
-            // The step's statistics are tensor_stats() values per tensor, in tensor order (Update).
-            seg.stats[0] = std::size_t(span.tensor) * std::size_t(optimizer_->tensor_stats());
+            seg.offset = span.offset;
+            seg.shape = span.shape;
+            for (int p = 0; p < Segment<T>::kMaxPhases; ++p) seg.stats[p] = span.stats[p];
+            seg.shared_first = span.shared_first;
+            seg.shared_last = span.shared_last;
             for (int k = 0; k < slots; ++k) {
-                state_.emplace_back(span.count * sizeof(T));
-                auto *s = reinterpret_cast<T *>(state_.back().data());
-                const T init = T(optimizer_->state_initial_value(k));
-                for (std::size_t e = 0; e < span.count; ++e) s[e] = init;
-                seg.state[k] = s;
+                if (optimizer_->quantized(k, span.shape)) { // codes and scales, all zero: state 0
+                    const std::size_t codes = lowbit::code_bytes(precision_, span.offset, span.count);
+                    const std::size_t blocks = lowbit::blocks_touched(precision_, span.offset, span.count);
+                    state_.emplace_back(codes + blocks * sizeof(float));
+                    std::memset(state_.back().data(), 0, state_.back().size());
+                    seg.lowbit[k].scales = reinterpret_cast<float *>(state_.back().data());
+                    seg.lowbit[k].codes = state_.back().data() + blocks * sizeof(float);
+                } else {
+                    state_.emplace_back(span.count * sizeof(T));
+                    auto *s = reinterpret_cast<T *>(state_.back().data());
+                    const T init = T(optimizer_->state_initial_value(k));
+                    for (std::size_t e = 0; e < span.count; ++e) s[e] = init;
+                    seg.state[k] = s;
+                }
                 state_bytes_ += state_.back().size();
             }
             segments_.push_back(seg);
         }
     }
-
-    int tensor_stats() const noexcept override { return optimizer_->tensor_stats(); }
 
     void begin_step(const std::vector<const void *> &grads, double *stats) override {
         require(grads.size() == segments_.size(), ErrorCode::invalid_argument,
@@ -56,7 +68,11 @@ template <typename T> class HostUpdater final : public SpanUpdater {
                     " spans");
         ++steps_;
         for (std::size_t i = 0; i < segments_.size(); ++i) segments_[i].grad = static_cast<const T *>(grads[i]);
-        if (tensor_stats() > 0) threads_.begin_step(*optimizer_, segments_, steps_, stats);
+        if (optimizer_->stat_phases() > 0) threads_.begin_step(*optimizer_, segments_, steps_, stats);
+    }
+
+    void continue_step(int phase, double *stats) override {
+        threads_.continue_step(phase, *optimizer_, segments_, steps_, stats);
     }
 
     void apply(const double *stats) override { threads_.apply(*optimizer_, segments_, steps_, stats); }
@@ -64,12 +80,25 @@ template <typename T> class HostUpdater final : public SpanUpdater {
     void set_lr(double lr) override { optimizer_->set_lr(lr); }
     std::size_t state_bytes() const noexcept override { return state_bytes_; }
     int state_slots() const noexcept override { return optimizer_->state_slots(); }
+    // Low-bit slots cross as their values (lowbit::decode_slice / encode_slice): checkpoints and
+    // state synchronization hold the same numbers whatever the precision.
     void read_state(int span, int slot, void *host) override {
         const auto &seg = segment(span, slot);
+        if (seg.lowbit[slot].codes)
+            return lowbit::decode_slice(seg.lowbit[slot], precision_, slot == 0, seg.offset, seg.count,
+                                        static_cast<T *>(host));
         std::memcpy(host, seg.state[slot], seg.count * sizeof(T));
     }
     void write_state(int span, int slot, const void *host) override {
         const auto &seg = segment(span, slot);
+        if (seg.lowbit[slot].codes) {
+            // A block other ranks hold parts of takes the maximum over every part (the engine
+            // refuses such a restore up front: Update::check_state_restorable).
+            require(seg.shared_first == Segment<T>::npos && seg.shared_last == Segment<T>::npos, ErrorCode::internal,
+                    "low-bit state written into a slice that splits a block");
+            return lowbit::encode_slice(seg.lowbit[slot], precision_, slot == 0, seg.offset, seg.count,
+                                        static_cast<const T *>(host));
+        }
         std::memcpy(seg.state[slot], host, seg.count * sizeof(T));
     }
     void set_step_count(std::int64_t steps) override {
@@ -84,6 +113,7 @@ template <typename T> class HostUpdater final : public SpanUpdater {
     }
 
     std::unique_ptr<Optimizer> optimizer_;
+    StatePrecision precision_;
     ParallelUpdate &threads_;
     std::vector<AlignedBuffer> state_;
     std::vector<Segment<T>> segments_;

@@ -35,15 +35,18 @@ class OffloadedUpdate final : public Update {
 
         OffloadSchedule::Config config;
         config.buckets = layout.bucket_count();
+        // The schedule has one round of statistics between begin_update and finish_update (LAMB's).
+        require(layout_.phases() <= 1, ErrorCode::unsupported,
+                std::string("ZeRO-Offload runs rules with at most one round of statistics; ") +
+                    optimizer_kind_name(ctx.optimizer.kind) + " has " + std::to_string(layout_.phases()));
         for (auto &u : buckets_) {
-            std::vector<Span> spans;
-            for (const auto &s : u.segments) spans.push_back({master_at(s), s.count, s.tensor});
-            u.updater = lanes_.make_host_updater(spans, ctx.dtype(), ctx.optimizer);
+            u.updater = lanes_.make_host_updater(spans_of(u, [&](const OwnedSegment &s) { return master_at(s); }),
+                                                 ctx.dtype(), ctx.optimizer);
             config.owns.push_back(!u.segments.empty());
         }
         config.params_stay_on_host = ctx.offload.params;
         config.gather_after_update = ctx.plan.gather_after_step();
-        config.update_stats = tensor_stats() > 0 && ctx.plan.state_sharded() && ctx.group_size() > 1;
+        config.update_stats = layout_.stats_size() > 0 && ctx.plan.state_sharded() && ctx.group_size() > 1;
         schedule_ = std::make_unique<OffloadSchedule>(std::move(config));
         grads_copied_.assign(std::size_t(layout.bucket_count()), CopyMark{});
         params_copied_.assign(std::size_t(layout.bucket_count()), CopyMark{});
@@ -69,7 +72,7 @@ class OffloadedUpdate final : public Update {
     }
 
     void apply(double clip) override {
-        std::vector<double> stats = stats_buffer();
+        std::vector<double> stats(layout_.stats_size(), 0.0);
         run(schedule_->update(), clip, &stats);
     }
 
@@ -158,9 +161,7 @@ class OffloadedUpdate final : public Update {
                 break;
             }
             case OffloadOp::Kind::sum_update_stats:
-                if (stats_data)
-                    ctx_.host_comms.of(*ctx_.grid.shard).allreduce(stats_data, stats_data, stats->size(), DType::f64,
-                                                                   ReduceOp::sum);
+                if (stats_data) combine_stats(0, *stats);
                 break;
             case OffloadOp::Kind::finish_update: buckets_[std::size_t(b)].updater->apply(stats_data); break;
             case OffloadOp::Kind::copy_params_to_device: {

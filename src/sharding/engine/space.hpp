@@ -35,27 +35,35 @@ class SpaceBuffer {
 };
 using SpaceBufferPtr = std::unique_ptr<SpaceBuffer>;
 
-// A run of `count` elements at `data` (memory of the space), part of tensor `tensor`.
+// A run of `count` elements at `data` (memory of the space), part of tensor `tensor`. For an
+// update's spans, what the rule needs to know of them (update_layout.hpp): where the span lies in
+// its tensor and the tensor's shape, where its statistics start in the step's buffer per phase,
+// and which of the tensor's shared low-bit blocks its first and last block are (npos: none).
 struct Span {
+    static constexpr std::size_t npos = Segment<float>::npos;
     unsigned char *data = nullptr;
     std::size_t count = 0;
     int tensor = 0;
+    std::size_t offset = 0;
+    TensorShape shape;
+    std::size_t stats[Segment<float>::kMaxPhases] = {};
+    std::size_t shared_first = npos, shared_last = npos;
 };
 
 // The base optimizer over a fixed list of parameter spans (one bucket's owned part): owns its
-// state, counts its steps from 1. One update is begin_step then apply; between the two the
-// engine sums the per-tensor statistics of rules that have them (LAMB) across the ranks that
-// share a tensor.
+// state, counts its steps from 1. One update is begin_step, continue_step for each later phase,
+// then apply; between them the engine combines the statistics of rules that have them (LAMB's
+// per-tensor sums, the maxima of low-bit blocks) across the ranks that share a tensor or block
+// (UpdateLayout says where each span's are).
 class SpanUpdater {
   public:
     virtual ~SpanUpdater() = default;
-    // Statistics per tensor that begin_step accumulates (0: none; the update is element-wise,
-    // or the space computes them itself because it only ever sees whole tensors).
-    virtual int tensor_stats() const noexcept = 0;
-    // Starts one update of every span; grads[i] has the count of span i. With tensor_stats() > 0
-    // adds span i's statistics into stats[span.tensor * tensor_stats() + k].
+    // Starts one update of every span; grads[i] has the count of span i. Where the rule has
+    // statistics, adds span i's part of phase 0's into stats (at the span's Span::stats[0]).
     virtual void begin_step(const std::vector<const void *> &grads, double *stats) = 0;
-    // Finishes it (stats: the summed statistics, or null). Enqueued, not waited for.
+    // Phase p >= 1 of the rule's statistics, once the earlier phases were combined across ranks.
+    virtual void continue_step(int phase, double *stats) = 0;
+    // Finishes it (stats: the combined statistics, or null). Enqueued, not waited for.
     virtual void apply(const double *stats) = 0;
     virtual void set_lr(double lr) = 0;
     // Bytes of optimizer state held (master weights included when kept).

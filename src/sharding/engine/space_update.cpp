@@ -13,11 +13,9 @@ class SpaceUpdate final : public Update {
     SpaceUpdate(const EngineContext &ctx, ParameterStore &params, GradientBuckets &grads,
                 const std::vector<OwnedSegment> &owned, int state_slots)
         : Update(ctx, owned, state_slots), params_(params), grads_(grads) {
-        for (auto &u : buckets_) {
-            std::vector<Span> spans;
-            for (const auto &s : u.segments) spans.push_back({params.param_at(s), s.count, s.tensor});
-            u.updater = ctx.space.make_updater(spans, ctx.dtype(), ctx.optimizer);
-        }
+        for (auto &u : buckets_)
+            u.updater = ctx.space.make_updater(spans_of(u, [&](const OwnedSegment &s) { return params.param_at(s); }),
+                                               ctx.dtype(), ctx.optimizer);
     }
 
     double sum_of_squares() override {
@@ -42,25 +40,28 @@ class SpaceUpdate final : public Update {
     void apply(double clip) override {
         Space &space = ctx_.space;
         const bool gather = ctx_.plan.gather_after_step();
-        // Phase 1, every bucket: clip, and start the update (LAMB: its per-tensor statistics).
-        const int per_tensor = tensor_stats();
-        std::vector<double> stats = stats_buffer();
+        // Phase 0, every bucket: clip, and start the update (the rule's first statistics: LAMB's
+        // per-tensor sums, the maxima of low-bit blocks other ranks hold parts of).
+        std::vector<double> stats(layout_.stats_size(), 0.0);
+        double *at = stats.empty() ? nullptr : stats.data();
         for (BucketUpdate &u : buckets_) {
             std::vector<const void *> grads;
             for (const auto &s : u.segments) {
                 if (clip != 1.0) space.scale(grads_.grad_at(s), s.count, ctx_.dtype(), clip);
                 grads.push_back(grads_.grad_at(s));
             }
-            u.updater->begin_step(grads, per_tensor > 0 ? stats.data() : nullptr);
+            u.updater->begin_step(grads, at);
         }
-        // A tensor split across the group: its statistics are the sum of every rank's part.
-        if (per_tensor > 0 && ctx_.plan.state_sharded() && ctx_.group_size() > 1)
-            ctx_.host_comms.of(*ctx_.grid.shard).allreduce(stats.data(), stats.data(), stats.size(), DType::f64,
-                                                           ReduceOp::sum);
-        // Phase 2, bucket by bucket: bucket b's allgather (communicator's stream) runs while bucket
-        // b+1 is updated.
+        // Each round combined across the ranks that share a tensor or block, before the next.
+        for (int p = 0; p < layout_.phases(); ++p) {
+            combine_stats(p, stats);
+            if (p + 1 < layout_.phases())
+                for (BucketUpdate &u : buckets_) u.updater->continue_step(p + 1, at);
+        }
+        // The last phase, bucket by bucket: bucket b's allgather (communicator's stream) runs
+        // while bucket b+1 is updated.
         for (int b = 0; b < ctx_.layout.bucket_count(); ++b) {
-            buckets_[std::size_t(b)].updater->apply(per_tensor > 0 ? stats.data() : nullptr);
+            buckets_[std::size_t(b)].updater->apply(at);
             if (gather) params_.start_bucket_gather(b);
         }
     }

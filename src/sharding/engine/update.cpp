@@ -6,16 +6,18 @@
 namespace shardopt::engine {
 
 Update::Update(const EngineContext &ctx, const std::vector<OwnedSegment> &owned, int state_slots)
-    : ctx_(ctx), buckets_(std::size_t(ctx.layout.bucket_count())), state_slots_(state_slots) {
+    : ctx_(ctx), layout_(ctx.layout, ctx.optimizer, ctx.plan.state_sharded(), ctx.group_size()),
+      buckets_(std::size_t(ctx.layout.bucket_count())), state_slots_(state_slots) {
     for (const auto &s : owned) buckets_[std::size_t(ctx.layout.tensor(s.tensor).bucket)].segments.push_back(s);
 }
 
 Update::~Update() = default;
 
-int Update::tensor_stats() const { return buckets_.empty() ? 0 : buckets_.front().updater->tensor_stats(); }
-
-std::vector<double> Update::stats_buffer() const {
-    return std::vector<double>(std::size_t(tensor_stats()) * std::size_t(ctx_.layout.tensor_count()), 0.0);
+void Update::combine_stats(int p, std::vector<double> &stats) const {
+    // Whole tensors on every rank (state not sharded): each rank's statistics are complete.
+    if (layout_.phase_size(p) == 0 || !ctx_.plan.state_sharded() || ctx_.group_size() < 2) return;
+    double *round = stats.data() + layout_.phase_begin(p);
+    ctx_.host_comms.of(*ctx_.grid.shard).allreduce(round, round, layout_.phase_size(p), DType::f64, layout_.phase_op(p));
 }
 
 void Update::set_lr(double lr) {
@@ -59,7 +61,16 @@ void Update::read_state_range(int k, std::size_t first, std::size_t count, unsig
         }
 }
 
+void Update::check_state_restorable() const {
+    require(!layout_.splits_blocks(), ErrorCode::unsupported,
+            std::string("restoring ") + state_precision_name(ctx_.optimizer.state_precision) +
+                " optimizer state into shards that split a quantization block is not supported yet (a block's scale "
+                "is the maximum over every rank's part): load it into ddp or local_sgd (whole tensors), or use full "
+                "state");
+}
+
 void Update::state_from_host(int k, const unsigned char *host) {
+    check_state_restorable();
     const bool sharded = ctx_.plan.state_sharded();
     for (const BucketUpdate &u : buckets_)
         for (std::size_t i = 0; i < u.segments.size(); ++i) {

@@ -19,6 +19,7 @@
 #include "engine_context.hpp"
 #include "gradient_buckets.hpp"
 #include "parameter_store.hpp"
+#include "update_layout.hpp"
 
 namespace shardopt::engine {
 
@@ -55,6 +56,9 @@ class Update : public BucketListener {
     // partly inside through a buffer of its size): what a checkpoint writes, without the whole.
     void read_state_range(int k, std::size_t first, std::size_t count, unsigned char *dst) const;
     void state_from_host(int k, const unsigned char *host);
+    // Throws Error(unsupported), on every rank alike, when state cannot be restored into this
+    // layout (low-bit blocks split between ranks): called before a restore changes anything.
+    void check_state_restorable() const;
     std::size_t state_bytes() const;
 
   protected:
@@ -64,11 +68,17 @@ class Update : public BucketListener {
         std::unique_ptr<SpanUpdater> updater;
     };
     Update(const EngineContext &ctx, const std::vector<OwnedSegment> &owned, int state_slots);
-    // LAMB: per-tensor statistics the updaters sum (0: none), and their buffer for one update.
-    int tensor_stats() const;
-    std::vector<double> stats_buffer() const;
+    // The spans of bucket u's segments, their parameters where `params_at` says.
+    template <typename ParamsAt> std::vector<Span> spans_of(const BucketUpdate &u, ParamsAt params_at) const {
+        std::vector<Span> spans;
+        for (const OwnedSegment &s : u.segments) spans.push_back(layout_.span(s, params_at(s)));
+        return spans;
+    }
+    // Combines round p of `stats` (UpdateLayout) across the ranks that share tensors or blocks.
+    void combine_stats(int p, std::vector<double> &stats) const;
 
     const EngineContext &ctx_;
+    UpdateLayout layout_;
     std::vector<BucketUpdate> buckets_; // per bucket; updaters made by the derived class
     int state_slots_;
 };

@@ -1,0 +1,220 @@
+// Low-bit optimizer state (8-bit and 4-bit, src/optim/lowbit.hpp) in the step engine's host
+// memory. Which tensors are quantized and where blocks start come from the whole tensor, and a
+// block that chunk boundaries cut is scaled by the maximum over every rank's part, so every
+// strategy, world size and update-thread count holds the same codes and trains the same bits.
+// The state costs what the format says, and crosses checkpoints as its values.
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "optim/lowbit.hpp"
+#include "sharding_test_support.hpp"
+#include "shardopt/inprocess.hpp"
+#include "shardopt/sharded_optimizer.hpp"
+
+using namespace shardopt;
+using shardopt::testing::assertion_mutex;
+using shardopt::testing::expect_error;
+using shardopt::testing::gradient;
+using shardopt::testing::initial_values;
+using shardopt::testing::with;
+
+namespace {
+
+// Quantized tensors of sizes that are no multiple of either block (and one exactly the smallest
+// quantized size), a small one that keeps full state, in buckets that cut them across ranks.
+ParameterSet lowbit_layout() {
+    ParameterSet layout(DType::f32, 24 * 1024);
+    layout.add("a", 5000);
+    layout.add("small", 300);
+    layout.add("c", 9017);
+    layout.end_bucket();
+    layout.add("d", 4096);
+    return layout;
+}
+
+std::size_t elements() {
+    ParameterSet layout = lowbit_layout();
+    layout.plan(1);
+    return layout.element_count();
+}
+
+OptimizerOptions rule(OptimizerKind kind, StatePrecision precision) {
+    OptimizerOptions o = OptimizerOptions::defaults(kind);
+    o.lr = 0.01;
+    if (kind == OptimizerKind::sgd) o.momentum = 0.9;
+    if (kind == OptimizerKind::adamw) o.weight_decay = 0.05;
+    o.state_precision = precision;
+    return o;
+}
+
+// One step: every bucket's gradient from the packed parameters (FSDP units gathered around it).
+void step(ShardedOptimizer &opt, int rank, int step_number) {
+    std::vector<float> packed(elements());
+    opt.get_parameters(packed.data());
+    const ParameterSet &layout = opt.layout();
+    opt.zero_grad();
+    for (int b = layout.bucket_count() - 1; b >= 0; --b) {
+        opt.gather(b);
+        const auto &bl = layout.bucket(b);
+        std::size_t at = 0;
+        for (int t = 0; t < bl.first_tensor; ++t) at += layout.tensor(t).count;
+        for (int t = bl.first_tensor; t < bl.first_tensor + bl.tensor_count; ++t) {
+            auto *g = static_cast<float *>(opt.grad(t));
+            for (std::size_t i = 0; i < layout.tensor(t).count; ++i)
+                g[i] = gradient(packed[at + i], at + i, rank, step_number);
+            at += layout.tensor(t).count;
+        }
+        opt.grad_ready(b);
+        opt.release(b);
+    }
+    opt.step();
+}
+
+// The parameters after `steps` steps of `strategy` at `ranks` ranks (rank 0's copy).
+std::vector<float> train(const OptimizerOptions &optimizer, Strategy strategy, int ranks, int threads, int steps = 4) {
+    std::vector<float> result(elements());
+    std::mutex &mutex = assertion_mutex();
+    run_inprocess(ranks, [&](Communicator &comm) {
+        ShardingOptions s = with(strategy);
+        s.update_threads = threads;
+        const std::vector<float> init = initial_values(elements());
+        auto opt = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), optimizer, s, init.data());
+        for (int k = 1; k <= steps; ++k) step(*opt, comm.rank(), k);
+        std::vector<float> packed(elements());
+        opt->get_parameters(packed.data());
+        if (comm.rank() == 0) {
+            std::lock_guard<std::mutex> lock(mutex);
+            result = packed;
+        }
+    });
+    return result;
+}
+
+bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(lowbit_engine)
+
+// Every strategy at 1, 2, 3 and 5 ranks, and the update spread over threads, equals DDP on one
+// rank bit for bit (the gradients differ per rank: the average is what every layout steps on).
+BOOST_AUTO_TEST_CASE(every_strategy_and_world_size_trains_the_same_bits) {
+    for (StatePrecision precision : {StatePrecision::bits8, StatePrecision::bits4})
+        for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::sgd}) {
+            const OptimizerOptions o = rule(kind, precision);
+            const std::string name = std::string(optimizer_kind_name(kind)) + " " + state_precision_name(precision);
+            for (int ranks : {1, 2, 3, 5}) {
+                const std::vector<float> reference = train(o, Strategy::ddp, ranks, 1);
+                BOOST_TEST(!same_bits(reference, initial_values(elements())), name << ": it trained");
+                for (Strategy s : {Strategy::zero1, Strategy::zero2, Strategy::fsdp})
+                    BOOST_TEST(same_bits(train(o, s, ranks, 1), reference),
+                               name << " x" << ranks << ": " << strategy_name(s) << " differs from ddp");
+                BOOST_TEST(same_bits(train(o, Strategy::zero2, ranks, 3), reference),
+                           name << " x" << ranks << ": zero2 on 3 update threads differs");
+            }
+        }
+}
+
+// Low-bit state is not full state: the same run with full precision ends elsewhere, but close.
+BOOST_AUTO_TEST_CASE(low_bit_is_close_to_full_precision) {
+    const std::vector<float> full = train(rule(OptimizerKind::adam, StatePrecision::full), Strategy::zero2, 2, 1, 8);
+    for (StatePrecision precision : {StatePrecision::bits8, StatePrecision::bits4}) {
+        const std::vector<float> low = train(rule(OptimizerKind::adam, precision), Strategy::zero2, 2, 1, 8);
+        BOOST_TEST(!same_bits(low, full), state_precision_name(precision));
+        double worst = 0.0;
+        for (std::size_t i = 0; i < full.size(); ++i) worst = std::max(worst, double(std::fabs(low[i] - full[i])));
+        const double bound = precision == StatePrecision::bits8 ? 0.01 : 0.05;
+        BOOST_TEST(worst < bound, state_precision_name(precision) << ": parameters moved " << worst << " apart");
+    }
+}
+
+// Bytes per rank: codes (one or half a byte per element) and a float scale per block for the
+// quantized tensors, full state for the small one.
+BOOST_AUTO_TEST_CASE(state_bytes_follow_the_format) {
+    const std::vector<std::size_t> quantized = {5000, 9017, 4096};
+    for (StatePrecision precision : {StatePrecision::bits8, StatePrecision::bits4}) {
+        const std::size_t block = lowbit::block_elements(precision);
+        std::size_t expected = 2 * 300 * sizeof(float); // Adam's two moments of the small tensor
+        std::size_t full = 2 * 300 * sizeof(float);
+        for (std::size_t n : quantized) {
+            const std::size_t codes = precision == StatePrecision::bits8 ? n : (n + 1) / 2;
+            expected += 2 * (codes + (n + block - 1) / block * sizeof(float));
+            full += 2 * n * sizeof(float);
+        }
+        std::mutex &mutex = assertion_mutex();
+        run_inprocess(1, [&](Communicator &comm) {
+            auto opt = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(),
+                                                rule(OptimizerKind::adam, precision), with(Strategy::ddp));
+            const MemoryStats m = opt->memory_stats();
+            std::lock_guard<std::mutex> lock(mutex);
+            BOOST_TEST(m.optimizer_state_bytes == expected, state_precision_name(precision));
+            const double ratio = double(m.optimizer_state_bytes) / double(full);
+            BOOST_TEST(ratio < (precision == StatePrecision::bits8 ? 0.27 : 0.15), "ratio " << ratio);
+        });
+        // Sharded, the ranks' bytes add up to about the same (a block cut by a shard boundary is
+        // held by both ranks: one scale more each).
+        std::size_t total = 0;
+        run_inprocess(3, [&](Communicator &comm) {
+            auto opt = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(),
+                                                rule(OptimizerKind::adam, precision), with(Strategy::zero2));
+            const std::size_t mine = opt->memory_stats().optimizer_state_bytes;
+            std::lock_guard<std::mutex> lock(mutex);
+            total += mine;
+        });
+        BOOST_TEST(total >= expected);
+        BOOST_TEST(total <= expected + 2 * 2 * 8 * (block + sizeof(float)), "3 ranks hold " << total);
+    }
+}
+
+// The state crosses a checkpoint as its values, and back into the same codes: a DDP optimizer
+// saved after 3 steps and loaded into another (ZeRO-1 at 1 rank, whole blocks) trains on exactly
+// as the original. Into a shard that splits a block it is refused, changing nothing.
+BOOST_AUTO_TEST_CASE(checkpoints_keep_the_codes) {
+    std::mutex &mutex = assertion_mutex();
+    const OptimizerOptions o = rule(OptimizerKind::adam, StatePrecision::bits8);
+    std::vector<unsigned char> bytes;
+    std::vector<float> expected(elements()), got(elements());
+    run_inprocess(1, [&](Communicator &comm) {
+        const std::vector<float> init = initial_values(elements());
+        auto original = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), o, with(Strategy::ddp), init.data());
+        for (int k = 1; k <= 3; ++k) step(*original, 0, k);
+        bytes = original->serialize();
+        auto restored = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), o, with(Strategy::zero1));
+        restored->deserialize(bytes.data(), bytes.size());
+        for (int k = 4; k <= 6; ++k) {
+            step(*original, 0, k);
+            step(*restored, 0, k);
+        }
+        original->get_parameters(expected.data());
+        restored->get_parameters(got.data());
+    });
+    BOOST_TEST(same_bits(got, expected), "training resumed from the checkpoint differs");
+    run_inprocess(2, [&](Communicator &comm) {
+        auto sharded = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), o, with(Strategy::zero2));
+        std::vector<float> before(elements()), after(elements());
+        sharded->get_parameters(before.data());
+        expect_error(ErrorCode::unsupported, "split a quantization block",
+                     [&] { sharded->deserialize(bytes.data(), bytes.size()); });
+        sharded->get_parameters(after.data());
+        std::lock_guard<std::mutex> lock(mutex);
+        BOOST_TEST(same_bits(before, after), "a refused load changed the parameters");
+    });
+}
+
+// Where low-bit state cannot run yet it is refused, naming it: async SGD keeps full state.
+BOOST_AUTO_TEST_CASE(refused_where_it_cannot_run) {
+    run_inprocess(2, [&](Communicator &comm) {
+        expect_error(ErrorCode::unsupported, "state_precision 8bit", [&] {
+            ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), rule(OptimizerKind::adam, StatePrecision::bits8),
+                                     with(Strategy::async_sgd));
+        });
+    });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
