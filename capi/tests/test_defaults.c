@@ -279,7 +279,8 @@ static void test_optimize_defaults(void) {
 }
 
 /* Issue 37's rules through the C ABI: Lion, NAdam, Adamax and Adadelta train (one step moves the
- * parameters); Adafactor, Muon and low-bit state are refused as UNSUPPORTED for now. */
+ * parameters); 8-bit and 4-bit Adam state trains and costs its codes and block scales (a tensor of
+ * 5000 elements: 20 or 40 blocks); Adafactor and Muon are refused as UNSUPPORTED for now. */
 static void test_new_rules(void) {
     shardopt_comm c = NULL;
     shardopt_params p = make_params_a6_b3();
@@ -309,11 +310,31 @@ static void test_new_rules(void) {
     CHECK_ERR(shardopt_optimizer_create(c, p, &o, &s, initial, &opt), SHARDOPT_ERR_UNSUPPORTED, "muon");
     CHECK_OK(shardopt_optimizer_options_defaults(SHARDOPT_ADAFACTOR, &o));
     CHECK_ERR(shardopt_optimizer_create(c, p, &o, &s, initial, &opt), SHARDOPT_ERR_UNSUPPORTED, "adafactor");
-    CHECK_OK(shardopt_optimizer_options_init(&o));
-    o.state_precision = SHARDOPT_STATE_8BIT;
-    CHECK_ERR(shardopt_optimizer_create(c, p, &o, &s, initial, &opt), SHARDOPT_ERR_UNSUPPORTED, "8bit");
     CHECK(opt == NULL);
     CHECK_OK(shardopt_params_destroy(p));
+    for (int bits = 8; bits >= 4; bits -= 4) {
+        shardopt_memory_stats m = {.struct_size = sizeof m};
+        static float big[5000];
+        float *g = NULL;
+        size_t n = 0;
+        CHECK_OK(shardopt_params_create(SHARDOPT_F32, 0, &p));
+        CHECK_OK(shardopt_params_add(p, "w", 5000, 0, NULL));
+        CHECK_OK(shardopt_optimizer_options_init(&o));
+        o.state_precision = bits == 8 ? SHARDOPT_STATE_8BIT : SHARDOPT_STATE_4BIT;
+        for (size_t i = 0; i < 5000; ++i) big[i] = 1.0f;
+        CHECK_OK(shardopt_optimizer_create(c, p, &o, &s, big, &opt));
+        CHECK_OK(shardopt_optimizer_memory_stats(opt, &m));
+        CHECK(m.optimizer_state_bytes == (bits == 8 ? 2 * (5000 + 20 * 4) : 2 * (2500 + 40 * 4)));
+        CHECK_OK(shardopt_optimizer_zero_grad(opt));
+        CHECK_OK(shardopt_optimizer_bucket_grad(opt, 0, (void **)&g, &n));
+        for (size_t i = 0; i < n; ++i) g[i] = 0.5f;
+        CHECK_OK(shardopt_optimizer_step(opt, &r));
+        CHECK_OK(shardopt_optimizer_get_parameters(opt, big, 5000));
+        CHECK(r.applied == 1 && big[0] < 1.0f && big[4999] == big[0]);
+        CHECK_OK(shardopt_optimizer_destroy(opt));
+        CHECK_OK(shardopt_params_destroy(p));
+        opt = NULL;
+    }
     CHECK_OK(shardopt_comm_destroy(c));
 }
 
