@@ -51,7 +51,7 @@ std::vector<unsigned char> ShardOwner::state_to_host(int slot) const {
 void ShardOwner::state_from_host(int slot, const unsigned char *shard) {
     for (auto &u : updates_)
         for (std::size_t i = 0; i < u.segments.size(); ++i)
-            u.updater->write_state(int(i), slot, shard + u.segments[i].local * elem_);
+            u.updater->write_state(int(i), slot, shard + u.segments[i].local * elem_, nullptr);
 }
 
 void ShardOwner::set_step_count(std::int64_t steps) {

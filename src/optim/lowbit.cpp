@@ -163,30 +163,53 @@ void decode_slice(const LowBitArray &a, StatePrecision p, bool is_signed, std::s
 
 template <typename T>
 void encode_slice(const LowBitArray &a, StatePrecision p, bool is_signed, std::size_t offset, std::size_t count,
-                  const T *values) {
+                  const T *values, double first_top, double last_top) {
     const std::size_t block = block_elements(p), head = offset % block;
-    require(head == 0, ErrorCode::invalid_argument,
-            "low-bit state: a slice starting inside a block (element " + std::to_string(offset) +
-                ") cannot be encoded without the rest of the block");
+    const std::size_t blocks = blocks_touched(p, offset, count);
     const Codebook8 *book8 = p == StatePrecision::bits8 ? &(is_signed ? signed8() : unsigned8()) : nullptr;
     const Codebook4 *book4 = book8 ? nullptr : &(is_signed ? signed4() : unsigned4());
-    for (std::size_t first = 0, b = 0; first < count; first += block, ++b) {
-        const std::size_t n = std::min(block, count - first);
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const std::size_t code = b == 0 ? head : b * block, first = code - head;
+        const std::size_t n = std::min(count - first, (b + 1) * block - code);
         T top = 0;
         for (std::size_t k = 0; k < n; ++k) top = std::max(top, T(std::fabs(values[first + k])));
+        if (b == 0 && first_top >= 0.0) top = std::max(top, T(first_top));
+        if (b + 1 == blocks && last_top >= 0.0) top = std::max(top, T(last_top));
         const float scale = float(top);
         const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         for (std::size_t k = 0; k < n; ++k) {
             const float y = float(values[first + k]) * inv;
-            set_code(a, p, first + k, book8 ? encode8(*book8, y) : encode4(*book4, y));
+            set_code(a, p, code + k, book8 ? encode8(*book8, y) : encode4(*book4, y));
         }
         a.scales[b] = scale;
     }
 }
 
+template <typename T> double head_top(StatePrecision p, std::size_t offset, std::size_t count, const T *values) {
+    const std::size_t block = block_elements(p);
+    const std::size_t n = std::min(count, block - offset % block);
+    double top = 0.0;
+    for (std::size_t k = 0; k < n; ++k) top = std::max(top, double(std::fabs(values[k])));
+    return top;
+}
+
+template <typename T> double tail_top(StatePrecision p, std::size_t offset, std::size_t count, const T *values) {
+    const std::size_t block = block_elements(p), end = offset + count;
+    const std::size_t n = std::min(count, end - (end - 1) / block * block);
+    double top = 0.0;
+    for (std::size_t k = count - n; k < count; ++k) top = std::max(top, double(std::fabs(values[k])));
+    return top;
+}
+
 template void decode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, float *);
 template void decode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, double *);
-template void encode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, const float *);
-template void encode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, const double *);
+template void encode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, const float *, double,
+                           double);
+template void encode_slice(const LowBitArray &, StatePrecision, bool, std::size_t, std::size_t, const double *, double,
+                           double);
+template double head_top(StatePrecision, std::size_t, std::size_t, const float *);
+template double head_top(StatePrecision, std::size_t, std::size_t, const double *);
+template double tail_top(StatePrecision, std::size_t, std::size_t, const float *);
+template double tail_top(StatePrecision, std::size_t, std::size_t, const double *);
 
 } // namespace shardopt::lowbit

@@ -115,14 +115,20 @@ inline std::uint8_t encode4(const Codebook4 &book, float x) {
 // A quantized state array over elements [offset, offset + count) of a tensor (LowBitArray's
 // layout) as values, each its code's value times its block's scale, computed in T as the rules
 // decode them; and back (checkpoints, state synchronization): each block's scale is the largest
-// |value| of its run, and each value its nearest code, as the rules encode a block. Exact for
-// blocks the slice holds whole, which encode_slice requires of every block but the tensor's last.
+// |value| of the block, each value its nearest code, as the rules encode a block. A block the
+// slice holds only part of takes the largest |value| of its other parts as first_top (the slice's
+// first block) or last_top (its last), combined across ranks by the caller; negative: none. Values
+// that were decoded come back as the same codes and scales.
 template <typename T>
 void decode_slice(const LowBitArray &a, StatePrecision p, bool is_signed, std::size_t offset, std::size_t count,
                   T *out);
 template <typename T>
 void encode_slice(const LowBitArray &a, StatePrecision p, bool is_signed, std::size_t offset, std::size_t count,
-                  const T *values);
+                  const T *values, double first_top = -1.0, double last_top = -1.0);
+// The largest |value| of the slice's first and last block's runs (what encode_slice's partners
+// need as their first_top / last_top).
+template <typename T> double head_top(StatePrecision p, std::size_t offset, std::size_t count, const T *values);
+template <typename T> double tail_top(StatePrecision p, std::size_t offset, std::size_t count, const T *values);
 
 // The codebooks of a precision: signed for the first moment (and SGD's momentum), unsigned for
 // the second.

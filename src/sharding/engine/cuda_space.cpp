@@ -150,7 +150,7 @@ class CudaUpdater final : public SpanUpdater {
         if (tensor >= 0) optimizer_->read_state(tensor, slot, static_cast<float *>(host));
     }
 
-    void write_state(int span, int slot, const void *host) override {
+    void write_state(int span, int slot, const void *host, const double *) override {
         const int tensor = tensor_of(span, slot);
         if (tensor >= 0) optimizer_->write_state(tensor, slot, static_cast<const float *>(host));
     }

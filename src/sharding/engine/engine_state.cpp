@@ -107,7 +107,6 @@ class StepEngine::CheckpointView final : public checkpoint::CheckpointTarget {
 
     void commit(const std::vector<unsigned char> &params, const std::vector<std::vector<unsigned char>> &state,
                 std::int64_t step_count, double lr, const std::vector<unsigned char> *rank_state) override {
-        e_.update_->check_state_restorable(); // before anything changes
         e_.params_->release_all_units(); // their contents are about to go stale
         require(params.size() == e_.params_->bytes(), ErrorCode::invalid_state,
                 "checkpoint: " + std::to_string(params.size()) + " parameter bytes staged for a buffer of " +

@@ -1,5 +1,6 @@
 #include "host_space.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -89,17 +90,32 @@ template <typename T> class HostUpdater final : public SpanUpdater {
                                         static_cast<T *>(host));
         std::memcpy(host, seg.state[slot], seg.count * sizeof(T));
     }
-    void write_state(int span, int slot, const void *host) override {
+    void write_state(int span, int slot, const void *host, const double *maxima) override {
         const auto &seg = segment(span, slot);
         if (seg.lowbit[slot].codes) {
-            // A block other ranks hold parts of takes the maximum over every part (the engine
-            // refuses such a restore up front: Update::check_state_restorable).
-            require(seg.shared_first == Segment<T>::npos && seg.shared_last == Segment<T>::npos, ErrorCode::internal,
-                    "low-bit state written into a slice that splits a block");
+            // A block other ranks hold parts of takes the maximum over every part.
+            auto top = [&](std::size_t shared) {
+                if (shared == Segment<T>::npos) return -1.0;
+                require(maxima != nullptr, ErrorCode::internal, "low-bit state of a split block written without maxima");
+                return maxima[shared_stat(seg, shared, slot)];
+            };
             return lowbit::encode_slice(seg.lowbit[slot], precision_, slot == 0, seg.offset, seg.count,
-                                        static_cast<const T *>(host));
+                                        static_cast<const T *>(host), top(seg.shared_first), top(seg.shared_last));
         }
         std::memcpy(seg.state[slot], host, seg.count * sizeof(T));
+    }
+    void shared_maxima(int span, int slot, const void *host, double *maxima) const override {
+        const auto &seg = segment(span, slot);
+        if (!seg.lowbit[slot].codes) return;
+        const auto *values = static_cast<const T *>(host);
+        if (seg.shared_first != Segment<T>::npos) {
+            double &m = maxima[shared_stat(seg, seg.shared_first, slot)];
+            m = std::max(m, lowbit::head_top(precision_, seg.offset, seg.count, values));
+        }
+        if (seg.shared_last != Segment<T>::npos) {
+            double &m = maxima[shared_stat(seg, seg.shared_last, slot)];
+            m = std::max(m, lowbit::tail_top(precision_, seg.offset, seg.count, values));
+        }
     }
     void set_step_count(std::int64_t steps) override {
         require(steps >= 0, ErrorCode::invalid_argument, "step count must be >= 0");
@@ -107,6 +123,10 @@ template <typename T> class HostUpdater final : public SpanUpdater {
     }
 
   private:
+    // Where shared block `shared`'s maximum of slot `slot` is in the statistics (the rules' order).
+    std::size_t shared_stat(const Segment<T> &seg, std::size_t shared, int slot) const {
+        return seg.stats[0] + shared * std::size_t(optimizer_->state_slots()) + std::size_t(slot);
+    }
     const Segment<T> &segment(int span, int slot) const {
         require(slot >= 0 && slot < state_slots(), ErrorCode::invalid_argument, "no state slot " + std::to_string(slot));
         return segments_.at(std::size_t(span));

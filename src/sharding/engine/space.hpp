@@ -74,8 +74,15 @@ class SpanUpdater {
     virtual void read_state(int span, int slot, void *host) = 0;
     // Restore (checkpoints, synchronize_optimizer_state), synchronizing: state slot `slot` of
     // span i from `host`, and the steps taken (the next step() is step steps + 1, which is what
-    // bias corrections and schedules count from).
-    virtual void write_state(int span, int slot, const void *host) = 0;
+    // bias corrections and schedules count from). `maxima`: for low-bit state in blocks split
+    // between ranks, the largest |value| of each shared block over every rank's part (null when no
+    // block is split), which shared_maxima gathered into the same layout as the step's statistics.
+    virtual void write_state(int span, int slot, const void *host, const double *maxima) = 0;
+    // The largest |value| of slot `slot` in span i's parts of shared low-bit blocks, from `host`,
+    // into maxima (max) at the span's phase-0 statistics: index stats[0] + shared * slots + slot.
+    virtual void shared_maxima(int span, int slot, const void *host, double *maxima) const {
+        (void)span, (void)slot, (void)host, (void)maxima;
+    }
     virtual void set_step_count(std::int64_t steps) = 0;
 };
 

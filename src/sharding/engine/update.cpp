@@ -61,22 +61,20 @@ void Update::read_state_range(int k, std::size_t first, std::size_t count, unsig
         }
 }
 
-void Update::check_state_restorable() const {
-    require(!layout_.splits_blocks(), ErrorCode::unsupported,
-            std::string("restoring ") + state_precision_name(ctx_.optimizer.state_precision) +
-                " optimizer state into shards that split a quantization block is not supported yet (a block's scale "
-                "is the maximum over every rank's part): load it into ddp or local_sgd (whole tensors), or use full "
-                "state");
-}
-
 void Update::state_from_host(int k, const unsigned char *host) {
-    check_state_restorable();
     const bool sharded = ctx_.plan.state_sharded();
+    auto at = [&](const OwnedSegment &s) { return host + (sharded ? s.local : s.flat) * ctx_.elem(); };
+    std::vector<double> maxima;
+    if (layout_.splits_blocks()) { // each split block's scale: the largest |value| over every rank's part
+        maxima.assign(layout_.stats_size(), 0.0);
+        for (const BucketUpdate &u : buckets_)
+            for (std::size_t i = 0; i < u.segments.size(); ++i)
+                u.updater->shared_maxima(int(i), k, at(u.segments[i]), maxima.data());
+        combine_stats(0, maxima);
+    }
     for (const BucketUpdate &u : buckets_)
-        for (std::size_t i = 0; i < u.segments.size(); ++i) {
-            const OwnedSegment &s = u.segments[i];
-            u.updater->write_state(int(i), k, host + (sharded ? s.local : s.flat) * ctx_.elem());
-        }
+        for (std::size_t i = 0; i < u.segments.size(); ++i)
+            u.updater->write_state(int(i), k, at(u.segments[i]), maxima.empty() ? nullptr : maxima.data());
 }
 
 std::size_t Update::state_bytes() const {

@@ -55,10 +55,9 @@ class Update : public BucketListener {
     // Elements [first, first + count) of that layout into dst, read span by span (a span only
     // partly inside through a buffer of its size): what a checkpoint writes, without the whole.
     void read_state_range(int k, std::size_t first, std::size_t count, unsigned char *dst) const;
+    // Collective over the group where low-bit blocks are split between ranks (their scales are the
+    // maxima over every rank's part).
     void state_from_host(int k, const unsigned char *host);
-    // Throws Error(unsupported), on every rank alike, when state cannot be restored into this
-    // layout (low-bit blocks split between ranks): called before a restore changes anything.
-    void check_state_restorable() const;
     std::size_t state_bytes() const;
 
   protected:
