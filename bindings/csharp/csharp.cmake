@@ -31,8 +31,9 @@ if(SHARDOPT_BUILD_TESTS)
   # issue 19: mistakes raise (safety), ranks that disagree fail everywhere (agreement), the generic/model API (api);
   # issue 23: pipeline stages and runner (pipeline); issue 22: AsyncSGDOptimizer (async); issue 24: ElasticOptimizer (elastic);
   # issue 32: peers that go, the library's messages, calls from another thread (policy); issue 38: the planner (planner)
-  # issue 34: NCCLCommunicationBackend, Memory and CudaStream (gpu)
-  foreach(group safety agreement api pipeline async elastic policy planner gpu)
+  # issue 34: NCCLCommunicationBackend, Memory and CudaStream (gpu); issue 37: Lion, Adafactor, NAdam, AdaMax, AdaDelta, Muon
+  # (optimizers)
+  foreach(group safety agreement api pipeline async elastic policy planner gpu optimizers)
     add_test(NAME bindings.csharp_${group} COMMAND ${MONO_EXECUTABLE} ${CS_DIR}/ShardoptTests.exe --group ${group})
   endforeach()
   # issue 32: every run of the cross-language table, and the seed example of AiDotNet's FSDPOptimizer page, equal to the
@@ -55,7 +56,7 @@ if(SHARDOPT_BUILD_TESTS)
     ENVIRONMENT "LD_LIBRARY_PATH=${CS_DIR}")
   set_tests_properties(bindings.csharp samples.csharp_fsdp_adam bindings.csharp_safety bindings.csharp_agreement
     bindings.csharp_api bindings.csharp_pipeline bindings.csharp_async bindings.csharp_elastic bindings.csharp_policy bindings.csharp_planner
-    bindings.csharp_gpu
+    bindings.csharp_gpu bindings.csharp_optimizers
     PROPERTIES LABELS csharp TIMEOUT 300
     ENVIRONMENT "LD_LIBRARY_PATH=${CS_DIR};SHARDOPT_RUN=${SO_RUN};MONO=${MONO_EXECUTABLE};SHARDOPT_CS_DIR=${CS_DIR}")
 endif()

@@ -48,6 +48,8 @@ if(SHARDOPT_BUILD_TESTS)
     add_test(NAME samples.java_fsdp_adam COMMAND ${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes FsdpAdam)
     # issue 19: the f64 path against the C++ core's reference, bit for bit (also run within bindings.java)
     add_test(NAME bindings.java_reference_f64 COMMAND ${J_RUN} "--select-method=org.shardopt.tests.ModelApiTest#f64BitForBitWithTheCore")
+    # issue 37: Lion, Adafactor, NAdam, AdaMax, AdaDelta, Muon and their settings (also run within bindings.java)
+    add_test(NAME bindings.java_optimizers COMMAND ${J_RUN} --select-class org.shardopt.tests.OptimizersTest)
     # issue 32: every run of the conformance table through the Java API, and AiDotNet's FSDPOptimizer page example
     # ported (SeedExample), equal to the C driver's bit for bit (tests/bindings/conformance/README.md)
     set(J_COMPARE ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/bindings/conformance/compare.py
@@ -71,7 +73,8 @@ if(SHARDOPT_BUILD_TESTS)
     endif()
     add_test(NAME samples.java_seed_example COMMAND ${J_COMPARE} --driver java
              "${Java_JAVA_EXECUTABLE} -cp ${J_JAR}:${J_DIR}/sample-classes SeedExample" --only seed_example)
-    set_tests_properties(bindings.java samples.java_fsdp_adam bindings.java_reference_f64 bindings.conformance.java samples.java_seed_example
+    set_tests_properties(bindings.java samples.java_fsdp_adam bindings.java_reference_f64 bindings.java_optimizers bindings.conformance.java
+                         samples.java_seed_example
                          PROPERTIES LABELS "bindings;java" TIMEOUT 300
       ENVIRONMENT "SHARDOPT_RUN=${SO_RUN};SHARDOPT_JAVA_CP=${J_JAR}:${J_DIR}/test-classes;JAVA=${Java_JAVA_EXECUTABLE};SHARDOPT_REFERENCE_F64=$<TARGET_FILE:bindings_reference_f64>")
   else()

@@ -7,6 +7,15 @@ using static Shardopt.Native.shardopt_native;
 
 namespace Shardopt.DistributedTraining
 {
+    /// <summary>How Adam, AdamW and SGD with momentum keep their state (the C ABI's shardopt_state_precision): Full, or
+    /// blockwise quantized Bits8 / Bits4 (docs/optimizers.md; not with AMSGrad).</summary>
+    public enum StatePrecision { Full = 0, Bits8 = 1, Bits4 = 2 }
+
+    /// <summary>Muon's learning-rate scale for a rows x cols matrix (the C ABI's shardopt_muon_lr_adjust, torch.optim.Muon's
+    /// adjust_lr_fn): Original sqrt(max(1, rows / cols)), MatchRmsAdamW 0.2 sqrt(max(rows, cols)), SpectralUnclamped
+    /// sqrt(rows / cols).</summary>
+    public enum MuonLearningRateAdjustment { Original = 0, MatchRmsAdamW = 1, SpectralUnclamped = 2 }
+
     /// <summary>Options of a base optimizer and of the training Optimize runs, over two C structs: the optimizer's
     /// (shardopt_optimizer_options_init_preset: the defaults of AiDotNet's class) and the training's
     /// (shardopt_training_options_init: AiDotNet's MaxIterations 100, BatchSize 32, ShuffleData, UseEarlyStopping,
@@ -44,6 +53,28 @@ namespace Shardopt.DistributedTraining
         public bool Centered { get => Native.centered != 0; set => Opt(Native.centered, value ? 1 : 0, v => Native.centered = v); }
         public double LearningRateDecay { get => Native.lr_decay; set => Opt(Native.lr_decay, value, v => Native.lr_decay = v); }
         public double InitialAccumulatorValue { get => Native.initial_accumulator_value; set => Opt(Native.initial_accumulator_value, value, v => Native.initial_accumulator_value = v); }
+        /// <summary>Adam, AdamW, SGD with momentum: full or low-bit state (the library checks the rule takes it).</summary>
+        public StatePrecision StatePrecision { get => (StatePrecision)Native.state_precision; set => Opt(Native.state_precision, (int)value, v => Native.state_precision = v); }
+        /// <summary>NAdam's momentum decay (psi) and its AdamW-style weight decay instead of L2.</summary>
+        public double MomentumDecay { get => Native.momentum_decay; set => Opt(Native.momentum_decay, value, v => Native.momentum_decay = v); }
+        public bool DecoupledWeightDecay { get => Native.decoupled_weight_decay != 0; set => Opt(Native.decoupled_weight_decay, value ? 1 : 0, v => Native.decoupled_weight_decay = v); }
+        /// <summary>Adadelta's decay of its running averages.</summary>
+        public double Rho { get => Native.rho; set => Opt(Native.rho, value, v => Native.rho = v); }
+        /// <summary>Adafactor: the second moment's decay rate is t^Beta2Decay; Epsilon2 is its eps2 (Epsilon its eps1, 0: the
+        /// element type's machine epsilon); ClipThreshold the update's RMS clipping threshold (torch's d).</summary>
+        public double Beta2Decay { get => Native.beta2_decay; set => Opt(Native.beta2_decay, value, v => Native.beta2_decay = v); }
+        public double Epsilon2 { get => Native.eps2; set => Opt(Native.eps2, value, v => Native.eps2 = v); }
+        public double ClipThreshold { get => Native.clip_threshold; set => Opt(Native.clip_threshold, value, v => Native.clip_threshold = v); }
+        /// <summary>Muon on matrices: Newton-Schulz iterations and the quintic's coefficients a, b, c; the learning-rate
+        /// adjustment; AdamW's learning rate, weight decay and epsilon on every other tensor.</summary>
+        public int NewtonSchulzSteps { get => Native.ns_steps; set => Opt(Native.ns_steps, value, v => Native.ns_steps = v); }
+        public double NewtonSchulzA { get => Native.ns_a; set => Opt(Native.ns_a, value, v => Native.ns_a = v); }
+        public double NewtonSchulzB { get => Native.ns_b; set => Opt(Native.ns_b, value, v => Native.ns_b = v); }
+        public double NewtonSchulzC { get => Native.ns_c; set => Opt(Native.ns_c, value, v => Native.ns_c = v); }
+        public MuonLearningRateAdjustment LearningRateAdjustment { get => (MuonLearningRateAdjustment)Native.adjust_lr; set => Opt(Native.adjust_lr, (int)value, v => Native.adjust_lr = v); }
+        public double AdamWLearningRate { get => Native.adamw_lr; set => Opt(Native.adamw_lr, value, v => Native.adamw_lr = v); }
+        public double AdamWWeightDecay { get => Native.adamw_weight_decay; set => Opt(Native.adamw_weight_decay, value, v => Native.adamw_weight_decay = v); }
+        public double AdamWEpsilon { get => Native.adamw_eps; set => Opt(Native.adamw_eps, value, v => Native.adamw_eps = v); }
         public int BatchSize { get => (int)Training.batch_size; set => Train(Training.batch_size, value, v => Training.batch_size = v); }
         public int MaxIterations { get => Training.max_epochs; set => Train(Training.max_epochs, value, v => Training.max_epochs = v); }
         public long MaxSteps { get => Training.max_steps; set => Train(Training.max_steps, value, v => Training.max_steps = v); }
@@ -65,6 +96,12 @@ namespace Shardopt.DistributedTraining
     public class RootMeanSquarePropagationOptimizerOptions : OptimizerOptions { public RootMeanSquarePropagationOptimizerOptions() : base(SHARDOPT_PRESET_RMSPROP) { } }
     public class AdagradOptimizerOptions : OptimizerOptions { public AdagradOptimizerOptions() : base(SHARDOPT_PRESET_ADAGRAD) { } }
     public class LambOptimizerOptions : OptimizerOptions { public LambOptimizerOptions() : base(SHARDOPT_PRESET_LAMB) { } }
+    public class LionOptimizerOptions : OptimizerOptions { public LionOptimizerOptions() : base(SHARDOPT_PRESET_LION) { } }
+    public class AdafactorOptimizerOptions : OptimizerOptions { public AdafactorOptimizerOptions() : base(SHARDOPT_PRESET_ADAFACTOR) { } }
+    public class NadamOptimizerOptions : OptimizerOptions { public NadamOptimizerOptions() : base(SHARDOPT_PRESET_NADAM) { } }
+    public class AdaMaxOptimizerOptions : OptimizerOptions { public AdaMaxOptimizerOptions() : base(SHARDOPT_PRESET_ADAMAX) { } }
+    public class AdaDeltaOptimizerOptions : OptimizerOptions { public AdaDeltaOptimizerOptions() : base(SHARDOPT_PRESET_ADADELTA) { } }
+    public class MuonOptimizerOptions : OptimizerOptions { public MuonOptimizerOptions() : base(SHARDOPT_PRESET_MUON) { } }
     public class StochasticGradientDescentOptimizerOptions<T, TInput, TOutput> : StochasticGradientDescentOptimizerOptions where T : struct { }
     public class MomentumOptimizerOptions<T, TInput, TOutput> : MomentumOptimizerOptions where T : struct { }
     public class AdamOptimizerOptions<T, TInput, TOutput> : AdamOptimizerOptions where T : struct { }
@@ -72,6 +109,12 @@ namespace Shardopt.DistributedTraining
     public class RootMeanSquarePropagationOptimizerOptions<T, TInput, TOutput> : RootMeanSquarePropagationOptimizerOptions where T : struct { }
     public class AdagradOptimizerOptions<T, TInput, TOutput> : AdagradOptimizerOptions where T : struct { }
     public class LambOptimizerOptions<T, TInput, TOutput> : LambOptimizerOptions where T : struct { }
+    public class LionOptimizerOptions<T, TInput, TOutput> : LionOptimizerOptions where T : struct { }
+    public class AdafactorOptimizerOptions<T, TInput, TOutput> : AdafactorOptimizerOptions where T : struct { }
+    public class NadamOptimizerOptions<T, TInput, TOutput> : NadamOptimizerOptions where T : struct { }
+    public class AdaMaxOptimizerOptions<T, TInput, TOutput> : AdaMaxOptimizerOptions where T : struct { }
+    public class AdaDeltaOptimizerOptions<T, TInput, TOutput> : AdaDeltaOptimizerOptions where T : struct { }
+    public class MuonOptimizerOptions<T, TInput, TOutput> : MuonOptimizerOptions where T : struct { }
 
     /// <summary>A base optimizer (AiDotNet's IOptimizer): its options, wrapped by a sharded optimizer.</summary>
     public abstract class Optimizer
@@ -99,6 +142,12 @@ namespace Shardopt.DistributedTraining
     public class RootMeanSquarePropagationOptimizer : Optimizer { public RootMeanSquarePropagationOptimizer(RootMeanSquarePropagationOptimizerOptions options = null) : base(options ?? new RootMeanSquarePropagationOptimizerOptions()) { } }
     public class AdagradOptimizer : Optimizer { public AdagradOptimizer(AdagradOptimizerOptions options = null) : base(options ?? new AdagradOptimizerOptions()) { } }
     public class LambOptimizer : Optimizer { public LambOptimizer(LambOptimizerOptions options = null) : base(options ?? new LambOptimizerOptions()) { } }
+    public class LionOptimizer : Optimizer { public LionOptimizer(LionOptimizerOptions options = null) : base(options ?? new LionOptimizerOptions()) { } }
+    public class AdafactorOptimizer : Optimizer { public AdafactorOptimizer(AdafactorOptimizerOptions options = null) : base(options ?? new AdafactorOptimizerOptions()) { } }
+    public class NadamOptimizer : Optimizer { public NadamOptimizer(NadamOptimizerOptions options = null) : base(options ?? new NadamOptimizerOptions()) { } }
+    public class AdaMaxOptimizer : Optimizer { public AdaMaxOptimizer(AdaMaxOptimizerOptions options = null) : base(options ?? new AdaMaxOptimizerOptions()) { } }
+    public class AdaDeltaOptimizer : Optimizer { public AdaDeltaOptimizer(AdaDeltaOptimizerOptions options = null) : base(options ?? new AdaDeltaOptimizerOptions()) { } }
+    public class MuonOptimizer : Optimizer { public MuonOptimizer(MuonOptimizerOptions options = null) : base(options ?? new MuonOptimizerOptions()) { } }
     public class StochasticGradientDescentOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
     { public StochasticGradientDescentOptimizer(IGradientModel<T, TInput, TOutput> model, StochasticGradientDescentOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new StochasticGradientDescentOptimizerOptions<T, TInput, TOutput>()) { } }
     public class MomentumOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
@@ -113,6 +162,18 @@ namespace Shardopt.DistributedTraining
     { public AdagradOptimizer(IGradientModel<T, TInput, TOutput> model, AdagradOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new AdagradOptimizerOptions<T, TInput, TOutput>()) { } }
     public class LambOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
     { public LambOptimizer(IGradientModel<T, TInput, TOutput> model, LambOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new LambOptimizerOptions<T, TInput, TOutput>()) { } }
+    public class LionOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
+    { public LionOptimizer(IGradientModel<T, TInput, TOutput> model, LionOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new LionOptimizerOptions<T, TInput, TOutput>()) { } }
+    public class AdafactorOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
+    { public AdafactorOptimizer(IGradientModel<T, TInput, TOutput> model, AdafactorOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new AdafactorOptimizerOptions<T, TInput, TOutput>()) { } }
+    public class NadamOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
+    { public NadamOptimizer(IGradientModel<T, TInput, TOutput> model, NadamOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new NadamOptimizerOptions<T, TInput, TOutput>()) { } }
+    public class AdaMaxOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
+    { public AdaMaxOptimizer(IGradientModel<T, TInput, TOutput> model, AdaMaxOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new AdaMaxOptimizerOptions<T, TInput, TOutput>()) { } }
+    public class AdaDeltaOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
+    { public AdaDeltaOptimizer(IGradientModel<T, TInput, TOutput> model, AdaDeltaOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new AdaDeltaOptimizerOptions<T, TInput, TOutput>()) { } }
+    public class MuonOptimizer<T, TInput, TOutput> : ModelOptimizer<T, TInput, TOutput> where T : struct
+    { public MuonOptimizer(IGradientModel<T, TInput, TOutput> model, MuonOptimizerOptions<T, TInput, TOutput> options = null) : base(model, options ?? new MuonOptimizerOptions<T, TInput, TOutput>()) { } }
 
     /// <summary>The learning-rate schedules of the C ABI (their formulas are shardopt.h's): linear warm-up over `warmup` epochs
     /// (steps with PerStep); cosine annealing to minRate over `period` (null: to the end of training); the rate times gamma

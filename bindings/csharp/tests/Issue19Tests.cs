@@ -454,6 +454,7 @@ static partial class ShardoptTests
             case "policy": return PolicyGroup(); // PolicyTests.cs
             case "planner": return PlannerGroup(); // PlannerTests.cs
             case "gpu": return GpuGroup(); // GpuTests.cs
+            case "optimizers": return OptimizersGroup(); // OptimizerTests.cs
             case "gpu_emulated": return GpuEmulatedGroup(); // GpuEmulatedTests.cs: needs the CUDA stand-in preloaded
             default: throw new ArgumentException("unknown group " + name);
         }

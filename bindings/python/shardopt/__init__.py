@@ -8,10 +8,13 @@ from ._core import (CollectiveTimeoutError, CorruptDataError, FileIOError, Inter
                      ShardoptError, UnsupportedError)
 from .schedules import (ConstantSchedule, CosineAnnealingSchedule, LambdaSchedule, LearningRateSchedule,
                         StepDecaySchedule, WarmupSchedule)
-from .optimizers import (AdagradOptimizer, AdagradOptimizerOptions, AdamOptimizer, AdamOptimizerOptions,
-                         AdamWOptimizer, AdamWOptimizerOptions, LambOptimizer, LambOptimizerOptions,
-                         MomentumOptimizer, MomentumOptimizerOptions, Optimizer, OptimizerOptions,
-                         RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions,
+from .optimizers import (AdaDeltaOptimizer, AdaDeltaOptimizerOptions, AdafactorOptimizer, AdafactorOptimizerOptions,
+                         AdagradOptimizer, AdagradOptimizerOptions, AdaMaxOptimizer, AdaMaxOptimizerOptions,
+                         AdamOptimizer, AdamOptimizerOptions, AdamWOptimizer, AdamWOptimizerOptions, LambOptimizer,
+                         LambOptimizerOptions, LionOptimizer, LionOptimizerOptions, MomentumOptimizer,
+                         MomentumOptimizerOptions, MuonLearningRateAdjustment, MuonOptimizer, MuonOptimizerOptions,
+                         NadamOptimizer, NadamOptimizerOptions, Optimizer, OptimizerOptions,
+                         RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions, StatePrecision,
                          StochasticGradientDescentOptimizer, StochasticGradientDescentOptimizerOptions)
 from .configuration import (Dataset, DatasetResult, GradientCompression, MemorySpace, MemoryStats, Model,
                             OptimizationInputData,

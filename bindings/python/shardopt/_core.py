@@ -47,13 +47,16 @@ def set_checked(struct, field, value, setting, validate):
 
 
 def convert(kind, value):
+    if isinstance(kind, type) and hasattr(kind, "parse"):  # an IntEnum with parse(): a member, its value or its name
+        return kind.parse(value)
     if kind is SWITCH:
         return _n.SHARDOPT_ENABLE if value else _n.SHARDOPT_DISABLE
     return int(bool(value)) if kind is bool else operator.index(value) if kind is int else float(value)
 
 
 class Setting:
-    """A property over `field` of the C struct in attribute `struct`, of kind float, int, bool or SWITCH."""
+    """A property over `field` of the C struct in attribute `struct`, of kind float, int, bool, SWITCH or an IntEnum
+    with a parse() classmethod (set as a member, its value or its name; read as a member)."""
 
     def __init__(self, struct, field, kind=float, validate=None, doc=None):
         self.struct, self.field, self.kind, self.validate, self.__doc__ = struct, field, kind, validate, doc
@@ -65,6 +68,8 @@ class Setting:
         if obj is None:
             return self
         v = getattr(getattr(obj, self.struct), self.field)
+        if isinstance(self.kind, type) and hasattr(self.kind, "parse"):
+            return self.kind(v)
         return v == _n.SHARDOPT_ENABLE if self.kind is SWITCH else bool(v) if self.kind is bool else v
 
     def __set__(self, obj, value):

@@ -1,10 +1,31 @@
 """Base optimizers and their options (AiDotNet's classes): the C structs of the base optimizer (filled by the
 library's preset for the class) and of training (filled by shardopt_training_options_init), checked as they are set."""
+import enum
 from functools import partial
 
 from . import shardopt_native as _n
-from ._core import Setting
+from ._core import Setting, parse_enum
 from .schedules import LearningRateSchedule
+
+
+
+class StatePrecision(enum.IntEnum):
+    """How Adam, AdamW and SGD with momentum keep their state (the C ABI's shardopt_state_precision): FULL, or blockwise
+    quantized BITS8 / BITS4 (docs/optimizers.md); a name works too ("full", "8bit", "4bit")."""
+    FULL, BITS8, BITS4 = _n.SHARDOPT_STATE_FULL, _n.SHARDOPT_STATE_8BIT, _n.SHARDOPT_STATE_4BIT
+    parse = classmethod(lambda cls, value: parse_enum(cls, value, "state precision",
+                                                      {"8BIT": cls.BITS8, "4BIT": cls.BITS4}))
+
+
+class MuonLearningRateAdjustment(enum.IntEnum):
+    """Muon's learning-rate scale for a rows x cols matrix (the C ABI's shardopt_muon_lr_adjust, torch.optim.Muon's
+    adjust_lr_fn): ORIGINAL sqrt(max(1, rows / cols)), MATCH_RMS_ADAMW 0.2 sqrt(max(rows, cols)), SPECTRAL_UNCLAMPED
+    sqrt(rows / cols); a name works too ("original", "match_rms_adamw", ...)."""
+    ORIGINAL = _n.SHARDOPT_MUON_LR_ORIGINAL
+    MATCH_RMS_ADAMW = _n.SHARDOPT_MUON_LR_MATCH_RMS_ADAMW
+    SPECTRAL_UNCLAMPED = _n.SHARDOPT_MUON_LR_SPECTRAL_UNCLAMPED
+    parse = classmethod(lambda cls, value: parse_enum(cls, value, "Muon learning-rate adjustment"))
+
 
 _opt = partial(Setting, "_optimizer", validate=_n.shardopt_optimizer_options_validate)
 _train = partial(Setting, "_training", validate=_n.shardopt_training_options_validate)
@@ -33,6 +54,21 @@ class OptimizerOptions:
         _opt("centered", bool)
     decay = _opt("alpha", doc="RMSprop's smoothing constant (torch's alpha)")
     learning_rate_decay, initial_accumulator_value = _opt("lr_decay"), _opt("initial_accumulator_value")
+    state_precision = _opt("state_precision", StatePrecision, doc="Adam, AdamW, SGD with momentum: a StatePrecision, "
+                           "or 'full', '8bit', '4bit' (not with amsgrad)")
+    momentum_decay = _opt("momentum_decay", doc="NAdam's momentum decay (psi)")
+    decoupled_weight_decay = _opt("decoupled_weight_decay", bool, doc="NAdam: AdamW-style weight decay, not L2")
+    rho = _opt("rho", doc="Adadelta's decay of its running averages")
+    beta2_decay = _opt("beta2_decay", doc="Adafactor: the second moment's decay rate is t ** beta2_decay")
+    epsilon2 = _opt("eps2", doc="Adafactor's eps2 (epsilon is its eps1; 0: the element type's machine epsilon)")
+    clip_threshold = _opt("clip_threshold", doc="Adafactor: the update's RMS clipping threshold (torch's d)")
+    newton_schulz_steps = _opt("ns_steps", int, doc="Muon: Newton-Schulz iterations of each matrix's orthogonalization")
+    newton_schulz_a, newton_schulz_b, newton_schulz_c = _opt("ns_a"), _opt("ns_b"), _opt("ns_c")
+    learning_rate_adjustment = _opt("adjust_lr", MuonLearningRateAdjustment,
+                                    doc="Muon: a MuonLearningRateAdjustment (or its name), torch's adjust_lr_fn")
+    adamw_learning_rate = _opt("adamw_lr", doc="Muon: AdamW's learning rate on the tensors that are not matrices")
+    adamw_weight_decay = _opt("adamw_weight_decay", doc="Muon: AdamW's weight decay on the tensors that are not matrices")
+    adamw_epsilon = _opt("adamw_eps", doc="Muon: AdamW's epsilon on the tensors that are not matrices")
     # training: an epoch is a pass over the training set, a step one optimizer step
     max_iterations = _train("max_epochs", int, doc="AiDotNet's MaxIterations: the most epochs")
     batch_size = _train("batch_size", int, doc="samples per step over all ranks; 0: the whole training set")
@@ -105,3 +141,10 @@ RootMeanSquarePropagationOptimizer, RootMeanSquarePropagationOptimizerOptions = 
     "RootMeanSquarePropagationOptimizer", _n.SHARDOPT_PRESET_RMSPROP)
 AdagradOptimizer, AdagradOptimizerOptions = _optimizer("AdagradOptimizer", _n.SHARDOPT_PRESET_ADAGRAD)
 LambOptimizer, LambOptimizerOptions = _optimizer("LambOptimizer", _n.SHARDOPT_PRESET_LAMB)
+# issue 37: torch.optim's rules and defaults (docs/optimizers.md)
+LionOptimizer, LionOptimizerOptions = _optimizer("LionOptimizer", _n.SHARDOPT_PRESET_LION)
+AdafactorOptimizer, AdafactorOptimizerOptions = _optimizer("AdafactorOptimizer", _n.SHARDOPT_PRESET_ADAFACTOR)
+NadamOptimizer, NadamOptimizerOptions = _optimizer("NadamOptimizer", _n.SHARDOPT_PRESET_NADAM)
+AdaMaxOptimizer, AdaMaxOptimizerOptions = _optimizer("AdaMaxOptimizer", _n.SHARDOPT_PRESET_ADAMAX)
+AdaDeltaOptimizer, AdaDeltaOptimizerOptions = _optimizer("AdaDeltaOptimizer", _n.SHARDOPT_PRESET_ADADELTA)
+MuonOptimizer, MuonOptimizerOptions = _optimizer("MuonOptimizer", _n.SHARDOPT_PRESET_MUON)

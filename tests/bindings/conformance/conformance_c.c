@@ -79,7 +79,9 @@ static int pick(const char *value, const char *const *names, int n, const char *
 }
 
 static const char *const strategy_names[] = {"ddp", "zero1", "zero2", "fsdp", "hybrid", "local_sgd", "async_sgd"};
-static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad", "lamb"};
+/* in shardopt_optimizer_preset's order: a name's index is its preset */
+static const char *const optimizer_names[] = {"sgd",  "momentum",  "adam",  "adamw",  "rmsprop",  "adagrad", "lamb",
+                                              "lion", "adafactor", "nadam", "adamax", "adadelta", "muon"};
 static const char *const schedule_names[] = {"constant", "warmup", "cosine", "step_decay",
                                              "warmup_cosine", "warmup_step_decay", "custom"};
 static const char *const preset_names[] = {"default", "high_bandwidth", "low_bandwidth"};
@@ -142,7 +144,8 @@ static int create_optimizer(rank_job *j, shardopt_dtype dtype, shardopt_optimize
     shardopt_sharding_options s;
     int ok = 0;
     CHECK(shardopt_optimizer_options_init_preset(&o, sizeof o,
-                                                 (shardopt_optimizer_preset)pick(get(r, "optimizer"), optimizer_names, 7,
+                                                 (shardopt_optimizer_preset)pick(get(r, "optimizer"), optimizer_names,
+                                                                                 (int)(sizeof optimizer_names / sizeof *optimizer_names),
                                                                                  "optimizer")));
     if ((v = get(r, "lr"))) o.lr = atof(v);
     v = get(r, "preset");

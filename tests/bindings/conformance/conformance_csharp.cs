@@ -93,6 +93,12 @@ static class ConformanceCSharp
             case "rmsprop": return new RootMeanSquarePropagationOptimizer<T, Tensor<double>, Tensor<double>>(model, (RootMeanSquarePropagationOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
             case "adagrad": return new AdagradOptimizer<T, Tensor<double>, Tensor<double>>(model, (AdagradOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
             case "lamb": return new LambOptimizer<T, Tensor<double>, Tensor<double>>(model, (LambOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
+            case "lion": return new LionOptimizer<T, Tensor<double>, Tensor<double>>(model, (LionOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
+            case "adafactor": return new AdafactorOptimizer<T, Tensor<double>, Tensor<double>>(model, (AdafactorOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
+            case "nadam": return new NadamOptimizer<T, Tensor<double>, Tensor<double>>(model, (NadamOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
+            case "adamax": return new AdaMaxOptimizer<T, Tensor<double>, Tensor<double>>(model, (AdaMaxOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
+            case "adadelta": return new AdaDeltaOptimizer<T, Tensor<double>, Tensor<double>>(model, (AdaDeltaOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
+            case "muon": return new MuonOptimizer<T, Tensor<double>, Tensor<double>>(model, (MuonOptimizerOptions<T, Tensor<double>, Tensor<double>>)options);
         }
         throw new ArgumentException("unknown optimizer " + name);
     }
@@ -108,6 +114,12 @@ static class ConformanceCSharp
             case "rmsprop": return new RootMeanSquarePropagationOptimizerOptions<T, Tensor<double>, Tensor<double>>();
             case "adagrad": return new AdagradOptimizerOptions<T, Tensor<double>, Tensor<double>>();
             case "lamb": return new LambOptimizerOptions<T, Tensor<double>, Tensor<double>>();
+            case "lion": return new LionOptimizerOptions<T, Tensor<double>, Tensor<double>>();
+            case "adafactor": return new AdafactorOptimizerOptions<T, Tensor<double>, Tensor<double>>();
+            case "nadam": return new NadamOptimizerOptions<T, Tensor<double>, Tensor<double>>();
+            case "adamax": return new AdaMaxOptimizerOptions<T, Tensor<double>, Tensor<double>>();
+            case "adadelta": return new AdaDeltaOptimizerOptions<T, Tensor<double>, Tensor<double>>();
+            case "muon": return new MuonOptimizerOptions<T, Tensor<double>, Tensor<double>>();
         }
         throw new ArgumentException("unknown optimizer " + name);
     }

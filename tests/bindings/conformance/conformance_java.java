@@ -75,6 +75,12 @@ final class ConformanceJava {
             case "rmsprop": o = new RootMeanSquarePropagationOptimizerOptions<>(); break;
             case "adagrad": o = new AdagradOptimizerOptions<>(); break;
             case "lamb": o = new LambOptimizerOptions<>(); break;
+            case "lion": o = new LionOptimizerOptions<>(); break;
+            case "adafactor": o = new AdafactorOptimizerOptions<>(); break;
+            case "nadam": o = new NadamOptimizerOptions<>(); break;
+            case "adamax": o = new AdaMaxOptimizerOptions<>(); break;
+            case "adadelta": o = new AdaDeltaOptimizerOptions<>(); break;
+            case "muon": o = new MuonOptimizerOptions<>(); break;
             default: throw new IllegalArgumentException("unknown optimizer " + r.get("optimizer"));
         }
         String v;
@@ -117,7 +123,14 @@ final class ConformanceJava {
             case "adamw": return new AdamWOptimizer<>(model, (AdamWOptimizerOptions) o);
             case "rmsprop": return new RootMeanSquarePropagationOptimizer<>(model, (RootMeanSquarePropagationOptimizerOptions) o);
             case "adagrad": return new AdagradOptimizer<>(model, (AdagradOptimizerOptions) o);
-            default: return new LambOptimizer<>(model, (LambOptimizerOptions) o);
+            case "lamb": return new LambOptimizer<>(model, (LambOptimizerOptions) o);
+            case "lion": return new LionOptimizer<>(model, (LionOptimizerOptions) o);
+            case "adafactor": return new AdafactorOptimizer<>(model, (AdafactorOptimizerOptions) o);
+            case "nadam": return new NadamOptimizer<>(model, (NadamOptimizerOptions) o);
+            case "adamax": return new AdaMaxOptimizer<>(model, (AdaMaxOptimizerOptions) o);
+            case "adadelta": return new AdaDeltaOptimizer<>(model, (AdaDeltaOptimizerOptions) o);
+            case "muon": return new MuonOptimizer<>(model, (MuonOptimizerOptions) o);
+            default: throw new IllegalArgumentException("unknown optimizer " + r.get("optimizer"));
         }
     }
 

@@ -21,7 +21,9 @@ STRATEGIES = {"ddp": so.DDPOptimizer, "zero1": so.ZeRO1Optimizer, "zero2": so.Ze
               "async_sgd": so.AsyncSGDOptimizer}
 OPTIMIZERS = {"sgd": so.StochasticGradientDescentOptimizer, "momentum": so.MomentumOptimizer, "adam": so.AdamOptimizer,
               "adamw": so.AdamWOptimizer, "rmsprop": so.RootMeanSquarePropagationOptimizer,
-              "adagrad": so.AdagradOptimizer, "lamb": so.LambOptimizer}
+              "adagrad": so.AdagradOptimizer, "lamb": so.LambOptimizer, "lion": so.LionOptimizer,
+              "adafactor": so.AdafactorOptimizer, "nadam": so.NadamOptimizer, "adamax": so.AdaMaxOptimizer,
+              "adadelta": so.AdaDeltaOptimizer, "muon": so.MuonOptimizer}
 PRESETS = {"default": so.ShardingConfiguration.create_default,
            "high_bandwidth": so.ShardingConfiguration.create_for_high_bandwidth,
            "low_bandwidth": so.ShardingConfiguration.create_for_low_bandwidth}

@@ -39,6 +39,33 @@ public class OptimizerOptions<T, TInput, TOutput> {
     public double getLearningRateDecay() { return rule.getLr_decay(); } public void setLearningRateDecay(double v) { rule.setLr_decay(v); }
     public double getInitialAccumulatorValue() { return rule.getInitial_accumulator_value(); }
     public void setInitialAccumulatorValue(double v) { rule.setInitial_accumulator_value(v); }
+    /** Adam, AdamW, SGD with momentum: full or low-bit state (the library checks the rule takes it). */
+    public StatePrecision getStatePrecision() { return StatePrecision.values()[rule.getState_precision()]; }
+    public void setStatePrecision(StatePrecision v) { rule.setState_precision(java.util.Objects.requireNonNull(v, "statePrecision").ordinal()); }
+    /** NAdam's momentum decay (psi), and its AdamW-style weight decay instead of L2. */
+    public double getMomentumDecay() { return rule.getMomentum_decay(); } public void setMomentumDecay(double v) { rule.setMomentum_decay(v); }
+    public boolean getDecoupledWeightDecay() { return rule.getDecoupled_weight_decay() != 0; }
+    public void setDecoupledWeightDecay(boolean v) { rule.setDecoupled_weight_decay(v ? 1 : 0); }
+    /** Adadelta's decay of its running averages. */
+    public double getRho() { return rule.getRho(); } public void setRho(double v) { rule.setRho(v); }
+    /** Adafactor: the second moment's decay rate is t^Beta2Decay; Epsilon2 is its eps2 (Epsilon its eps1, 0: the element
+     *  type's machine epsilon); ClipThreshold the update's RMS clipping threshold (torch's d). */
+    public double getBeta2Decay() { return rule.getBeta2_decay(); } public void setBeta2Decay(double v) { rule.setBeta2_decay(v); }
+    public double getEpsilon2() { return rule.getEps2(); } public void setEpsilon2(double v) { rule.setEps2(v); }
+    public double getClipThreshold() { return rule.getClip_threshold(); } public void setClipThreshold(double v) { rule.setClip_threshold(v); }
+    /** Muon on matrices: Newton-Schulz iterations and the quintic's coefficients a, b, c; the learning-rate adjustment;
+     *  AdamW's learning rate, weight decay and epsilon on every other tensor. */
+    public int getNewtonSchulzSteps() { return rule.getNs_steps(); } public void setNewtonSchulzSteps(int v) { rule.setNs_steps(v); }
+    public double getNewtonSchulzA() { return rule.getNs_a(); } public void setNewtonSchulzA(double v) { rule.setNs_a(v); }
+    public double getNewtonSchulzB() { return rule.getNs_b(); } public void setNewtonSchulzB(double v) { rule.setNs_b(v); }
+    public double getNewtonSchulzC() { return rule.getNs_c(); } public void setNewtonSchulzC(double v) { rule.setNs_c(v); }
+    public MuonLearningRateAdjustment getLearningRateAdjustment() { return MuonLearningRateAdjustment.values()[rule.getAdjust_lr()]; }
+    public void setLearningRateAdjustment(MuonLearningRateAdjustment v) {
+        rule.setAdjust_lr(java.util.Objects.requireNonNull(v, "learningRateAdjustment").ordinal());
+    }
+    public double getAdamWLearningRate() { return rule.getAdamw_lr(); } public void setAdamWLearningRate(double v) { rule.setAdamw_lr(v); }
+    public double getAdamWWeightDecay() { return rule.getAdamw_weight_decay(); } public void setAdamWWeightDecay(double v) { rule.setAdamw_weight_decay(v); }
+    public double getAdamWEpsilon() { return rule.getAdamw_eps(); } public void setAdamWEpsilon(double v) { rule.setAdamw_eps(v); }
     // ---- the training loop: an epoch is a pass over the training set, a step one optimizer step ----
     /** Epochs (AiDotNet's MaxIterations). */
     public int getMaxIterations() { return training.getMax_epochs(); } public void setMaxIterations(int v) { training.setMax_epochs(v); }
