@@ -150,3 +150,32 @@ def test_trains_through_a_sharded_optimizer(cls, settings, strategy):
     history = r0.fitness_history
     assert all(b < a for a, b in zip(history, history[1:])), history
     assert MODEL.loss(p0) < 0.9 * MODEL.loss(MODEL.initial_parameters())
+
+
+@pytest.mark.parametrize("precision, codes", [("8bit", 1.0), ("4bit", 0.5)])
+def test_low_bit_state_trains_and_costs_its_codes(precision, codes):
+    """8-bit and 4-bit Adam state through the binding: a 5000-element tensor keeps one (or half a) byte per element
+    and a float scale per block (256 or 128 elements), and trains the same on 2 ranks under ZeRO-2 as on 1 under DDP."""
+    layout = so.ParameterLayout(np.float32).add("w", 5000)
+    start = np.linspace(-1, 1, 5000, dtype=np.float32)
+    target = np.cos(np.arange(5000, dtype=np.float32))
+
+    def model(p, g, samples):
+        g[:] = p - target
+        return float(0.5 * np.mean((p - target) ** 2))
+
+    def rank(strategy):
+        def run(backend):
+            base = so.AdamOptimizer(learning_rate=0.01, state_precision=precision, batch_size=4, max_iterations=3,
+                                    use_early_stopping=False, shuffle_data=False)
+            with strategy(base, so.ShardingConfiguration(backend), layout=layout, initial=start) as opt:
+                stats = opt.memory_stats()
+                opt.optimize(model, so.OptimizationInputData(num_samples=8))
+                return stats, opt.get_parameters()
+        return run
+    (stats, one), = launch_in_memory(1, rank(so.DDPOptimizer))
+    block = 256 if precision == "8bit" else 128
+    assert stats.optimizer_state_bytes == 2 * (int(5000 * codes) + -(-5000 // block) * 4)
+    (_, p0), (_, p1) = launch_in_memory(2, rank(so.ZeRO2Optimizer))
+    np.testing.assert_array_equal(p0, one)
+    assert np.abs(one - target).mean() < np.abs(start - target).mean()
