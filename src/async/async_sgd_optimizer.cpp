@@ -29,6 +29,8 @@ void require_async_options(const ShardingOptions &s, const OptimizerOptions &opt
     refuse(s.overlap_param_gather == d.overlap_param_gather, "overlap_param_gather does not apply");
     const std::string gap = engine_support_gap(optimizer);
     refuse(gap.empty(), gap);
+    refuse(optimizer.kind != OptimizerKind::adafactor,
+           "adafactor is not supported (its factored matrices need sums over every owner's part at every update)");
     refuse(optimizer.state_precision == StatePrecision::full,
            std::string("state_precision ") + state_precision_name(optimizer.state_precision) +
                " is not supported (its servers keep full-precision state): use full");

@@ -245,9 +245,6 @@ void Optimizer::transform_matrix(float *, std::size_t, std::size_t) const { no_t
 void Optimizer::transform_matrix(double *, std::size_t, std::size_t) const { no_transform(kind()); }
 
 std::string engine_support_gap(const OptimizerOptions &options) {
-    if (options.kind == OptimizerKind::adafactor)
-        return "adafactor is not supported by the training backends yet (its factored matrices need the "
-               "engine's two rounds of row/column sums across ranks)";
     if (options.kind == OptimizerKind::muon)
         return "muon is not supported by the training backends yet (its matrices need one owner rank "
                "each to orthogonalize them whole)";

@@ -24,10 +24,9 @@ std::unique_ptr<Optimizer> make_muon(const OptimizerOptions &options);
 std::unique_ptr<Optimizer> make_lowbit(const OptimizerOptions &options);
 
 // Why the training backends (the step engine, async SGD) cannot yet run `options`' rule, or ""
-// when they can. The rules themselves are complete (src/optim); what the engine still lacks:
-// the per-tensor state and two rounds of row/column sums of Adafactor's factored matrices, and
-// whole matrices per owner rank (Muon). Until then they refuse those options rather than run them
-// as something else. (Low-bit state runs in the engine's host memory; async SGD refuses it.)
+// when they can. The rules themselves are complete (src/optim); what the engine still lacks is
+// whole matrices per owner rank (Muon), which it refuses rather than run as something else.
+// (Low-bit state and Adafactor run in the engine's host memory; async SGD refuses both.)
 std::string engine_support_gap(const OptimizerOptions &options);
 
 } // namespace shardopt

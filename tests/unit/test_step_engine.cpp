@@ -344,7 +344,6 @@ BOOST_AUTO_TEST_CASE(rules_the_backends_lack_are_refused) {
     run_inprocess(2, [&](Communicator &comm) {
         for (const auto &refused : // a pair, not a structured binding: C++17 lambdas cannot capture those
              std::vector<std::pair<OptimizerOptions, std::string>>{
-                 {OptimizerOptions::defaults(OptimizerKind::adafactor), "adafactor"},
                  {OptimizerOptions::defaults(OptimizerKind::muon), "muon"}})
             expect_error(ErrorCode::unsupported, refused.second, [&] {
                 ShardedOptimizer::create(comm.shared_from_this(), test_layout(), refused.first, with(Strategy::zero2));

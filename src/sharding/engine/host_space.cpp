@@ -23,15 +23,20 @@ class HostBuffer final : public SpaceBuffer {
     AlignedBuffer buffer_;
 };
 
-// The reference rule over the spans, one state array per slot and span (or, for a slot the rule
-// keeps low-bit, its codes and block scales). The update of one bucket is spread over the space's
-// threads; ParallelUpdate keeps it bitwise the same for any thread count, and runs the rules'
-// statistics phases on the calling thread in span order.
+// The reference rule over the spans: per span, one state array per slot its tensor has (or, for a
+// slot the rule keeps low-bit, its codes and block scales) and the tensor's own state (Adafactor's
+// factored variances), which this rank keeps whole. The update of one bucket is spread over the
+// space's threads; ParallelUpdate keeps it bitwise the same for any thread count, and runs the
+// rules' statistics phases on the calling thread in span order.
+//
+// State crosses to the host (checkpoints, synchronization) slot by slot, as values over the
+// span's elements: low-bit slots decoded, and a tensor's own state as the first values of slot 0
+// (which such tensors do not otherwise have), so the files hold the same numbers whatever the
+// precision, strategy or world size.
 template <typename T> class HostUpdater final : public SpanUpdater {
   public:
     HostUpdater(const std::vector<Span> &params, const OptimizerOptions &options, ParallelUpdate &threads)
         : optimizer_(Optimizer::create(options)), precision_(options.state_precision), threads_(threads) {
-        const int slots = optimizer_->state_slots();
         for (const Span &span : params) {
             Segment<T> seg;
             seg.param = reinterpret_cast<T *>(span.data);
@@ -42,24 +47,24 @@ template <typename T> class HostUpdater final : public SpanUpdater {
             for (int p = 0; p < Segment<T>::kMaxPhases; ++p) seg.stats[p] = span.stats[p];
             seg.shared_first = span.shared_first;
             seg.shared_last = span.shared_last;
-            for (int k = 0; k < slots; ++k) {
+            for (int k = 0; k < optimizer_->state_slots(span.shape); ++k) {
                 if (optimizer_->quantized(k, span.shape)) { // codes and scales, all zero: state 0
                     const std::size_t codes = lowbit::code_bytes(precision_, span.offset, span.count);
                     const std::size_t blocks = lowbit::blocks_touched(precision_, span.offset, span.count);
-                    state_.emplace_back(codes + blocks * sizeof(float));
-                    std::memset(state_.back().data(), 0, state_.back().size());
-                    seg.lowbit[k].scales = reinterpret_cast<float *>(state_.back().data());
-                    seg.lowbit[k].codes = state_.back().data() + blocks * sizeof(float);
+                    unsigned char *at = take(codes + blocks * sizeof(float));
+                    seg.lowbit[k].scales = reinterpret_cast<float *>(at);
+                    seg.lowbit[k].codes = at + blocks * sizeof(float);
                 } else {
-                    state_.emplace_back(span.count * sizeof(T));
-                    auto *s = reinterpret_cast<T *>(state_.back().data());
+                    auto *s = reinterpret_cast<T *>(take(span.count * sizeof(T)));
                     const T init = T(optimizer_->state_initial_value(k));
                     for (std::size_t e = 0; e < span.count; ++e) s[e] = init;
                     seg.state[k] = s;
                 }
-                state_bytes_ += state_.back().size();
             }
+            if (const std::size_t n = optimizer_->tensor_state(span.shape); n > 0 && span.count > 0)
+                seg.tensor_state = reinterpret_cast<T *>(take(n * sizeof(T)));
             segments_.push_back(seg);
+            restore_.push_back(span.restore);
         }
     }
 
@@ -81,51 +86,90 @@ template <typename T> class HostUpdater final : public SpanUpdater {
     void set_lr(double lr) override { optimizer_->set_lr(lr); }
     std::size_t state_bytes() const noexcept override { return state_bytes_; }
     int state_slots() const noexcept override { return optimizer_->state_slots(); }
-    // Low-bit slots cross as their values (lowbit::decode_slice / encode_slice): checkpoints and
-    // state synchronization hold the same numbers whatever the precision.
+
     void read_state(int span, int slot, void *host) override {
         const auto &seg = segment(span, slot);
+        T *out = static_cast<T *>(host);
+        if (seg.state[slot]) return (void)std::memcpy(out, seg.state[slot], seg.count * sizeof(T));
         if (seg.lowbit[slot].codes)
-            return lowbit::decode_slice(seg.lowbit[slot], precision_, slot == 0, seg.offset, seg.count,
-                                        static_cast<T *>(host));
-        std::memcpy(host, seg.state[slot], seg.count * sizeof(T));
+            return lowbit::decode_slice(seg.lowbit[slot], precision_, slot == 0, seg.offset, seg.count, out);
+        std::fill(out, out + seg.count, T(0));
+        if (slot == 0 && seg.tensor_state) {
+            const std::size_t n = tensor_state_values(seg);
+            for (std::size_t i = 0; i < seg.count && seg.offset + i < n; ++i) out[i] = seg.tensor_state[seg.offset + i];
+        }
     }
-    void write_state(int span, int slot, const void *host, const double *maxima) override {
+
+    void write_state(int span, int slot, const void *host, const double *restored) override {
         const auto &seg = segment(span, slot);
+        const T *in = static_cast<const T *>(host);
+        if (seg.state[slot]) return (void)std::memcpy(seg.state[slot], in, seg.count * sizeof(T));
+        const std::size_t base = restore_[std::size_t(span)];
         if (seg.lowbit[slot].codes) {
             // A block other ranks hold parts of takes the maximum over every part.
             auto top = [&](std::size_t shared) {
                 if (shared == Segment<T>::npos) return -1.0;
-                require(maxima != nullptr, ErrorCode::internal, "low-bit state of a split block written without maxima");
-                return maxima[shared_stat(seg, shared, slot)];
+                require(restored != nullptr, ErrorCode::internal, "low-bit state of a split block written alone");
+                return restored[base + shared * std::size_t(state_slots()) + std::size_t(slot)];
             };
-            return lowbit::encode_slice(seg.lowbit[slot], precision_, slot == 0, seg.offset, seg.count,
-                                        static_cast<const T *>(host), top(seg.shared_first), top(seg.shared_last));
+            return lowbit::encode_slice(seg.lowbit[slot], precision_, slot == 0, seg.offset, seg.count, in,
+                                        top(seg.shared_first), top(seg.shared_last));
         }
-        std::memcpy(seg.state[slot], host, seg.count * sizeof(T));
+        if (slot == 0 && seg.tensor_state) { // from the ranks holding the tensor's first values
+            const std::size_t n = tensor_state_values(seg);
+            const std::size_t at = base + seg.shape.shared_blocks * std::size_t(state_slots());
+            for (std::size_t e = 0; e < n; ++e) {
+                require(restored != nullptr || (e >= seg.offset && e < seg.offset + seg.count), ErrorCode::internal,
+                        "per-tensor state restored from a part of its tensor");
+                seg.tensor_state[e] = restored ? T(restored[at + e]) : in[e - seg.offset];
+            }
+        }
     }
-    void shared_maxima(int span, int slot, const void *host, double *maxima) const override {
+
+    void restore_parts(int span, int slot, const void *host, double *parts) const override {
         const auto &seg = segment(span, slot);
-        if (!seg.lowbit[slot].codes) return;
-        const auto *values = static_cast<const T *>(host);
-        if (seg.shared_first != Segment<T>::npos) {
-            double &m = maxima[shared_stat(seg, seg.shared_first, slot)];
-            m = std::max(m, lowbit::head_top(precision_, seg.offset, seg.count, values));
+        const T *in = static_cast<const T *>(host);
+        const std::size_t base = restore_[std::size_t(span)];
+        auto add = [&](std::size_t at, double v) { parts[at] = std::max(parts[at], v); };
+        if (seg.lowbit[slot].codes) {
+            const std::size_t slots = std::size_t(state_slots());
+            if (seg.shared_first != Segment<T>::npos)
+                add(base + seg.shared_first * slots + std::size_t(slot),
+                    lowbit::head_top(precision_, seg.offset, seg.count, in));
+            if (seg.shared_last != Segment<T>::npos)
+                add(base + seg.shared_last * slots + std::size_t(slot),
+                    lowbit::tail_top(precision_, seg.offset, seg.count, in));
         }
-        if (seg.shared_last != Segment<T>::npos) {
-            double &m = maxima[shared_stat(seg, seg.shared_last, slot)];
-            m = std::max(m, lowbit::tail_top(precision_, seg.offset, seg.count, values));
+        if (slot == 0 && seg.tensor_state && !seg.state[0]) { // variances, >= 0: max is their union
+            const std::size_t n = tensor_state_values(seg);
+            const std::size_t at = base + seg.shape.shared_blocks * std::size_t(state_slots());
+            for (std::size_t i = 0; i < seg.count && seg.offset + i < n; ++i) add(at + seg.offset + i, double(in[i]));
         }
     }
+
     void set_step_count(std::int64_t steps) override {
         require(steps >= 0, ErrorCode::invalid_argument, "step count must be >= 0");
         steps_ = steps;
     }
 
   private:
-    // Where shared block `shared`'s maximum of slot `slot` is in the statistics (the rules' order).
-    std::size_t shared_stat(const Segment<T> &seg, std::size_t shared, int slot) const {
-        return seg.stats[0] + shared * std::size_t(optimizer_->state_slots()) + std::size_t(slot);
+    // Zero-filled state memory of `bytes`, counted.
+    unsigned char *take(std::size_t bytes) {
+        state_.emplace_back(bytes);
+        std::memset(state_.back().data(), 0, bytes);
+        state_bytes_ += bytes;
+        return state_.back().data();
+    }
+    // The tensor's own state values, which must fit in its slot 0 to cross to the host.
+    std::size_t tensor_state_values(const Segment<T> &seg) const {
+        const std::size_t n = optimizer_->tensor_state(seg.shape);
+        require(n <= seg.shape.count, ErrorCode::unsupported,
+                std::string(optimizer_kind_name(optimizer_->kind())) + ": the state of tensor " +
+                    std::to_string(seg.tensor) + " (a " + std::to_string(seg.shape.rows) + " x " +
+                    std::to_string(seg.shape.cols()) + " matrix: " + std::to_string(n) +
+                    " values) does not fit its checkpoint slot of " + std::to_string(seg.shape.count) +
+                    " (a matrix with one row or column: add it as a vector)");
+        return n;
     }
     const Segment<T> &segment(int span, int slot) const {
         require(slot >= 0 && slot < state_slots(), ErrorCode::invalid_argument, "no state slot " + std::to_string(slot));
@@ -137,6 +181,7 @@ template <typename T> class HostUpdater final : public SpanUpdater {
     ParallelUpdate &threads_;
     std::vector<AlignedBuffer> state_;
     std::vector<Segment<T>> segments_;
+    std::vector<std::size_t> restore_; // per span: Span::restore
     std::size_t state_bytes_ = 0;
     std::int64_t steps_ = 0;
 };

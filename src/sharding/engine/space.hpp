@@ -48,6 +48,7 @@ struct Span {
     TensorShape shape;
     std::size_t stats[Segment<float>::kMaxPhases] = {};
     std::size_t shared_first = npos, shared_last = npos;
+    std::size_t restore = 0; // where its tensor's part of the restore buffer starts
 };
 
 // The base optimizer over a fixed list of parameter spans (one bucket's owned part): owns its
@@ -74,14 +75,15 @@ class SpanUpdater {
     virtual void read_state(int span, int slot, void *host) = 0;
     // Restore (checkpoints, synchronize_optimizer_state), synchronizing: state slot `slot` of
     // span i from `host`, and the steps taken (the next step() is step steps + 1, which is what
-    // bias corrections and schedules count from). `maxima`: for low-bit state in blocks split
-    // between ranks, the largest |value| of each shared block over every rank's part (null when no
-    // block is split), which shared_maxima gathered into the same layout as the step's statistics.
-    virtual void write_state(int span, int slot, const void *host, const double *maxima) = 0;
-    // The largest |value| of slot `slot` in span i's parts of shared low-bit blocks, from `host`,
-    // into maxima (max) at the span's phase-0 statistics: index stats[0] + shared * slots + slot.
-    virtual void shared_maxima(int span, int slot, const void *host, double *maxima) const {
-        (void)span, (void)slot, (void)host, (void)maxima;
+    // bias corrections and schedules count from). `restored`: where a rank cannot restore its part
+    // alone (UpdateLayout::restore_exchange), what every rank's restore_parts added, combined;
+    // else null (the span's `host` holds all it needs).
+    virtual void write_state(int span, int slot, const void *host, const double *restored) = 0;
+    // What span i's part of slot `slot` in `host` gives the ranks that share its tensor: the
+    // largest |value| of its parts of split low-bit blocks, the per-tensor state it holds; into
+    // `parts` (max) at Span::restore.
+    virtual void restore_parts(int span, int slot, const void *host, double *parts) const {
+        (void)span, (void)slot, (void)host, (void)parts;
     }
     virtual void set_step_count(std::int64_t steps) = 0;
 };

@@ -64,17 +64,18 @@ void Update::read_state_range(int k, std::size_t first, std::size_t count, unsig
 void Update::state_from_host(int k, const unsigned char *host) {
     const bool sharded = ctx_.plan.state_sharded();
     auto at = [&](const OwnedSegment &s) { return host + (sharded ? s.local : s.flat) * ctx_.elem(); };
-    std::vector<double> maxima;
-    if (layout_.splits_blocks()) { // each split block's scale: the largest |value| over every rank's part
-        maxima.assign(layout_.stats_size(), 0.0);
+    std::vector<double> parts;
+    if (layout_.restore_exchange()) { // what no rank holds alone, from every rank's part
+        parts.assign(layout_.restore_size(), 0.0);
         for (const BucketUpdate &u : buckets_)
             for (std::size_t i = 0; i < u.segments.size(); ++i)
-                u.updater->shared_maxima(int(i), k, at(u.segments[i]), maxima.data());
-        combine_stats(0, maxima);
+                u.updater->restore_parts(int(i), k, at(u.segments[i]), parts.data());
+        ctx_.host_comms.of(*ctx_.grid.shard).allreduce(parts.data(), parts.data(), parts.size(), DType::f64,
+                                                       ReduceOp::max);
     }
     for (const BucketUpdate &u : buckets_)
         for (std::size_t i = 0; i < u.segments.size(); ++i)
-            u.updater->write_state(int(i), k, at(u.segments[i]), maxima.empty() ? nullptr : maxima.data());
+            u.updater->write_state(int(i), k, at(u.segments[i]), parts.empty() ? nullptr : parts.data());
 }
 
 std::size_t Update::state_bytes() const {

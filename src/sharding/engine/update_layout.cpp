@@ -28,8 +28,11 @@ UpdateLayout::UpdateLayout(const ParameterSet &layout, const OptimizerOptions &o
         if (block_ > 0 && lowbit::quantizes(optimizer.state_precision, info.shape.count))
             info.shared = lowbit::shared_blocks(block_, cuts[t]);
         info.shape.shared_blocks = info.shared.size();
-        splits_blocks_ = splits_blocks_ || !info.shared.empty();
+        // The restore buffer: the shared blocks' maxima per slot, then the tensor's own state.
+        info.restore = restore_size_;
+        restore_size_ += info.shared.size() * std::size_t(rule_->state_slots()) + rule_->tensor_state(info.shape);
     }
+    restore_exchange_ = state_sharded && group_size > 1 && restore_size_ > 0;
     phase_begin_.assign(std::size_t(phases_) + 1, 0);
     std::size_t at = 0;
     for (int p = 0; p < phases_; ++p) {
@@ -51,6 +54,7 @@ Span UpdateLayout::span(const OwnedSegment &s, unsigned char *params) const {
     span.offset = s.flat - layout_.tensor(s.tensor).offset;
     span.shape = info.shape;
     for (int p = 0; p < phases_; ++p) span.stats[p] = info.stats[p];
+    span.restore = info.restore;
     if (!info.shared.empty()) {
         const lowbit::SharedEnds ends = lowbit::shared_ends(block_, info.shared, span.offset, s.count, info.shape.count);
         span.shared_first = ends.first;

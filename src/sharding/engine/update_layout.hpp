@@ -33,15 +33,21 @@ class UpdateLayout {
     std::size_t phase_begin(int p) const { return phase_begin_[std::size_t(p)]; }
     std::size_t phase_size(int p) const { return phase_begin_[std::size_t(p) + 1] - phase_begin_[std::size_t(p)]; }
     ReduceOp phase_op(int p) const { return rule_->phase_op(p); }
-    // Whether chunk boundaries split low-bit blocks (then no rank can restore its part of the
-    // state alone: a block's scale is the maximum over every part). The same on every rank.
-    bool splits_blocks() const noexcept { return splits_blocks_; }
+    // Restoring state (checkpoints, synchronization) where a rank cannot restore its part alone:
+    // a low-bit block split between ranks takes the maximum over every part as its scale, and
+    // per-tensor state (Adafactor's factored variances, which cross checkpoints as the first
+    // values of the tensor's slot 0) comes from whichever ranks hold those elements. Each span adds
+    // what it holds into a buffer of restore_size() zeros at Span::restore (maxima, and values
+    // that are >= 0), combined across the group with max: restore_exchange() says when it must be.
+    std::size_t restore_size() const noexcept { return restore_size_; }
+    bool restore_exchange() const noexcept { return restore_exchange_; }
 
   private:
     struct Tensor {
         TensorShape shape;
         std::vector<std::size_t> shared;               // blocks cut by a chunk boundary, ascending
         std::size_t stats[Segment<float>::kMaxPhases]; // where its statistics start, per phase
+        std::size_t restore = 0;                       // where its part of the restore buffer starts
     };
     const ParameterSet &layout_;
     std::unique_ptr<Optimizer> rule_; // asked how many statistics each tensor has
@@ -49,7 +55,8 @@ class UpdateLayout {
     int phases_;
     std::vector<Tensor> tensors_;
     std::vector<std::size_t> phase_begin_; // phases_ + 1 entries
-    bool splits_blocks_ = false;
+    std::size_t restore_size_ = 0;
+    bool restore_exchange_ = false;
 };
 
 } // namespace shardopt::engine
