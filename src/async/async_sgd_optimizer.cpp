@@ -27,8 +27,8 @@ void require_async_options(const ShardingOptions &s, const OptimizerOptions &opt
            "which no owner sees)");
     refuse(s.gradient_accumulation_steps == 1, "gradient_accumulation_steps must be 1 (each step is pushed)");
     refuse(s.overlap_param_gather == d.overlap_param_gather, "overlap_param_gather does not apply");
-    const std::string gap = engine_support_gap(optimizer);
-    refuse(gap.empty(), gap);
+    refuse(optimizer.kind != OptimizerKind::muon,
+           "muon is not supported (its matrices are orthogonalized whole, which no owner of a shard holds)");
     refuse(optimizer.kind != OptimizerKind::adafactor,
            "adafactor is not supported (its factored matrices need sums over every owner's part at every update)");
     refuse(optimizer.state_precision == StatePrecision::full,

@@ -244,11 +244,5 @@ void Optimizer::continue_step(int phase, const Segment<double> &, int64_t, doubl
 void Optimizer::transform_matrix(float *, std::size_t, std::size_t) const { no_transform(kind()); }
 void Optimizer::transform_matrix(double *, std::size_t, std::size_t) const { no_transform(kind()); }
 
-std::string engine_support_gap(const OptimizerOptions &options) {
-    if (options.kind == OptimizerKind::muon)
-        return "muon is not supported by the training backends yet (its matrices need one owner rank "
-               "each to orthogonalize them whole)";
-    return "";
-}
 
 } // namespace shardopt

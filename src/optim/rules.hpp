@@ -23,10 +23,5 @@ std::unique_ptr<Optimizer> make_muon(const OptimizerOptions &options);
 // Adam, AdamW or SGD with momentum over 8-bit or 4-bit state (lowbit_rules.cpp).
 std::unique_ptr<Optimizer> make_lowbit(const OptimizerOptions &options);
 
-// Why the training backends (the step engine, async SGD) cannot yet run `options`' rule, or ""
-// when they can. The rules themselves are complete (src/optim); what the engine still lacks is
-// whole matrices per owner rank (Muon), which it refuses rather than run as something else.
-// (Low-bit state and Adafactor run in the engine's host memory; async SGD refuses both.)
-std::string engine_support_gap(const OptimizerOptions &options);
 
 } // namespace shardopt

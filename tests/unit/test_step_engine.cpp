@@ -339,14 +339,15 @@ BOOST_AUTO_TEST_CASE(new_elementwise_rules_agree_across_strategies) {
     }
 }
 
-// What the rules have but the backends cannot run yet is refused, not run as something else.
-BOOST_AUTO_TEST_CASE(rules_the_backends_lack_are_refused) {
+// What async SGD cannot run is refused, not run as something else.
+BOOST_AUTO_TEST_CASE(rules_async_sgd_lacks_are_refused) {
     run_inprocess(2, [&](Communicator &comm) {
         for (const auto &refused : // a pair, not a structured binding: C++17 lambdas cannot capture those
              std::vector<std::pair<OptimizerOptions, std::string>>{
-                 {OptimizerOptions::defaults(OptimizerKind::muon), "muon"}})
+                 {OptimizerOptions::defaults(OptimizerKind::muon), "muon"},
+                 {OptimizerOptions::defaults(OptimizerKind::adafactor), "adafactor"}})
             expect_error(ErrorCode::unsupported, refused.second, [&] {
-                ShardedOptimizer::create(comm.shared_from_this(), test_layout(), refused.first, with(Strategy::zero2));
+                ShardedOptimizer::create(comm.shared_from_this(), test_layout(), refused.first, with(Strategy::async_sgd));
             });
     });
 }

@@ -63,6 +63,10 @@ template <typename T> class HostUpdater final : public SpanUpdater {
             }
             if (const std::size_t n = optimizer_->tensor_state(span.shape); n > 0 && span.count > 0)
                 seg.tensor_state = reinterpret_cast<T *>(take(n * sizeof(T)));
+            if (optimizer_->transforms_matrices() && span.shape.matrix() && span.count > 0) { // scratch, not state
+                matrices_.emplace_back(span.count * sizeof(T));
+                seg.matrix = reinterpret_cast<T *>(matrices_.back().data());
+            }
             segments_.push_back(seg);
             restore_.push_back(span.restore);
         }
@@ -74,8 +78,10 @@ template <typename T> class HostUpdater final : public SpanUpdater {
                     " spans");
         ++steps_;
         for (std::size_t i = 0; i < segments_.size(); ++i) segments_[i].grad = static_cast<const T *>(grads[i]);
-        if (optimizer_->stat_phases() > 0) threads_.begin_step(*optimizer_, segments_, steps_, stats);
+        if (optimizer_->has_first_phase()) threads_.begin_step(*optimizer_, segments_, steps_, stats);
     }
+
+    void *matrix_part(int span) override { return segments_.at(std::size_t(span)).matrix; }
 
     void continue_step(int phase, double *stats) override {
         threads_.continue_step(phase, *optimizer_, segments_, steps_, stats);
@@ -180,6 +186,7 @@ template <typename T> class HostUpdater final : public SpanUpdater {
     StatePrecision precision_;
     ParallelUpdate &threads_;
     std::vector<AlignedBuffer> state_;
+    std::vector<AlignedBuffer> matrices_; // each span's part of the matrix a step transforms
     std::vector<Segment<T>> segments_;
     std::vector<std::size_t> restore_; // per span: Span::restore
     std::size_t state_bytes_ = 0;

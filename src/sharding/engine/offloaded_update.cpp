@@ -36,6 +36,9 @@ class OffloadedUpdate final : public Update {
         OffloadSchedule::Config config;
         config.buckets = layout.bucket_count();
         // The schedule has one round of statistics between begin_update and finish_update (LAMB's).
+        require(layout_.matrix_jobs().empty(), ErrorCode::unsupported,
+                std::string("ZeRO-Offload does not run rules that transform whole matrices (") +
+                    optimizer_kind_name(ctx.optimizer.kind) + ")");
         require(layout_.phases() <= 1, ErrorCode::unsupported,
                 std::string("ZeRO-Offload runs rules with at most one round of statistics; ") +
                     optimizer_kind_name(ctx.optimizer.kind) + " has " + std::to_string(layout_.phases()));

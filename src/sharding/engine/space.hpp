@@ -64,6 +64,10 @@ class SpanUpdater {
     virtual void begin_step(const std::vector<const void *> &grads, double *stats) = 0;
     // Phase p >= 1 of the rule's statistics, once the earlier phases were combined across ranks.
     virtual void continue_step(int phase, double *stats) = 0;
+    // Rules that transform whole matrices (Muon): span i's part of its matrix, which begin_step
+    // wrote and apply reads (Segment::matrix), for the engine to assemble, transform once and
+    // hand back; null for a span of no such matrix.
+    virtual void *matrix_part(int span) { (void)span; return nullptr; }
     // Finishes it (stats: the combined statistics, or null). Enqueued, not waited for.
     virtual void apply(const double *stats) = 0;
     virtual void set_lr(double lr) = 0;

@@ -52,6 +52,7 @@ class SpaceUpdate final : public Update {
             }
             u.updater->begin_step(grads, at);
         }
+        transform_matrices(); // Muon: each matrix once, by its owner
         // Each round combined across the ranks that share a tensor or block, before the next.
         for (int p = 0; p < layout_.phases(); ++p) {
             combine_stats(p, stats);

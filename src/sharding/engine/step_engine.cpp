@@ -34,8 +34,6 @@ StepEngine::StepEngine(std::unique_ptr<Space> space, CommunicatorPtr comm, Param
     require(comm_ != nullptr, ErrorCode::invalid_argument, "communicator is null");
     validate_sharding_options(options_);
     optimizer_.validate();
-    if (const std::string gap = engine_support_gap(optimizer_); !gap.empty())
-        throw Error(ErrorCode::unsupported, gap);
     grid_ = HybridGrid::for_options(comm_, options_);
     plan_ = plan_of(options_);
     const int group_size = grid_.shard->size();

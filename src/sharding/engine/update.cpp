@@ -61,6 +61,35 @@ void Update::read_state_range(int k, std::size_t first, std::size_t count, unsig
         }
 }
 
+void Update::transform_matrices() {
+    const std::size_t elem = ctx_.elem();
+    Communicator &group = ctx_.host_comms.of(*ctx_.grid.shard);
+    const bool split = ctx_.plan.state_sharded() && group.size() > 1; // else every rank holds each matrix whole
+    std::vector<unsigned char> whole;
+    for (const UpdateLayout::MatrixJob &job : layout_.matrix_jobs()) {
+        const std::size_t count = job.rows * job.cols, first = ctx_.layout.tensor(job.tensor).offset;
+        whole.assign(count * elem, 0);
+        auto each_part = [&](auto &&f) { // this rank's parts of the matrix: (span's buffer, offset, count)
+            for (const BucketUpdate &u : buckets_)
+                for (std::size_t i = 0; i < u.segments.size(); ++i)
+                    if (u.segments[i].tensor == job.tensor)
+                        f(static_cast<unsigned char *>(u.updater->matrix_part(int(i))), u.segments[i].flat - first,
+                          u.segments[i].count);
+        };
+        each_part([&](unsigned char *part, std::size_t at, std::size_t n) { std::memcpy(&whole[at * elem], part, n * elem); });
+        // The parts are disjoint and the rest zeros: the sum is the matrix, exactly.
+        if (split) group.allreduce(whole.data(), whole.data(), count, ctx_.dtype(), ReduceOp::sum);
+        if (group.rank() == job.owner) {
+            if (ctx_.dtype() == DType::f32)
+                layout_.rule().transform_matrix(reinterpret_cast<float *>(whole.data()), job.rows, job.cols);
+            else
+                layout_.rule().transform_matrix(reinterpret_cast<double *>(whole.data()), job.rows, job.cols);
+        }
+        if (group.size() > 1) group.broadcast(whole.data(), count, ctx_.dtype(), job.owner);
+        each_part([&](unsigned char *part, std::size_t at, std::size_t n) { std::memcpy(part, &whole[at * elem], n * elem); });
+    }
+}
+
 void Update::state_from_host(int k, const unsigned char *host) {
     const bool sharded = ctx_.plan.state_sharded();
     auto at = [&](const OwnedSegment &s) { return host + (sharded ? s.local : s.flat) * ctx_.elem(); };

@@ -75,6 +75,10 @@ class Update : public BucketListener {
     }
     // Combines round p of `stats` (UpdateLayout) across the ranks that share tensors or blocks.
     void combine_stats(int p, std::vector<double> &stats) const;
+    // Between begin_step and apply, for rules that transform whole matrices: each matrix
+    // assembled from its holders' parts, transformed by its owner alone, and its result handed to
+    // every holder (UpdateLayout::matrix_jobs). Collective over the group.
+    void transform_matrices();
 
     const EngineContext &ctx_;
     UpdateLayout layout_;

@@ -33,6 +33,16 @@ UpdateLayout::UpdateLayout(const ParameterSet &layout, const OptimizerOptions &o
         restore_size_ += info.shared.size() * std::size_t(rule_->state_slots()) + rule_->tensor_state(info.shape);
     }
     restore_exchange_ = state_sharded && group_size > 1 && restore_size_ > 0;
+    if (rule_->transforms_matrices()) { // each matrix to the rank with the least work so far
+        std::vector<double> work(std::size_t(std::max(group_size, 1)), 0.0);
+        for (std::size_t t = 0; t < tensors_.size(); ++t) {
+            const TensorShape &shape = tensors_[t].shape;
+            if (!shape.matrix()) continue;
+            const int owner = int(std::min_element(work.begin(), work.end()) - work.begin());
+            work[std::size_t(owner)] += double(shape.count) * double(std::min(shape.rows, shape.cols()));
+            matrix_jobs_.push_back({int(t), shape.rows, shape.cols(), owner});
+        }
+    }
     phase_begin_.assign(std::size_t(phases_) + 1, 0);
     std::size_t at = 0;
     for (int p = 0; p < phases_; ++p) {

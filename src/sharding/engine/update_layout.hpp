@@ -42,6 +42,18 @@ class UpdateLayout {
     std::size_t restore_size() const noexcept { return restore_size_; }
     bool restore_exchange() const noexcept { return restore_exchange_; }
 
+    // Matrices the rule transforms whole each step (Muon's Newton-Schulz): each is assembled
+    // from its holders' parts and transformed once, by its owner rank of the group, whose result
+    // every holder takes back. Owners are spread so their work (rows x cols x min(rows, cols))
+    // balances, the same on every rank.
+    struct MatrixJob {
+        int tensor;
+        std::size_t rows, cols;
+        int owner; // rank in the group
+    };
+    const std::vector<MatrixJob> &matrix_jobs() const noexcept { return matrix_jobs_; }
+    const Optimizer &rule() const noexcept { return *rule_; }
+
   private:
     struct Tensor {
         TensorShape shape;
@@ -57,6 +69,7 @@ class UpdateLayout {
     std::vector<std::size_t> phase_begin_; // phases_ + 1 entries
     std::size_t restore_size_ = 0;
     bool restore_exchange_ = false;
+    std::vector<MatrixJob> matrix_jobs_;
 };
 
 } // namespace shardopt::engine
