@@ -22,9 +22,10 @@ else
   echo 'name=optim peer=torch_fused skipped=yes reason="no python3 or no libshardopt_bench_optim.so"'
 fi
 # Low-bit state (8-bit / 4-bit Adam) against the same kind of bound, 16M and 64M on one thread,
-# then what it costs in final loss and saves in state bytes, training two MLPs under ZeRO-2.
+# then what it costs in final loss and saves in state bytes, training two MLPs under ZeRO-2, and
+# Muon against AdamW on the same MLPs.
 "$BUILD/bench/bench_optim_lowbit"
-"$BUILD/bench/bench_lowbit_accuracy"
+"$BUILD/bench/bench_optimizer_quality"
 
 if [ ! -x "$BUILD/bench/bench_optim_gpu" ]; then
   echo 'name=optim_gpu skipped=yes reason="shardopt was built without CUDA"'
