@@ -40,7 +40,8 @@ if(SHARDOPT_BUILD_TESTS)
     set(PY_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
     add_test(NAME bindings.python
              COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider --ignore=${PY_TESTS}/test_torch_equivalence.py
-                     --ignore=${PY_TESTS}/test_torch_features.py --ignore=${PY_TESTS}/test_torch_launch.py ${PY_TESTS})
+                     --ignore=${PY_TESTS}/test_torch_features.py --ignore=${PY_TESTS}/test_torch_launch.py
+                     --ignore=${PY_TESTS}/test_torch_optimizers.py ${PY_TESTS})
     add_test(NAME samples.python_fsdp_adam
              COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/fsdp_adam.py)
     # The cross-language conformance suite (tests/bindings/conformance): every run of its table through the
@@ -84,7 +85,7 @@ if(SHARDOPT_BUILD_TESTS)
       set(PY_TORCH_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
       add_test(NAME bindings.python_torch
                COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_equivalence.py
-                       ${PY_TORCH_TESTS}/test_torch_features.py)
+                       ${PY_TORCH_TESTS}/test_torch_features.py ${PY_TORCH_TESTS}/test_torch_optimizers.py)
       add_test(NAME bindings.python_torch_launch
                COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_launch.py)
       set_tests_properties(bindings.python_torch PROPERTIES LABELS "python;torch" TIMEOUT 300

@@ -26,14 +26,27 @@ _STRATEGIES = {"ddp": _sh.DDPOptimizer, "zero1": _sh.ZeRO1Optimizer, "zero2": _s
 _OPTIMIZERS = {"adamw": (_opt.AdamWOptimizer, _n.SHARDOPT_ADAMW), "adam": (_opt.AdamOptimizer, _n.SHARDOPT_ADAM),
                "sgd": (_opt.StochasticGradientDescentOptimizer, _n.SHARDOPT_SGD),
                "rmsprop": (_opt.RootMeanSquarePropagationOptimizer, _n.SHARDOPT_RMSPROP),
-               "adagrad": (_opt.AdagradOptimizer, _n.SHARDOPT_ADAGRAD), "lamb": (_opt.LambOptimizer, _n.SHARDOPT_LAMB)}
+               "adagrad": (_opt.AdagradOptimizer, _n.SHARDOPT_ADAGRAD), "lamb": (_opt.LambOptimizer, _n.SHARDOPT_LAMB),
+               "lion": (_opt.LionOptimizer, _n.SHARDOPT_LION), "nadam": (_opt.NadamOptimizer, _n.SHARDOPT_NADAM),
+               "adamax": (_opt.AdaMaxOptimizer, _n.SHARDOPT_ADAMAX),
+               "adadelta": (_opt.AdaDeltaOptimizer, _n.SHARDOPT_ADADELTA),
+               "adafactor": (_opt.AdafactorOptimizer, _n.SHARDOPT_ADAFACTOR),
+               "muon": (_opt.MuonOptimizer, _n.SHARDOPT_MUON)}
 # torch's hyperparameter name: (the layer's setting, the C field of torch's default)
 _HYPER = {"weight_decay": ("weight_decay", "weight_decay"), "momentum": ("momentum", "momentum"),
           "dampening": ("dampening", "dampening"), "nesterov": ("nesterov", "nesterov"),
           "eps": ("epsilon", "eps"), "amsgrad": ("amsgrad", "amsgrad"), "alpha": ("decay", "alpha"),
           "centered": ("centered", "centered"), "maximize": ("maximize", "maximize"),
           "lr_decay": ("learning_rate_decay", "lr_decay"),
-          "initial_accumulator_value": ("initial_accumulator_value", "initial_accumulator_value")}
+          "initial_accumulator_value": ("initial_accumulator_value", "initial_accumulator_value"),
+          "rho": ("rho", "rho"), "momentum_decay": ("momentum_decay", "momentum_decay"),
+          "decoupled_weight_decay": ("decoupled_weight_decay", "decoupled_weight_decay"),
+          "beta2_decay": ("beta2_decay", "beta2_decay"), "d": ("clip_threshold", "clip_threshold"),
+          "ns_steps": ("newton_schulz_steps", "ns_steps"), "adjust_lr_fn": ("learning_rate_adjustment", "adjust_lr"),
+          "state_precision": ("state_precision", "state_precision")}
+# torch's tuple hyperparameters, spread over the layer's settings: Adafactor's eps = (eps1 or None, eps2) and
+# Muon's ns_coefficients = (a, b, c).
+_TUPLES = {"eps": ("epsilon", "epsilon2"), "ns_coefficients": ("newton_schulz_a", "newton_schulz_b", "newton_schulz_c")}
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 
 
@@ -140,8 +153,10 @@ class ShardedOptimizer(torch.optim.Optimizer):
     """ShardedOptimizer(module_or_params, optimizer="adamw", lr=1e-3, strategy="zero2", backend=None, **options)
 
     module_or_params: an nn.Module (its parameters that require grad), an iterable of parameters, or one param
-    group dict. optimizer: adamw, adam, sgd, rmsprop, adagrad, lamb (torch.optim's formulas and defaults);
-    hyperparameters as torch names them (betas, eps, weight_decay, momentum, nesterov, ...). strategy: ddp, zero1,
+    group dict. optimizer: adamw, adam, sgd, rmsprop, adagrad, lamb, lion, nadam, adamax, adadelta, adafactor, muon
+    (torch.optim's formulas and defaults; Lion's as its paper's); hyperparameters as torch names them (betas, eps,
+    weight_decay, momentum, nesterov, rho, d, ns_coefficients, adjust_lr_fn, ...), and state_precision ("8bit",
+    "4bit": Adam's, AdamW's and SGD's moments quantized, docs/optimizers.md). strategy: ddp, zero1,
     zero2, fsdp (zero3), local_sgd. backend: None (UCX from the launcher's environment, or a world of one), "ucx",
     or a shardopt CommunicationBackend (InMemoryCommunicationBackend: ranks as threads). Other options:
     max_grad_norm (global-norm clipping across shards at each step), bucket_cap_mb (25), overlap (start each
@@ -157,8 +172,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
             raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(_STRATEGIES)})")
         lr = group.pop("lr", lr)
         betas = group.pop("betas", betas)
-        hyper = {k: options.pop(k) for k in list(options) if k in _HYPER}
-        hyper.update({k: group.pop(k) for k in list(group) if k in _HYPER})
+        hyper = {k: options.pop(k) for k in list(options) if k in _HYPER or k in _TUPLES}
+        hyper.update({k: group.pop(k) for k in list(group) if k in _HYPER or k in _TUPLES})
         if group:
             raise TypeError(f"unknown param group keys {sorted(group)}")
         cls, kind = _OPTIMIZERS[optimizer]
@@ -166,6 +181,12 @@ class ShardedOptimizer(torch.optim.Optimizer):
         _n.shardopt_optimizer_options_defaults(kind, torch_defaults)
         settings = {setting: hyper.get(name, getattr(torch_defaults, field))
                     for name, (setting, field) in _HYPER.items()}
+        for name, targets in _TUPLES.items():
+            value = settings.get(targets[0]) if name == "eps" else hyper.get(name)
+            if isinstance(value, (tuple, list)):
+                if len(value) != len(targets):
+                    raise ValueError(f"{name} takes {len(targets)} values, got {tuple(value)}")
+                settings.update({t: 0.0 if v is None else v for t, v in zip(targets, value)})  # eps1 None: 0
         if betas is None:
             betas = (torch_defaults.beta1, torch_defaults.beta2)
         settings["beta1"], settings["beta2"] = float(betas[0]), float(betas[1])
