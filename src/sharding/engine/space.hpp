@@ -41,6 +41,8 @@ using SpaceBufferPtr = std::unique_ptr<SpaceBuffer>;
 // and which of the tensor's shared low-bit blocks its first and last block are (npos: none).
 struct Span {
     static constexpr std::size_t npos = Segment<float>::npos;
+    Span() = default;
+    Span(unsigned char *data_, std::size_t count_, int tensor_ = 0) : data(data_), count(count_), tensor(tensor_) {}
     unsigned char *data = nullptr;
     std::size_t count = 0;
     int tensor = 0;
