@@ -124,10 +124,10 @@ BOOST_AUTO_TEST_CASE(factored_state_crosses_checkpoints) {
     const std::vector<float> reference = train(Strategy::ddp, 1, 1, 6, nullptr);
     std::vector<unsigned char> bytes;
     train(Strategy::zero2, 3, 1, 3, nullptr, &bytes);
-    for (const auto &[ranks, strategy] :
+    for (const auto &run :
          std::vector<std::pair<int, Strategy>>{{2, Strategy::fsdp}, {5, Strategy::zero1}, {1, Strategy::ddp}}) {
-        const double worst = worst_relative(train(strategy, ranks, 4, 6, &bytes), reference);
-        BOOST_TEST(worst < 1e-6, strategy_name(strategy) << " x" << ranks << " from the checkpoint: " << worst);
+        const double worst = worst_relative(train(run.second, run.first, 4, 6, &bytes), reference);
+        BOOST_TEST(worst < 1e-6, strategy_name(run.second) << " x" << run.first << " from the checkpoint: " << worst);
     }
     // Without the variances (a fresh optimizer continuing from the parameters alone) it ends elsewhere.
     BOOST_TEST(worst_relative(train(Strategy::ddp, 1, 4, 6, nullptr), reference) > 1e-3);

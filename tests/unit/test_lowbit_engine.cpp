@@ -204,8 +204,10 @@ BOOST_AUTO_TEST_CASE(checkpoints_reshard_bit_for_bit) {
             for (int k = 1; k <= 6; ++k) step(*whole, 0, k, true);
             whole->get_parameters(expected.data());
         });
-        for (const auto &[ranks, strategy] : std::vector<std::pair<int, Strategy>>{
+        for (const auto &run : std::vector<std::pair<int, Strategy>>{
                  {3, Strategy::zero2}, {7, Strategy::fsdp}, {1, Strategy::ddp}, {2, Strategy::zero1}}) {
+            const int ranks = run.first; // not a structured binding: C++17 lambdas cannot capture those
+            const Strategy strategy = run.second;
             std::vector<float> got(elements());
             run_inprocess(ranks, [&](Communicator &comm) {
                 auto restored = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), o, with(strategy));

@@ -129,10 +129,10 @@ BOOST_AUTO_TEST_CASE(state_crosses_checkpoints) {
     const std::vector<float> reference = train(Strategy::ddp, 1, 1, true, 1, 6);
     std::vector<unsigned char> bytes;
     train(Strategy::fsdp, 3, 1, true, 1, 3, nullptr, &bytes);
-    for (const auto &[ranks, strategy] :
+    for (const auto &run :
          std::vector<std::pair<int, Strategy>>{{2, Strategy::zero2}, {5, Strategy::zero1}, {1, Strategy::ddp}})
-        BOOST_TEST(same_bits(train(strategy, ranks, 1, true, 4, 6, &bytes), reference),
-                   strategy_name(strategy) << " x" << ranks << " from the checkpoint differs");
+        BOOST_TEST(same_bits(train(run.second, run.first, 1, true, 4, 6, &bytes), reference),
+                   strategy_name(run.second) << " x" << run.first << " from the checkpoint differs");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
