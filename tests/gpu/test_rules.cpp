@@ -56,6 +56,11 @@ std::vector<RuleCase> rule_cases() {
          })},
         {"lamb", with(OptimizerKind::lamb)},
         {"lamb_decay", with(OptimizerKind::lamb, [](OptimizerOptions &o) { o.weight_decay = 0.01; })},
+        {"lion", with(OptimizerKind::lion)},
+        {"lion_decay_maximize", with(OptimizerKind::lion, [](OptimizerOptions &o) {
+             o.weight_decay = 0.1;
+             o.maximize = true;
+         })},
     };
 }
 

@@ -81,7 +81,7 @@ BOOST_AUTO_TEST_CASE(rules_without_kernels_are_refused) {
             return e.code() == ErrorCode::unsupported && std::string(e.what()).find(needle) != std::string::npos;
         });
     };
-    for (OptimizerKind k : {OptimizerKind::lion, OptimizerKind::adafactor, OptimizerKind::nadam, OptimizerKind::adamax,
+    for (OptimizerKind k : {OptimizerKind::adafactor, OptimizerKind::nadam, OptimizerKind::adamax,
                             OptimizerKind::adadelta, OptimizerKind::muon}) {
         cuda::DeviceOptimizerOptions o;
         o.optimizer = OptimizerOptions::defaults(k);

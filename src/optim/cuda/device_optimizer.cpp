@@ -47,10 +47,11 @@ bool dynamic_scaling(const DeviceOptimizerOptions &o) {
 // (options.optimizer.validate() and the slot count).
 void validate(const DeviceOptimizerOptions &o) {
     o.optimizer.validate();
-    // Kernels exist for these rules only (issue 37's rules and low-bit state are CPU-only yet).
+    // Kernels exist for these rules only (the other rules of issue 37 and low-bit state are CPU-only yet).
     const OptimizerKind k = o.optimizer.kind;
     require(k == OptimizerKind::sgd || k == OptimizerKind::adam || k == OptimizerKind::adamw ||
-                k == OptimizerKind::rmsprop || k == OptimizerKind::adagrad || k == OptimizerKind::lamb,
+                k == OptimizerKind::rmsprop || k == OptimizerKind::adagrad || k == OptimizerKind::lamb ||
+                k == OptimizerKind::lion,
             ErrorCode::unsupported,
             std::string("the CUDA optimizer has no kernels for ") + optimizer_kind_name(k) + " yet: use host memory");
     require(o.optimizer.state_precision == StatePrecision::full, ErrorCode::unsupported,
@@ -208,7 +209,7 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
     case OptimizerKind::rmsprop: preload_rmsprop(options.dtype); break;
     case OptimizerKind::adagrad: preload_adagrad(options.dtype); break;
     case OptimizerKind::lamb: preload_lamb(options.dtype); break;
-    case OptimizerKind::lion:
+    case OptimizerKind::lion: preload_lion(options.dtype); break;
     case OptimizerKind::adafactor:
     case OptimizerKind::nadam:
     case OptimizerKind::adamax:
@@ -329,7 +330,7 @@ void CudaOptimizer::step(const void *const *grads, std::size_t grad_count, Strea
         launch_lamb(launch, lamb);
         break;
     }
-    case OptimizerKind::lion:
+    case OptimizerKind::lion: launch_lion(launch); break;
     case OptimizerKind::adafactor:
     case OptimizerKind::nadam:
     case OptimizerKind::adamax:

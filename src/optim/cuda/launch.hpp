@@ -45,6 +45,7 @@ void launch_adam(const ChunkLaunch &launch); // Adam and AdamW
 void launch_rmsprop(const ChunkLaunch &launch);
 void launch_adagrad(const ChunkLaunch &launch);
 void launch_lamb(const ChunkLaunch &launch, const LambBuffers &lamb);
+void launch_lion(const ChunkLaunch &launch);
 
 // Tables and initialization (tables.cu).
 constexpr int kGradPatchSize = 480; // pointers per launch: the argument stays under 4 KiB
@@ -69,6 +70,7 @@ void preload_adam(DType dtype);
 void preload_rmsprop(DType dtype);
 void preload_adagrad(DType dtype);
 void preload_lamb(DType dtype);
+void preload_lion(DType dtype);
 void preload_tables();
 
 } // namespace shardopt::cuda::detail

@@ -46,6 +46,14 @@ __device__ void rule_scalars(const StepHyper &h, int64_t step, StepScalars &s) {
         s.momentum = float(h.momentum);
         break;
     case OptimizerKind::adagrad: s.lr = float(h.lr / (1.0 + double(step - 1) * h.lr_decay)); break;
+    case OptimizerKind::lion:
+        s.lr = float(h.lr);
+        s.decay_factor = float(1.0 - h.lr * h.weight_decay);
+        s.beta1 = float(h.beta1);
+        s.one_minus_beta1 = float(1.0 - h.beta1);
+        s.beta2 = float(h.beta2);
+        s.one_minus_beta2 = float(1.0 - h.beta2);
+        break;
     case OptimizerKind::lamb:
         s.one_minus_beta1 = float(1.0 - h.beta1);
         s.beta2 = float(h.beta2);

@@ -46,6 +46,7 @@ struct StepScalars {
     float weight_decay = 0;
     float momentum = 0, one_minus_dampening = 0;  // SGD (momentum also RMSprop)
     float one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0, eps = 0;
+    float beta1 = 0;        // Lion
     float decay_factor = 1; // AdamW: 1 - lr * weight_decay
     float step_size = 0;    // Adam: lr / bias_correction1
     float bias_correction2_sqrt = 1;
