@@ -144,4 +144,15 @@ BOOST_AUTO_TEST_CASE(state_bytes_are_factored) {
     });
 }
 
+// A matrix with one row keeps rows + cols = count + 1 variances, which do not fit its checkpoint slot:
+// a save is refused, naming the tensor and what to do.
+BOOST_AUTO_TEST_CASE(a_one_row_matrix_cannot_be_saved) {
+    run_inprocess(1, [&](Communicator &comm) {
+        ParameterSet layout(DType::f32);
+        layout.add_matrix("row", 1, 50);
+        auto opt = ShardedOptimizer::create(comm.shared_from_this(), layout, adafactor(), with(Strategy::ddp));
+        expect_error(ErrorCode::unsupported, "does not fit its checkpoint slot", [&] { opt->serialize(); });
+    });
+}
+
 BOOST_AUTO_TEST_SUITE_END()
