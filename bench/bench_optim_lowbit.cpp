@@ -5,8 +5,14 @@
 // The bound is those bytes at the plain copy bandwidth measured in the same run (bytes read +
 // written); the figure is the best of several repetitions (the machine may be shared).
 //
+// What bounds it on a given core is printed too: f32 Adam's own arithmetic (its division and
+// square root per element, the same in the low-bit rules), stepped on 2048 elements that stay
+// in L1, expressed against the 8-bit bound. No 8-bit kernel doing Adam's IEEE arithmetic can be
+// faster than that ceiling.
+//
 //   bench_optim_lowbit [--sizes 16,64] [--threads 1] [--copy-mib 256] [--kernels auto|generic]
 //                      [--in-cache N: N elements stepped 2000 times, the compute cost alone]
+//                      [--cases adam_f32,adam_8bit,adam_4bit]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,6 +50,14 @@ template <typename F> double seconds_of(F &&f) {
     const auto t0 = Clock::now();
     f();
     return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// One 8-bit decode: a code's value by a table load, as the rule's (scalar: this core's AVX2
+// gather is slower than single loads).
+__attribute__((noinline, optimize("no-tree-vectorize"))) void decode_codes(const float *__restrict values,
+                                                                         const std::uint8_t *__restrict codes,
+                                                                         std::size_t n, float *__restrict out) {
+    for (std::size_t k = 0; k < n; ++k) out[k] = values[codes[k]];
 }
 
 __attribute__((optimize("no-tree-loop-distribute-patterns"))) void loop_copy(const float *__restrict src,
@@ -88,6 +102,7 @@ struct Case {
 int main(int argc, char **argv) {
     std::vector<long> sizes_mi{16, 64}, thread_counts{1};
     std::size_t copy_mib = 256, in_cache = 0;
+    std::string only; // empty: every case
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
         if (a == "--sizes") sizes_mi = parse_list(v);
@@ -95,8 +110,10 @@ int main(int argc, char **argv) {
         else if (a == "--copy-mib") copy_mib = std::stoul(v);
         else if (a == "--in-cache") in_cache = std::stoul(v); // elements, stepped repeatedly: compute cost alone
         else if (a == "--kernels") optim_kernels::force_generic_kernels(v == "generic");
+        else if (a == "--cases") only = "," + v + ",";
         else {
-            std::fprintf(stderr, "usage: bench_optim_lowbit [--sizes 16,64] [--threads 1] [--copy-mib 256] [--kernels auto|generic]\n");
+            std::fprintf(stderr, "usage: bench_optim_lowbit [--sizes 16,64] [--threads 1] [--copy-mib 256] "
+                                 "[--kernels auto|generic] [--in-cache N] [--cases adam_f32,adam_8bit,adam_4bit]\n");
             return 2;
         }
     }
@@ -123,6 +140,7 @@ int main(int argc, char **argv) {
             const std::size_t n = in_cache ? in_cache : std::size_t(mi) << 20;
             const int reps = in_cache ? 2000 : mi >= 64 ? 4 : 8;
             for (const Case &c : cases) {
+                if (!only.empty() && only.find("," + std::string(c.name) + ",") == std::string::npos) continue;
                 OptimizerOptions o = OptimizerOptions::defaults(OptimizerKind::adam);
                 o.state_precision = c.precision;
                 const auto adam = Optimizer::create(o);
@@ -162,6 +180,51 @@ int main(int argc, char **argv) {
                                 mi, gbps / copy, gbps / copy >= 0.6 ? "yes" : "no");
             }
         }
+    }
+    {
+        // The arithmetic ceiling, one thread: f32 Adam on 2048 elements (32 KiB of p, g, m, v: L1).
+        ParallelUpdate engine{1};
+        const double copy = copy_gbps(engine, 1, src, dst, copy_bytes);
+        const auto adam = Optimizer::create(OptimizerOptions::defaults(OptimizerKind::adam));
+        Segment<float> seg;
+        seg.param = p;
+        seg.grad = g;
+        seg.state[0] = m;
+        seg.state[1] = v;
+        seg.count = seg.shape.count = 2048;
+        const std::vector<Segment<float>> segments{seg};
+        std::int64_t step = 1;
+        double best = 1e30, best_cpu = 1e30;
+        for (int r = 0; r < 5; ++r) {
+            const double cpu0 = process_cpu_seconds();
+            best = std::min(best, seconds_of([&] {
+                                for (int k = 0; k < 20000; ++k) engine.apply(*adam, segments, step++, nullptr);
+                            }));
+            best_cpu = std::min(best_cpu, process_cpu_seconds() - cpu0);
+        }
+        const double rate = 2048.0 * 20000.0 / best, cpu_rate = 2048.0 * 20000.0 / best_cpu;
+        const double bytes8 = cases[1].bytes_per_param;
+        std::printf("name=optim_lowbit context=adam_arithmetic_ceiling params_per_s=%.4g vs_8bit_bound=%.3f "
+                    "params_per_cpu_s=%.4g vs_8bit_bound_cpu=%.3f (f32 Adam stepped in L1: its division and square "
+                    "root alone; no 8-bit kernel doing the same IEEE arithmetic exceeds it)\n",
+                    rate, bytes8 * rate / 1e9 / copy, cpu_rate, bytes8 * cpu_rate / 1e9 / copy);
+        // Each 8-bit element also decodes two codes (m and v) before that arithmetic.
+        std::vector<std::uint8_t> codes8(256);
+        for (std::size_t k = 0; k < codes8.size(); ++k) codes8[k] = std::uint8_t(k * 37);
+        alignas(64) float decoded[256];
+        double best_decode = 1e30;
+        for (int r = 0; r < 5; ++r)
+            best_decode = std::min(best_decode, seconds_of([&] {
+                                       for (int k = 0; k < 200000; ++k) {
+                                           decode_codes(lowbit::signed8().values, codes8.data(), 256, decoded);
+                                           codes8[std::size_t(k) & 255] ^= std::uint8_t(decoded[(k * 7) & 255] > 2.0f);
+                                       }
+                                   }));
+        const double decode_rate = 256.0 * 200000.0 / best_decode;
+        const double both = 1.0 / (1.0 / rate + 2.0 / decode_rate);
+        std::printf("name=optim_lowbit context=decode_plus_arithmetic_ceiling decodes_per_s=%.4g params_per_s=%.4g "
+                    "vs_8bit_bound=%.3f (two table decodes per element on top of the arithmetic, before any encode)\n",
+                    decode_rate, both, bytes8 * both / 1e9 / copy);
     }
     if (FILE *f = std::fopen("/proc/loadavg", "r")) {
         double load = 0;

@@ -632,6 +632,36 @@ BOOST_AUTO_TEST_CASE(refused_where_the_schedule_does_not_apply) {
     });
 }
 
+// The offload schedule has one round of statistics between the update's halves and no place for
+// an exchange of whole matrices: Adafactor (two rounds: row and column sums, then the update's
+// RMS) and Muon (Newton-Schulz on whole matrices) are refused up front, naming the rule, rather
+// than updating with partial statistics. Without offload the same engines build.
+BOOST_AUTO_TEST_CASE(rules_the_schedule_cannot_run_are_refused_naming_them) {
+    run_inprocess(2, [&](Communicator &comm) {
+        Config adafactor{"zero2 adafactor", 2, with(Strategy::zero2), OptimizerOptions::defaults(OptimizerKind::adafactor)};
+        expect_error(ErrorCode::unsupported, "adafactor has 2", [&] {
+            emulated_engine(comm, adafactor, offloaded(adafactor.sharding, false, false), nullptr, nullptr);
+        });
+        const bool adafactor_builds = emulated_engine(comm, adafactor, adafactor.sharding, nullptr, nullptr) != nullptr;
+
+        ParameterSet matrices(DType::f32, 2048);
+        matrices.add_matrix("w", 24, 17);
+        matrices.add("b", 24);
+        const ShardingOptions zero2 = with(Strategy::zero2);
+        const OptimizerOptions muon = OptimizerOptions::defaults(OptimizerKind::muon);
+        auto muon_engine = [&](const ShardingOptions &o) {
+            return std::make_unique<engine::StepEngine>(std::make_unique<EmulatedDeviceSpace>(), comm.shared_from_this(),
+                                                        matrices, muon, o, nullptr);
+        };
+        expect_error(ErrorCode::unsupported, "transform whole matrices (muon)",
+                     [&] { muon_engine(offloaded(zero2, true, false)); });
+        const bool muon_builds = muon_engine(zero2) != nullptr;
+        std::lock_guard<std::mutex> lock(assertion_mutex());
+        BOOST_TEST(adafactor_builds, "adafactor without offload");
+        BOOST_TEST(muon_builds, "muon without offload");
+    });
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // --- host memory: the flags mean nothing ---------------------------------------------------------
