@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rule_training_support.hpp"
 #include "sharding_test_support.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -19,8 +20,9 @@
 using namespace shardopt;
 using shardopt::testing::assertion_mutex;
 using shardopt::testing::expect_error;
-using shardopt::testing::gradient;
+using shardopt::testing::Gradients;
 using shardopt::testing::initial_values;
+using shardopt::testing::train_rank0;
 using shardopt::testing::with;
 
 namespace {
@@ -49,50 +51,12 @@ OptimizerOptions adafactor() {
     return o;
 }
 
-void step(ShardedOptimizer &opt, int step_number) {
-    std::vector<float> packed(elements());
-    opt.get_parameters(packed.data());
-    const ParameterSet &layout = opt.layout();
-    opt.zero_grad();
-    for (int b = layout.bucket_count() - 1; b >= 0; --b) {
-        opt.gather(b);
-        const auto &bl = layout.bucket(b);
-        std::size_t at = 0;
-        for (int t = 0; t < bl.first_tensor; ++t) at += layout.tensor(t).count;
-        for (int t = bl.first_tensor; t < bl.first_tensor + bl.tensor_count; ++t) {
-            auto *g = static_cast<float *>(opt.grad(t));
-            for (std::size_t i = 0; i < layout.tensor(t).count; ++i) g[i] = gradient(packed[at + i], at + i, 0, step_number);
-            at += layout.tensor(t).count;
-        }
-        opt.grad_ready(b);
-        opt.release(b);
-    }
-    opt.step();
-}
-
-// Rank 0's parameters after steps [first, last] of `strategy` at `ranks` ranks; `load`: a
-// checkpoint to start from, `save`: where to put one at the end.
+// Rank 0's parameters after steps [first, last] of `strategy` at `ranks` ranks, every rank rank
+// 0's gradients; `load`: a checkpoint to start from, `save`: where to put one at the end.
 std::vector<float> train(Strategy strategy, int ranks, int first, int last, const std::vector<unsigned char> *load,
                          std::vector<unsigned char> *save = nullptr) {
-    std::vector<float> result(elements());
-    std::mutex &mutex = assertion_mutex();
-    run_inprocess(ranks, [&](Communicator &comm) {
-        const std::vector<float> init = initial_values(elements());
-        auto opt = ShardedOptimizer::create(comm.shared_from_this(), adafactor_layout(), adafactor(), with(strategy),
-                                            init.data());
-        if (load) opt->deserialize(load->data(), load->size());
-        for (int k = first; k <= last; ++k) step(*opt, k);
-        std::vector<float> packed(elements());
-        opt->get_parameters(packed.data());
-        std::vector<unsigned char> bytes;
-        if (save) bytes = opt->serialize();
-        if (comm.rank() == 0) {
-            std::lock_guard<std::mutex> lock(mutex);
-            result = packed;
-            if (save) *save = std::move(bytes);
-        }
-    });
-    return result;
+    return train_rank0({[] { return adafactor_layout(); }, adafactor(), with(strategy), ranks,
+                        Gradients::same_on_every_rank, first, last, load, save});
 }
 
 double worst_relative(const std::vector<float> &a, const std::vector<float> &b) {

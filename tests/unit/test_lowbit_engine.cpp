@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "optim/lowbit.hpp"
+#include "rule_training_support.hpp"
 #include "sharding_test_support.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
@@ -19,8 +20,11 @@
 using namespace shardopt;
 using shardopt::testing::assertion_mutex;
 using shardopt::testing::expect_error;
-using shardopt::testing::gradient;
+using shardopt::testing::Gradients;
 using shardopt::testing::initial_values;
+using shardopt::testing::same_bits;
+using shardopt::testing::train_rank0;
+using shardopt::testing::TrainRun;
 using shardopt::testing::with;
 
 namespace {
@@ -52,55 +56,13 @@ OptimizerOptions rule(OptimizerKind kind, StatePrecision precision) {
     return o;
 }
 
-// One step: every bucket's gradient from the packed parameters (FSDP units gathered around it).
-// `coarse`: gradients rounded to multiples of 2^-12, so that the average of equal gradients over
-// any number of ranks is exact and runs at different world sizes can be compared bit for bit.
-void step(ShardedOptimizer &opt, int rank, int step_number, bool coarse = false) {
-    std::vector<float> packed(elements());
-    opt.get_parameters(packed.data());
-    const ParameterSet &layout = opt.layout();
-    opt.zero_grad();
-    for (int b = layout.bucket_count() - 1; b >= 0; --b) {
-        opt.gather(b);
-        const auto &bl = layout.bucket(b);
-        std::size_t at = 0;
-        for (int t = 0; t < bl.first_tensor; ++t) at += layout.tensor(t).count;
-        for (int t = bl.first_tensor; t < bl.first_tensor + bl.tensor_count; ++t) {
-            auto *g = static_cast<float *>(opt.grad(t));
-            for (std::size_t i = 0; i < layout.tensor(t).count; ++i)
-                g[i] = gradient(packed[at + i], at + i, rank, step_number);
-            if (coarse)
-                for (std::size_t i = 0; i < layout.tensor(t).count; ++i) g[i] = std::ldexp(std::round(std::ldexp(g[i], 12)), -12);
-            at += layout.tensor(t).count;
-        }
-        opt.grad_ready(b);
-        opt.release(b);
-    }
-    opt.step();
-}
-
-// The parameters after `steps` steps of `strategy` at `ranks` ranks (rank 0's copy).
+// The parameters after `steps` steps of `strategy` at `ranks` ranks (rank 0's copy), each rank
+// its own gradients.
 std::vector<float> train(const OptimizerOptions &optimizer, Strategy strategy, int ranks, int threads, int steps = 4) {
-    std::vector<float> result(elements());
-    std::mutex &mutex = assertion_mutex();
-    run_inprocess(ranks, [&](Communicator &comm) {
-        ShardingOptions s = with(strategy);
-        s.update_threads = threads;
-        const std::vector<float> init = initial_values(elements());
-        auto opt = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), optimizer, s, init.data());
-        for (int k = 1; k <= steps; ++k) step(*opt, comm.rank(), k);
-        std::vector<float> packed(elements());
-        opt->get_parameters(packed.data());
-        if (comm.rank() == 0) {
-            std::lock_guard<std::mutex> lock(mutex);
-            result = packed;
-        }
-    });
-    return result;
-}
-
-bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    TrainRun run{lowbit_layout, optimizer, with(strategy), ranks};
+    run.sharding.update_threads = threads;
+    run.last = steps;
+    return train_rank0(run);
 }
 
 } // namespace
@@ -182,46 +144,22 @@ BOOST_AUTO_TEST_CASE(state_bytes_follow_the_format) {
 // part): a ZeRO-2 optimizer on 4 ranks saved after 3 steps, loaded at 3 and at 7 ranks (and into
 // DDP on 1), trains on exactly as the original does.
 BOOST_AUTO_TEST_CASE(checkpoints_reshard_bit_for_bit) {
-    std::mutex &mutex = assertion_mutex();
+    // Every rank the same gradients, so any world size steps on the same average.
+    constexpr Gradients same = Gradients::same_on_every_rank;
     for (StatePrecision precision : {StatePrecision::bits8, StatePrecision::bits4}) {
         const OptimizerOptions o = rule(OptimizerKind::adam, precision);
-        const std::vector<float> init = initial_values(elements());
         std::vector<unsigned char> bytes;
-        run_inprocess(4, [&](Communicator &comm) {
-            auto original = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), o, with(Strategy::zero2),
-                                                     init.data());
-            for (int k = 1; k <= 3; ++k) step(*original, 0, k, true); // every rank the same gradient: any world size
-            std::vector<unsigned char> mine = original->serialize();
-            if (comm.rank() == 0) {
-                std::lock_guard<std::mutex> lock(mutex);
-                bytes = std::move(mine);
-            }
-        });
+        TrainRun original{lowbit_layout, o, with(Strategy::zero2), 4, same, 1, 3};
+        original.save = &bytes;
+        train_rank0(original);
         // The reference: the same 6 steps without a checkpoint, on one rank.
-        std::vector<float> expected(elements());
-        run_inprocess(1, [&](Communicator &comm) {
-            auto whole = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), o, with(Strategy::ddp), init.data());
-            for (int k = 1; k <= 6; ++k) step(*whole, 0, k, true);
-            whole->get_parameters(expected.data());
-        });
+        const std::vector<float> expected = train_rank0({lowbit_layout, o, with(Strategy::ddp), 1, same, 1, 6});
         for (const auto &run : std::vector<std::pair<int, Strategy>>{
                  {3, Strategy::zero2}, {7, Strategy::fsdp}, {1, Strategy::ddp}, {2, Strategy::zero1}}) {
-            const int ranks = run.first; // not a structured binding: C++17 lambdas cannot capture those
-            const Strategy strategy = run.second;
-            std::vector<float> got(elements());
-            run_inprocess(ranks, [&](Communicator &comm) {
-                auto restored = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), o, with(strategy));
-                restored->deserialize(bytes.data(), bytes.size());
-                for (int k = 4; k <= 6; ++k) step(*restored, 0, k, true);
-                std::vector<float> mine(elements());
-                restored->get_parameters(mine.data());
-                if (comm.rank() == 0) {
-                    std::lock_guard<std::mutex> lock(mutex);
-                    got = mine;
-                }
-            });
-            BOOST_TEST(same_bits(got, expected), state_precision_name(precision) << ": resumed at " << ranks << " ranks ("
-                                                                                 << strategy_name(strategy) << ") differs");
+            const std::vector<float> got = train_rank0({lowbit_layout, o, with(run.second), run.first, same, 4, 6, &bytes});
+            BOOST_TEST(same_bits(got, expected), state_precision_name(precision) << ": resumed at " << run.first
+                                                                                 << " ranks (" << strategy_name(run.second)
+                                                                                 << ") differs");
         }
     }
 }

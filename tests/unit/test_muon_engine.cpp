@@ -11,13 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "rule_training_support.hpp"
 #include "sharding_test_support.hpp"
 #include "shardopt/inprocess.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 
 using namespace shardopt;
 using shardopt::testing::assertion_mutex;
-using shardopt::testing::gradient;
+using shardopt::testing::Gradients;
+using shardopt::testing::same_bits;
+using shardopt::testing::train_rank0;
+using shardopt::testing::TrainRun;
 using shardopt::testing::initial_values;
 using shardopt::testing::with;
 
@@ -46,57 +50,14 @@ OptimizerOptions muon() {
     return o;
 }
 
-// `rank`: whose gradients (-1: rank 0's on every rank, rounded so any world size averages exactly).
-void step(ShardedOptimizer &opt, int rank, int step_number) {
-    std::vector<float> packed(elements());
-    opt.get_parameters(packed.data());
-    const ParameterSet &layout = opt.layout();
-    opt.zero_grad();
-    for (int b = layout.bucket_count() - 1; b >= 0; --b) {
-        opt.gather(b);
-        const auto &bl = layout.bucket(b);
-        std::size_t at = 0;
-        for (int t = 0; t < bl.first_tensor; ++t) at += layout.tensor(t).count;
-        for (int t = bl.first_tensor; t < bl.first_tensor + bl.tensor_count; ++t) {
-            auto *g = static_cast<float *>(opt.grad(t));
-            for (std::size_t i = 0; i < layout.tensor(t).count; ++i) {
-                g[i] = gradient(packed[at + i], at + i, rank < 0 ? 0 : rank, step_number);
-                if (rank < 0) g[i] = std::ldexp(std::round(std::ldexp(g[i], 12)), -12);
-            }
-            at += layout.tensor(t).count;
-        }
-        opt.grad_ready(b);
-        opt.release(b);
-    }
-    opt.step();
-}
-
+// Rank 0's parameters after steps [first, last]; `same_gradients`: rank 0's (rounded) on every rank,
+// else each rank its own.
 std::vector<float> train(Strategy strategy, int ranks, int threads, bool same_gradients, int first, int last,
                          const std::vector<unsigned char> *load = nullptr, std::vector<unsigned char> *save = nullptr) {
-    std::vector<float> result(elements());
-    std::mutex &mutex = assertion_mutex();
-    run_inprocess(ranks, [&](Communicator &comm) {
-        ShardingOptions s = with(strategy);
-        s.update_threads = threads;
-        const std::vector<float> init = initial_values(elements());
-        auto opt = ShardedOptimizer::create(comm.shared_from_this(), muon_layout(), muon(), s, init.data());
-        if (load) opt->deserialize(load->data(), load->size());
-        for (int k = first; k <= last; ++k) step(*opt, same_gradients ? -1 : comm.rank(), k);
-        std::vector<float> packed(elements());
-        opt->get_parameters(packed.data());
-        std::vector<unsigned char> bytes;
-        if (save) bytes = opt->serialize();
-        if (comm.rank() == 0) {
-            std::lock_guard<std::mutex> lock(mutex);
-            result = packed;
-            if (save) *save = std::move(bytes);
-        }
-    });
-    return result;
-}
-
-bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    TrainRun run{muon_layout, muon(), with(strategy), ranks,
+                 same_gradients ? Gradients::same_on_every_rank : Gradients::per_rank, first, last, load, save};
+    run.sharding.update_threads = threads;
+    return train_rank0(run);
 }
 
 } // namespace
