@@ -37,9 +37,11 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSHARDOPT_BUILD_TESTS=OFF -DSHARDOPT_BUILD_SAMPLES=OFF \
         -DSHARDOPT_BUILD_BENCH=OFF -DSHARDOPT_WITH_CUDA=OFF -DPython3_EXECUTABLE="$(command -v "$PY")" >/dev/null
 fi
-cmake --build "$BUILD" -j "$JOBS" --target shardopt_python
+cmake --build "$BUILD" -j "$JOBS" --target shardopt_python shardopt-ckpt
 PKG=$BUILD/bindings/python/shardopt
 [ -f "$PKG/_shardopt_native.so" ] || { echo "build-wheel: $PKG/_shardopt_native.so not built" >&2; exit 1; }
+CKPT=$BUILD/tools/shardopt-ckpt
+[ -x "$CKPT" ] || { echo "build-wheel: $CKPT not built" >&2; exit 1; }
 
 # --- stage the package: the layer from the source tree, the native files from the build
 STAGE=$WORK/stage
@@ -49,6 +51,12 @@ mkdir -p "$STAGE/shardopt/torch" && cp "$ROOT"/bindings/python/shardopt/torch/*.
 cp "$PKG/shardopt_native.py" "$PKG/_shardopt_native.so" "$STAGE/shardopt/"
 SONAME=$(cd "$PKG" && ls libshardopt.so.[0-9]* | grep -E '^libshardopt\.so\.[0-9]+$' | head -1)
 cp -L "$PKG/$SONAME" "$STAGE/shardopt/$SONAME"            # the soname the module needs, as a file
+# The offline checkpoint tool, where shardopt.ckpt looks first (next to the package). It must need
+# no shared library auditwheel would have to bundle: it links XXH3 statically (tools/CMakeLists.txt).
+if ldd "$CKPT" | grep -q xxhash; then
+  echo "build-wheel: $CKPT links libxxhash dynamically (install libxxhash-dev's static library)" >&2; exit 1
+fi
+cp "$CKPT" "$STAGE/shardopt/shardopt-ckpt"
 # The loader runs before the SWIG module (libucx's UCX, nvidia-nccl's NCCL).
 if ! grep -q "_native_loader" "$STAGE/shardopt/__init__.py"; then
   "$PY" - "$STAGE/shardopt/__init__.py" <<'PYEOF'
@@ -86,7 +94,7 @@ Generator: shardopt build-wheel.sh
 Root-Is-Purelib: false
 Tag: $PYTAG-$PYTAG-linux_x86_64
 WHL
-printf '[console_scripts]\nshardopt-run = shardopt.run:main\n' >"$DI/entry_points.txt"
+printf '[console_scripts]\nshardopt-run = shardopt.run:main\nshardopt-ckpt = shardopt.ckpt:main\n' >"$DI/entry_points.txt"
 mkdir -p "$WORK/raw"
 "$TOOLS/bin/python" -m wheel pack "$STAGE" -d "$WORK/raw" >/dev/null
 

@@ -1,6 +1,7 @@
 """One rank of the installed wheel's check: run by `python -m shardopt.run -n 2 check_ucx.py`.
 Trains the demo MLP with ZeRO-2 over Adam on 2 UCX processes, checks the ranks agree, and says
-where UCX and libshardopt were loaded from (the wheel's venv, not a build tree)."""
+where UCX and libshardopt were loaded from (the wheel's venv, not a build tree). Leaves a sharded
+checkpoint in ./checkpoint for the wheel's offline checkpoint tool."""
 import os
 import sys
 
@@ -17,6 +18,7 @@ with so.UcxCommunicationBackend() as backend:
                            initial=model.initial_parameters()) as opt:
         r = opt.optimize(model, so.OptimizationInputData(num_samples=model.samples))
         p = opt.get_parameters()
+        opt.save_model("checkpoint")  # a sharded checkpoint, for the offline tool's check after the run
     lo, hi = p.copy(), p.copy()
     backend.all_reduce(lo, so.ReductionOperation.MIN)
     backend.all_reduce(hi, so.ReductionOperation.MAX)

@@ -3,7 +3,8 @@
 # WORK/dist, installs it into a fresh venv from local files only (--no-index), and runs 2 UCX
 # ranks with `python -m shardopt.run -n 2` from an empty directory, with a PATH that holds neither
 # the build tree nor the source tree and no LD_LIBRARY_PATH/PYTHONPATH. The ranks check that
-# libshardopt and UCX were loaded from the venv (the libucx-cu13 wheel), not from the system.
+# libshardopt and UCX were loaded from the venv (the libucx-cu13 wheel), not from the system, then
+# runs the wheel's offline checkpoint tool (shardopt-ckpt) on the checkpoint the ranks saved.
 # Exits 77 (skipped) when the tools or dependency wheels cannot be had (offline, no venv module).
 # Usage: packaging/python/test-wheel.sh BUILD_DIR WORK_DIR
 set -euo pipefail
@@ -31,4 +32,18 @@ env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 \
     python -c "import shardopt, sys; print('import ok', shardopt.__version__, shardopt.__file__)"
 env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 \
     python -m shardopt.run -n 2 --timeout 90 check_ucx.py
+# The offline checkpoint tool from the wheel: the console script and shardopt.ckpt find the copy
+# inside the package, which runs without the build tree's libraries.
+env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 shardopt-ckpt verify checkpoint
+env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 python - <<'PYEOF'
+import os, sys
+from shardopt import ckpt
+tool = ckpt.tool()
+assert os.path.realpath(tool).startswith(os.path.realpath(sys.prefix)), f"the tool is not the wheel's: {tool}"
+ckpt.convert("checkpoint", "consolidated")
+info = ckpt.verify("consolidated")
+assert info["form"] == "consolidated", info
+assert info["digests"] == ckpt.verify("checkpoint")["digests"]
+print(f"shardopt-ckpt from the wheel ({tool}): sharded -> consolidated, digests equal")
+PYEOF
 echo "packaging.python_wheel: ok"
