@@ -29,10 +29,11 @@ def dataset(first, count):
 
 
 class ConformanceModel(so.Model):
-    """A linear model: tensors weight (8) and bias (1), initially 0; the mean of 0.5 err^2."""
+    """A linear model: tensors weight (8, or declared as a (rows, cols) matrix of 8) and bias (1), initially 0; the
+    mean of 0.5 err^2."""
 
-    def __init__(self, dtype=np.float64):
-        super().__init__([("weight", FEATURES), ("bias", 1)], dtype)
+    def __init__(self, dtype=np.float64, weight_shape=FEATURES):
+        super().__init__([("weight", weight_shape), ("bias", 1)], dtype)
 
     def loss(self, parameters, x, y):
         return self.loss_and_gradient(parameters, None, x, y)

@@ -161,7 +161,17 @@ static int create_optimizer(rank_job *j, shardopt_dtype dtype, shardopt_optimize
     if ((v = get(r, "accumulation"))) s.gradient_accumulation_steps = atoi(v);
     if ((v = get(r, "memory"))) s.memory = strcmp(v, "cuda") == 0 ? SHARDOPT_MEMORY_CUDA : SHARDOPT_MEMORY_HOST;
     CHECK(shardopt_params_create(dtype, 0, &params));
-    CHECK(shardopt_params_add(params, "weight", FEATURES, 0, NULL));
+    if ((v = get(r, "matrix"))) { /* weight declared as a ROWSxCOLS matrix (Muon, factored Adafactor) */
+        size_t rows = 0, cols = 0;
+        if (sscanf(v, "%zux%zu", &rows, &cols) != 2 || rows * cols != FEATURES) {
+            fprintf(stderr, "run %s: matrix '%s' is not ROWSxCOLS of %d elements\n", r->name, v, FEATURES);
+            j->failed = 1;
+            goto done;
+        }
+        CHECK(shardopt_params_add_matrix(params, "weight", rows, cols, 0, NULL));
+    } else {
+        CHECK(shardopt_params_add(params, "weight", FEATURES, 0, NULL));
+    }
     CHECK(shardopt_params_add(params, "bias", 1, 0, NULL));
     CHECK(shardopt_optimizer_create(j->comm, params, &o, &s, NULL, opt));
     ok = 1;

@@ -40,7 +40,12 @@ sealed class ConformanceModel<T> : IGradientModel<T, Tensor<double>, Tensor<doub
         return (x, y);
     }
 
-    public ParameterLayout GetParameterLayout() => new ParameterLayout().Add("weight", Features).Add("bias", 1);
+    // The weight declared as a rows x cols matrix of the 8 (the run's `matrix` key), or as 8 elements.
+    readonly long rows, cols;
+    public ConformanceModel(long rows = 0, long cols = 0) { this.rows = rows; this.cols = cols; }
+
+    public ParameterLayout GetParameterLayout() =>
+        (rows > 0 ? new ParameterLayout().AddMatrix("weight", rows, cols) : new ParameterLayout().Add("weight", Features)).Add("bias", 1);
     public T[] GetParameters() => (T[])parameters.Clone();
     public void SetParameters(T[] p) => parameters = (T[])p.Clone();
     public int SampleCount(Tensor<double> x) => x.Shape[0];
@@ -219,7 +224,13 @@ static class ConformanceCSharp
         var input = new OptimizationInputData<T, Tensor<double>, Tensor<double>> { XTrain = xTrain, YTrain = yTrain };
         if (r.ContainsKey("validation")) { var (x, y) = ConformanceModel<T>.Rows(Train, Valid); input.XValidation = x; input.YValidation = y; }
         if (r.ContainsKey("test")) { var (x, y) = ConformanceModel<T>.Rows(Train + Valid, Test); input.XTest = x; input.YTest = y; }
-        var model = new ConformanceModel<T>();
+        long rows = 0, cols = 0;
+        if (r.TryGetValue("matrix", out var shape))
+        {
+            var rc = shape.Split('x');
+            (rows, cols) = (long.Parse(rc[0]), long.Parse(rc[1]));
+        }
+        var model = new ConformanceModel<T>(rows, cols);
         var options = Options<T>(r["optimizer"]);
         SetOptions(r, options);
         {

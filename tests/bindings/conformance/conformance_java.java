@@ -31,11 +31,16 @@ final class ConformanceJava {
         return Tensor.of(new int[] {n}, v);
     }
 
-    /** weight (8) and bias (1), initially 0; T (Double or Float) is the element type of the parameters. */
+    /** weight (8, or a rows x cols matrix of 8: the run's `matrix` key) and bias (1), initially 0; T (Double or
+     *  Float) is the element type of the parameters. */
     static class Linear<T> implements IGradientModel<T, Tensor<Double>, Tensor<Double>> {
         private final boolean f32;
-        Linear(boolean f32) { this.f32 = f32; }
-        @Override public ParameterLayout getParameterLayout() { return new ParameterLayout().add("weight", FEATURES).add("bias", 1); }
+        private final long rows, cols;
+        Linear(boolean f32, long rows, long cols) { this.f32 = f32; this.rows = rows; this.cols = cols; }
+        @Override public ParameterLayout getParameterLayout() {
+            ParameterLayout layout = new ParameterLayout();
+            return (rows > 0 ? layout.addMatrix("weight", rows, cols) : layout.add("weight", FEATURES)).add("bias", 1);
+        }
         @Override public Object getParameters() { return f32 ? new float[FEATURES + 1] : new double[FEATURES + 1]; }
         @Override public long getSampleCount(Tensor<Double> x) { return x.getShape()[0]; }
 
@@ -61,8 +66,8 @@ final class ConformanceJava {
             return loss / n;
         }
     }
-    static final class Linear64 extends Linear<Double> { Linear64() { super(false); } }
-    static final class Linear32 extends Linear<Float> { Linear32() { super(true); } }
+    static final class Linear64 extends Linear<Double> { Linear64(long rows, long cols) { super(false, rows, cols); } }
+    static final class Linear32 extends Linear<Float> { Linear32(long rows, long cols) { super(true, rows, cols); } }
 
     // ---- one rank of a run ----
     static OptimizerOptions<Double, Tensor<Double>, Tensor<Double>> options(Map<String, String> r) {
@@ -181,7 +186,14 @@ final class ConformanceJava {
 
     /** One rank: trains as the run says and returns what it prints. */
     static String rank(String name, Map<String, String> r, CommunicationBackend<Double> b) throws Exception {
-        IGradientModel<?, Tensor<Double>, Tensor<Double>> model = r.get("dtype").equals("f32") ? new Linear32() : new Linear64();
+        long rows = 0, cols = 0;
+        if (r.containsKey("matrix")) {
+            String[] rc = r.get("matrix").split("x");
+            rows = Long.parseLong(rc[0]);
+            cols = Long.parseLong(rc[1]);
+        }
+        IGradientModel<?, Tensor<Double>, Tensor<Double>> model =
+            r.get("dtype").equals("f32") ? new Linear32(rows, cols) : new Linear64(rows, cols);
         OptimizerOptions<Double, Tensor<Double>, Tensor<Double>> o = options(r);
         ShardingConfiguration<Double> c = configuration(r, b);
         var data = new OptimizationInputData<Double, Tensor<Double>, Tensor<Double>>(x(0, TRAIN), y(0, TRAIN));

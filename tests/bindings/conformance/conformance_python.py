@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "samples", "python"))
 import shardopt as so  # noqa: E402
-from conformance_model import TEST, TRAIN, VALIDATION, ConformanceModel, dataset, run_output  # noqa: E402
+from conformance_model import FEATURES, TEST, TRAIN, VALIDATION, ConformanceModel, dataset, run_output  # noqa: E402
 
 STRATEGIES = {"ddp": so.DDPOptimizer, "zero1": so.ZeRO1Optimizer, "zero2": so.ZeRO2Optimizer, "fsdp": so.FSDPOptimizer,
               "hybrid": so.HybridShardedOptimizer, "local_sgd": so.LocalSGDOptimizer,
@@ -55,7 +55,8 @@ def schedule(k):
 
 def train(k, backend):
     """One rank of the run `k`: (its output lines, its result)."""
-    model = ConformanceModel(np.float32 if k["dtype"] == "f32" else np.float64)
+    weight_shape = tuple(int(n) for n in k["matrix"].split("x")) if "matrix" in k else FEATURES
+    model = ConformanceModel(np.float32 if k["dtype"] == "f32" else np.float64, weight_shape)
     optimizer_class = OPTIMIZERS[k["optimizer"]]
     options = optimizer_class.options_type()
     for key, (setting, conv) in OPTIONS.items():
