@@ -12,8 +12,9 @@
  *  - Caller memory (void *), function pointers and the history buffers are IntPtr: the layer pins typed
  *    spans and arrays after checking their element type (and the lengths the library cannot see: the
  *    library checks every count it is given), and passes delegates' function
- *    pointers (Marshal.GetFunctionPointerForDelegate) as the callbacks: the batch callback, lr_fn and
- *    the pipeline stages are C# delegates called by the library directly, so no C trampoline is needed.
+ *    pointers (Marshal.GetFunctionPointerForDelegate) as the callbacks: the batch callback, lr_fn, the
+ *    pipeline stages and serialize_to's writer are C# delegates called by the library directly, so no C
+ *    trampoline is needed.
  *  - The structs are proxies over C memory; SHARDOPT_SIZEOF_<struct> is the library's sizeof, for the
  *    _init functions and the struct_size of output structs.
  * Nothing here states a default, a range or a rule: they are the C ABI's. */
@@ -92,7 +93,7 @@ SO_HANDLE_OUT(shardopt_plan, SWIGTYPE_p_shardopt_plan_s)
 %apply void *VOID_INT_PTR { void *, const void *, const int64_t *samples, shardopt_activation,
                             double *training_loss_history, double *validation_loss_history,
                             double *learning_rate_history, shardopt_batch_fn, shardopt_lr_fn,
-                            shardopt_stage_forward_fn, shardopt_stage_backward_fn }
+                            shardopt_stage_forward_fn, shardopt_stage_backward_fn, shardopt_write_fn }
 
 /* ---- sizes of the structs, the library's ---- */
 %csconst(0);

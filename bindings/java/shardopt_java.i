@@ -5,7 +5,8 @@
  * float[] or double[] (copied for the call) or a direct buffer, whose element type and count are read from it (so_mem),
  * and the caller's parameters of create_external also an org.shardopt.DeviceMemory (CUDA memory: so_param_buffer);
  * an options struct's setter is checked by the library's validate (a refused value is not kept).
- * Hand-written: trampolines calling the layer's bridges (train's model and lr_fn, pipeline stages), so_mem and so_view. */
+ * Hand-written: trampolines calling the layer's bridges (train's model and lr_fn, pipeline stages, serialize_to's
+ * writer), so_mem and so_view. */
 %{
 #define SHARDOPT_EXPERIMENTAL /* in-process members, pipelines */
 #include "shardopt.h"
@@ -57,6 +58,15 @@ static int so_lr(void *u, int64_t t, double base, double *lr) {
     *lr = (*env)->CallDoubleMethod(env, c->bridge, c->lr, (jlong)t, base), rc = so_failed(env);
     if (attached) (*c->vm)->DetachCurrentThread(c->vm);
     return rc;
+}
+
+/* serialize_to's writer, called on the caller's thread: the bridge's void write(long address, long size)
+ * (org.shardopt.ShardedOptimizer.Writer) */
+typedef struct so_wr { JNIEnv *env; jobject bridge; jmethodID write; } so_wr;
+static int so_write(void *u, const void *data, size_t size) {
+    so_wr *w = (so_wr *)u;
+    (*w->env)->CallVoidMethod(w->env, w->bridge, w->write, SO_P(data), (jlong)size);
+    return so_failed(w->env);
 }
 
 /* Pipeline stages, called on the thread of run_batch: the bridge's double stage(long call, long output, long input, long
@@ -323,6 +333,16 @@ SO_GATHER_SCATTER(recv_count, 0)
 %typemap(argout) shardopt_training_options *opts "if ($1) $1->lr_fn = so_lr; /* init: a CUSTOM schedule calls the bridge */"
 %ignore shardopt_training_options::lr_fn;
 %ignore shardopt_training_options::lr_user_data;
+
+/* ---- serialize_to: the Java bridge as the writer; null: this rank wants no bytes (NULL) ---- */
+%typemap(jni) (shardopt_write_fn write, void *user_data) "jobject"
+%typemap(jtype) (shardopt_write_fn write, void *user_data) "Object"
+%typemap(jstype) (shardopt_write_fn write, void *user_data) "Object"
+%typemap(javain) (shardopt_write_fn write, void *user_data) "$javainput"
+%typemap(in) (shardopt_write_fn write, void *user_data) (so_wr w) %{
+    w.env = jenv, w.bridge = $input;
+    if ($input && !(w.write = (*jenv)->GetMethodID(jenv, (*jenv)->GetObjectClass(jenv, $input), "write", "(JJ)V"))) return $null;
+    $1 = $input ? so_write : NULL, $2 = &w; %}
 
 /* ---- pipelines: the stage is the bridge given to run_batch and destroy (its long field `pipe` is the handle) ---- */
 %typemap(in, numinputs=0) const shardopt_pipeline_stage *stage "$1 = ($1_ltype)&so_stage_fns;"

@@ -56,6 +56,11 @@ static int so_batch(void *fn, const shardopt_batch *b, double *loss) {
                                   (Py_ssize_t)b->sample_count, (int)b->epoch, (long long)b->step,
                                   b->on_device ? (int)b->device : -1, SO_ADDR(b->cuda_stream)), loss);
 }
+/* shardopt_write_fn: fn(bytes), the stream's next piece (serialize_to) */
+static int so_write(void *fn, const void *data, size_t size) {
+    SO_CALL(PyObject_CallFunction((PyObject *)fn, "N", PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size)),
+            NULL);
+}
 /* shardopt_lr_fn: fn(t, base) -> rate */
 static int so_lr(void *fn, int64_t t, double base, double *lr) {
     SO_CALL(PyObject_CallFunction((PyObject *)fn, "Ld", (long long)t, base), lr);
@@ -241,6 +246,11 @@ SO_GATHER_SCATTER(recv_count, 0)
 %typemap(in) (shardopt_batch_fn model, void *user_data) {
     if (!PyCallable_Check($input)) SWIG_exception_fail(SWIG_TypeError, "the model must be callable");
     $1 = so_batch, $2 = $input;
+}
+/* serialize_to's writer: None for a rank that wants no bytes (NULL) */
+%typemap(in) (shardopt_write_fn write, void *user_data) {
+    if ($input != Py_None && !PyCallable_Check($input)) SWIG_exception_fail(SWIG_TypeError, "the writer must be callable or None");
+    $1 = $input == Py_None ? NULL : so_write, $2 = $input;
 }
 %typemap(in) void *lr_user_data "$1 = $input;"
 %constant shardopt_lr_fn SO_PY_LR_FN = so_lr; /* set lr_fn to it, lr_user_data to the callable */

@@ -883,7 +883,7 @@ typedef struct shardopt_batch {
 typedef int (*shardopt_batch_fn)(void *user_data, const shardopt_batch *batch, double *loss);
 
 /* Called by a model callback (shardopt_batch_fn, shardopt_model_fn, shardopt_lr_fn, a pipeline
- * stage) on its own thread before it returns non-zero: `message` (copied; NULL clears it) says why,
+ * stage, a shardopt_write_fn) on its own thread before it returns non-zero: `message` (copied; NULL clears it) says why,
  * and the error on every rank then names this rank and the message instead of only the return
  * code. Cannot fail. */
 SHARDOPT_API void shardopt_model_error(const char *message);
@@ -1174,7 +1174,8 @@ SHARDOPT_API shardopt_status shardopt_plan_rank_memory(shardopt_params params,
  * ------------------------------------------------------------------------------------------- */
 /* Writer callback: the next `size` bytes of the stream, in order (at most a window per call).
  * Return 0 to go on; any other value stops the calls on this rank, and once the stream is over
- * the serialize call fails with SHARDOPT_ERR_IO on every rank. */
+ * the serialize call fails with SHARDOPT_ERR_IO on every rank, naming this rank, the value and
+ * the reason the writer gave with shardopt_model_error before returning (when it gave one). */
 typedef int (*shardopt_write_fn)(void *user_data, const void *data, size_t size);
 /* Collective: the bytes shardopt_optimizer_serialize returns, identical on every rank, to `write`
  * (called on this rank's thread). write may be NULL on ranks that want none: their parts still

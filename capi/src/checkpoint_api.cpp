@@ -1,6 +1,7 @@
 // Checkpoints through the C ABI: save/load a directory, serialize to library-owned bytes. The
 // files do not depend on the optimizer's memory space.
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "capi_internal.hpp"
@@ -46,7 +47,8 @@ SHARDOPT_API shardopt_status shardopt_optimizer_serialize(shardopt_optimizer opt
 }
 
 // The same bytes to a writer callback, a window at a time; a writer's nonzero return ends its
-// calls here and fails the call on every rank once the stream is over (ShardedOptimizer's rule).
+// calls here and fails the call on every rank once the stream is over (ShardedOptimizer's rule),
+// naming the reason the writer gave through shardopt_model_error (a binding's stream exception).
 SHARDOPT_API shardopt_status shardopt_optimizer_serialize_to(shardopt_optimizer opt, shardopt_write_fn write,
                                                              void *user_data) {
     return guard(__func__, [&] {
@@ -55,11 +57,16 @@ SHARDOPT_API shardopt_status shardopt_optimizer_serialize_to(shardopt_optimizer 
             o.serialize(ShardedOptimizer::ByteWriter{});
             return;
         }
+        take_model_error(); // a reason left by an earlier callback is not this writer's
         o.serialize([&](const void *data, std::size_t size) {
             const int rc = write(user_data, data, size);
-            if (rc != 0)
-                throw Error(ErrorCode::io, "serialize_to: the writer returned " + std::to_string(rc) + " on rank " +
-                                               std::to_string(o.rank()));
+            if (rc != 0) {
+                std::string why = "serialize_to: the writer returned " + std::to_string(rc) + " on rank " +
+                                  std::to_string(o.rank());
+                const std::string reason = take_model_error();
+                if (!reason.empty()) why += ": " + reason;
+                throw Error(ErrorCode::io, why);
+            }
         });
     });
 }

@@ -44,8 +44,8 @@ static void adam_step(shardopt_optimizer opt, int rank, int step) {
     }
 }
 
-/* A growing buffer a shardopt_write_fn appends to; fail_after >= 0: returns 5 once it holds that
- * many bytes. */
+/* A growing buffer a shardopt_write_fn appends to; fail_after >= 0: returns 5 (saying "disk
+ * full") once it holds that many bytes. */
 typedef struct sink {
     unsigned char *data;
     size_t size, calls;
@@ -55,7 +55,10 @@ typedef struct sink {
 static int append(void *user_data, const void *data, size_t size) {
     sink *s = (sink *)user_data;
     unsigned char *grown;
-    if (s->fail_after >= 0 && s->size >= (size_t)s->fail_after) return 5;
+    if (s->fail_after >= 0 && s->size >= (size_t)s->fail_after) {
+        shardopt_model_error("disk full"); /* the reason every rank's error names */
+        return 5;
+    }
     grown = (unsigned char *)realloc(s->data, s->size + size);
     if (!grown) return 1;
     memcpy(grown + s->size, data, size);
@@ -63,6 +66,12 @@ static int append(void *user_data, const void *data, size_t size) {
     s->size += size;
     ++s->calls;
     return 0;
+}
+
+/* A shardopt_write_fn that fails without a reason. */
+static int fail_quietly(void *user_data, const void *data, size_t size) {
+    (void)user_data, (void)data, (void)size;
+    return 7;
 }
 
 /* serialize_to: serialize's bytes, on the ranks that want them (resuming b as they do); a
@@ -92,10 +101,18 @@ static void serialize_to_checks(shardopt_optimizer a, shardopt_optimizer b, int 
     CHECK_OK(shardopt_optimizer_serialize_to(a, rank == 1 ? append : NULL, &s));
     CHECK(rank == 1 ? s.size == size : s.size == 0);
     free(s.data);
-    /* Rank 0's writer fails after the head: the call fails on both ranks (IO). */
+    /* Rank 0's writer fails after the head: the call fails on both ranks (IO), naming its reason. */
     memset(&s, 0, sizeof s);
     s.fail_after = rank == 0 ? 1 : -1;
-    CHECK_ERR(shardopt_optimizer_serialize_to(a, append, &s), SHARDOPT_ERR_IO, "writer returned 5");
+    CHECK_ERR(shardopt_optimizer_serialize_to(a, append, &s), SHARDOPT_ERR_IO, "writer returned 5 on rank 0: disk full");
+    free(s.data);
+    /* A reason left by an earlier callback is not named by a writer that gives none. */
+    memset(&s, 0, sizeof s);
+    s.fail_after = -1;
+    shardopt_model_error("stale");
+    CHECK_ERR(shardopt_optimizer_serialize_to(a, rank == 0 ? fail_quietly : append, &s), SHARDOPT_ERR_IO,
+              "writer returned 7 on rank 0");
+    CHECK(strstr(shardopt_last_error_message(), "stale") == NULL);
     free(s.data);
     CHECK_ERR(shardopt_optimizer_serialize_to(NULL, append, &s), SHARDOPT_ERR_INVALID_ARGUMENT,
               "optimizer handle is NULL");

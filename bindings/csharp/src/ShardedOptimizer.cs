@@ -2,6 +2,7 @@
 // parameters and the step protocol, with views of the library's memory.
 using System;
 using System.Collections.Generic;
+using System.IO;
 using System.Linq;
 using System.Runtime.InteropServices;
 using Shardopt.Native;
@@ -360,6 +361,28 @@ namespace Shardopt.DistributedTraining
             shardopt_optimizer_serialize(Ready(), out IntPtr data, out ulong n);
             try { var bytes = new byte[n <= int.MaxValue ? (int)n : throw new OutOfMemoryException($"the checkpoint ({n} bytes) does not fit in a byte[]")]; Marshal.Copy(data, bytes, 0, bytes.Length); return bytes; }
             finally { shardopt_buffer_free(data); }
+        }
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        delegate int WriteFn(IntPtr user, IntPtr data, UIntPtr size);
+        /// <summary>Serialize()'s bytes (but for the head's generation, new each time) written to stream a window
+        /// (SHARDOPT_CHECKPOINT_WINDOW_BYTES, 32 MiB) at a time, so no rank holds the whole checkpoint: a FileStream, a
+        /// NetworkStream. Collective; null: this rank wants no bytes (its parts still reach the others). An exception the
+        /// stream throws ends the writes on its rank and, once the stream is over, is rethrown there; the other ranks
+        /// throw IOException naming it. The stream is neither flushed nor closed.</summary>
+        public void Serialize(Stream stream)
+        {
+            var h = Ready();
+            if (stream == null) { shardopt_optimizer_serialize_to(h, IntPtr.Zero, IntPtr.Zero); return; }
+            byte[] buffer = new byte[0]; // reused: a window at most
+            WriteFn fn = (IntPtr user, IntPtr data, UIntPtr size) => Callbacks.Guard(() =>
+            {
+                int n = checked((int)size.ToUInt64());
+                if (buffer.Length < n) buffer = new byte[n];
+                Marshal.Copy(data, buffer, 0, n);
+                stream.Write(buffer, 0, n);
+            });
+            Callbacks.Call(() => shardopt_optimizer_serialize_to(h, Marshal.GetFunctionPointerForDelegate(fn), IntPtr.Zero));
+            GC.KeepAlive(fn); // the library calls it until serialize_to returns
         }
         /// <summary>Loads bytes from Serialize; IOException when they are corrupt, ArgumentException for another layout.</summary>
         public void Deserialize(byte[] data)

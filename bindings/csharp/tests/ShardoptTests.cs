@@ -195,6 +195,111 @@ static partial class ShardoptTests
         Assert(!Directory.Exists(missing), "a failed load creates nothing");
     }
 
+    // d with what every Serialize makes anew blanked: the head's checksum (bytes 24-31) and its generation.
+    static byte[] WithoutGeneration(byte[] d)
+    {
+        var c = (byte[])d.Clone();
+        Array.Clear(c, 24, 8);
+        int at = System.Text.Encoding.ASCII.GetString(c).IndexOf("\"generation\":\"", StringComparison.Ordinal) + 14;
+        Assert(at >= 14, "a generation in the head");
+        Array.Clear(c, at, 16);
+        return c;
+    }
+
+    // A stream counting its writes; throws `failure` on the second when given one. Each write collects garbage: the
+    // writer's delegate must stay alive while the library still calls it.
+    sealed class CountingStream : MemoryStream
+    {
+        internal int Writes;
+        readonly Exception failure;
+        internal CountingStream(Exception failure = null) { this.failure = failure; }
+        public override void Write(byte[] buffer, int offset, int count)
+        {
+            GC.Collect();
+            if (++Writes == 2 && failure != null) throw failure;
+            base.Write(buffer, offset, count);
+        }
+    }
+
+    static void SerializeToStream()
+    {
+        foreach (int ws in new[] { 1, 2 })
+        {
+            // the bytes: Serialize's, the same on every rank
+            var res = Ranks(ws, b =>
+            {
+                using (var opt = MakeAdam("fsdp", b, true))
+                {
+                    TrainSteps(opt, b.Rank, 0, 2);
+                    var data = opt.Serialize();
+                    var s = new CountingStream();
+                    opt.Serialize(s);
+                    Assert(s.Writes >= 2, "the head, then the data");
+                    return (data, s.ToArray());
+                }
+            });
+            foreach (var r in res)
+            {
+                Assert(r.Item2.SequenceEqual(res[0].Item2), ws + " ranks: the same bytes on every rank");
+                Assert(WithoutGeneration(r.Item1).SequenceEqual(WithoutGeneration(r.Item2)), ws + " ranks: Serialize's bytes");
+            }
+            // to a file, then Deserialize of its bytes resumes bit for bit
+            string dir = Path.Combine(Path.GetTempPath(), "shardopt-cs-stream-" + Guid.NewGuid());
+            Directory.CreateDirectory(dir);
+            try
+            {
+                var resumed = Ranks(ws, b =>
+                {
+                    string file = Path.Combine(dir, b.Rank + ".ckpt");
+                    float[] straight;
+                    using (var opt = MakeAdam("zero2", b, true))
+                    {
+                        TrainSteps(opt, b.Rank, 0, 3);
+                        using (var f = File.Create(file)) opt.Serialize(f);
+                        TrainSteps(opt, b.Rank, 3, 2);
+                        straight = opt.GetParameters();
+                    }
+                    using (var fresh = MakeAdam("zero2", b, true))
+                    {
+                        fresh.Deserialize(File.ReadAllBytes(file));
+                        Assert(fresh.StepCount == 3, "step count restored");
+                        TrainSteps(fresh, b.Rank, 3, 2);
+                        return (straight, fresh.GetParameters());
+                    }
+                });
+                foreach (var r in resumed) Assert(r.Item1.SequenceEqual(r.Item2), ws + " ranks: resumed == straight, bitwise");
+            }
+            finally { Directory.Delete(dir, true); }
+        }
+    }
+
+    static void SerializeToStreamFailure()
+    {
+        Ranks(2, b =>
+        {
+            using (var opt = MakeAdam("ddp", b, true))
+            {
+                TrainSteps(opt, b.Rank, 0, 2);
+                // rank 0's stream throws on its second write: it gets that exception back, rank 1 an IOException naming it
+                foreach (var failure in new Exception[] { new IOException("disk full"), new ObjectDisposedException("stream") })
+                {
+                    var s = new CountingStream(b.Rank == 0 ? failure : null);
+                    Exception got = null;
+                    try { opt.Serialize(s); } catch (Exception e) { got = e; }
+                    if (b.Rank == 0) Assert(ReferenceEquals(got, failure) && s.Writes == 2, $"rank 0: its own exception, no write after it ({got})");
+                    else Assert(got is IOException && got.Message.StartsWith("SHARDOPT_ERR_IO: ") &&
+                                got.Message.Contains($"writer returned 1 on rank 0: {failure.GetType().FullName}: {failure.Message}"), $"rank 1: {got}");
+                }
+                // null on rank 1: rank 0 alone gets the bytes; both go on
+                var only = new CountingStream();
+                opt.Serialize(b.Rank == 0 ? only : null);
+                var again = opt.Serialize();
+                if (b.Rank == 0) Assert(WithoutGeneration(again).SequenceEqual(WithoutGeneration(only.ToArray())), "rank 0 alone");
+                return 0;
+            }
+        });
+    }
+
     static void FourRanksMatchSingleProcess()
     {
         var (refR, refP) = Train("ddp", 1);
@@ -528,7 +633,8 @@ static partial class ShardoptTests
             ("ZeROOffloadConfiguration", ZeROOffloadConfiguration), ("OffloadFlagsChangeNothingInHostMemory", OffloadFlagsChangeNothingInHostMemory),
             ("ErrorsMapToExceptions", ErrorsMapToExceptions), ("NullArguments", NullArguments),
             ("SerializeDeserializeResumesBitwise", SerializeDeserializeResumesBitwise), ("SaveZero2LoadFsdp", SaveZero2LoadFsdp),
-            ("CheckpointErrors", CheckpointErrors), ("TenThousandCycles", TenThousandCycles), ("TwoUcxProcesses", TwoUcxProcesses) };
+            ("CheckpointErrors", CheckpointErrors), ("SerializeToStream", SerializeToStream),
+            ("SerializeToStreamFailure", SerializeToStreamFailure), ("TenThousandCycles", TenThousandCycles), ("TwoUcxProcesses", TwoUcxProcesses) };
         int failed = 0;
         foreach (var entry in tests)
         {

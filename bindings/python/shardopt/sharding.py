@@ -210,6 +210,18 @@ class ShardedOptimizer(NativeResource):
         """The consolidated checkpoint as bytes, the same on every rank; any strategy and world size loads it."""
         return _n.shardopt_optimizer_serialize(self._h)
 
+    def serialize_to(self, fileobj):
+        """serialize()'s bytes (but for the head's generation, new each time) written to fileobj: anything with
+        write(bytes) that takes every byte (a file opened 'wb', io.BytesIO, a socket's makefile('wb')), a window
+        (SHARDOPT_CHECKPOINT_WINDOW_BYTES, 32 MiB) per call, so no rank holds the whole checkpoint. None: this rank
+        wants no bytes (its parts still reach the others). An exception from write ends the writes on its rank and,
+        once the stream is over, is raised there; the other ranks raise FileIOError naming it."""
+        def write(data):
+            n = fileobj.write(data)
+            if n is not None and n != len(data):  # a raw stream's short write would lose bytes
+                raise OSError(f"write took {n} of {len(data)} bytes (a raw stream: open it buffered)")
+        _n.shardopt_optimizer_serialize_to(self._h, None if fileobj is None else write)
+
     def deserialize(self, data):
         """Loads serialize()'s bytes; CorruptDataError (OSError) for damaged ones, InvalidArgumentError for another
         layout; a failed load changes nothing."""

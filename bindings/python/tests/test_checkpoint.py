@@ -1,6 +1,10 @@
 """Checkpoints on 4 in-process ranks: serialize/deserialize resumes bit for bit, save_model/load_model
-(both forms) reshards across strategies, and IO/corrupt failures raise OSError and change nothing."""
+(both forms) reshards across strategies, and IO/corrupt failures raise OSError and change nothing; serialize_to
+streams serialize's bytes to a file object (1 and 2 ranks), and a writer's exception fails every rank."""
+import io
 import os
+import socket
+import threading
 
 import numpy as np
 import pytest
@@ -121,6 +125,117 @@ def test_layout_mismatch_is_value_error():
             with pytest.raises(ValueError, match="SHARDOPT_ERR_INVALID_ARGUMENT"):
                 other.deserialize(data)
     launch_in_memory(4, rank)
+
+
+WINDOW = 4096  # SHARDOPT_CHECKPOINT_WINDOW_BYTES's least: the demo model's checkpoint streams in several pieces
+
+
+def without_generation(data):
+    """data with what every serialize makes anew blanked: the head's checksum (bytes 24-31) and its generation."""
+    at = data.index(b'"generation":"') + len(b'"generation":"')
+    return data[:24] + bytes(8) + data[32:at] + bytes(16) + data[at + 16:]
+
+
+class Pieces:
+    """A writer keeping each piece it is given."""
+    def __init__(self):
+        self.pieces = []
+
+    def write(self, data):
+        self.pieces.append(bytes(data))
+        return len(data)
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_serialize_to_streams_serialize_bytes(world_size, monkeypatch):
+    monkeypatch.setenv("SHARDOPT_CHECKPOINT_WINDOW_BYTES", str(WINDOW))
+
+    def rank(backend):
+        with make(so.FSDPOptimizer, backend) as opt:
+            train(opt, backend.rank, 0, 2)
+            data, sink, buffer = opt.serialize(), Pieces(), io.BytesIO()
+            opt.serialize_to(sink)
+            opt.serialize_to(buffer)
+            return data, sink.pieces, buffer.getvalue()
+    results = launch_in_memory(world_size, rank)
+    for data, pieces, buffered in results:
+        streamed = b"".join(pieces)
+        assert len(pieces) > 2 and max(map(len, pieces)) <= WINDOW  # a window at most per call
+        assert streamed == b"".join(results[0][1])  # the same bytes on every rank
+        assert without_generation(streamed) == without_generation(data)
+        assert without_generation(buffered) == without_generation(data)
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_serialize_to_file_then_deserialize_resumes(tmp_path, world_size):
+    def rank(backend):
+        path = tmp_path / f"rank{backend.rank}.ckpt"
+        with make(so.ZeRO2Optimizer, backend) as opt:
+            train(opt, backend.rank, 0, 3)
+            with open(path, "wb") as f:
+                opt.serialize_to(f)
+            train(opt, backend.rank, 3, 2)
+            straight = opt.get_parameters().copy()
+        with make(so.ZeRO2Optimizer, backend) as fresh:
+            fresh.deserialize(path.read_bytes())
+            assert fresh.step_count == 3
+            train(fresh, backend.rank, 3, 2)
+            return straight, fresh.get_parameters().copy()
+    for straight, resumed in launch_in_memory(world_size, rank):
+        assert straight.tobytes() == resumed.tobytes()
+
+
+def test_serialize_to_one_rank_and_a_socket():
+    """None on rank 1: rank 0 alone gets the bytes, here through a socket's makefile('wb')."""
+    def rank(backend):
+        with make(so.DDPOptimizer, backend) as opt:
+            train(opt, backend.rank, 0, 2)
+            data = opt.serialize()
+            if backend.rank == 1:
+                opt.serialize_to(None)
+                return data, None
+            ours, theirs = socket.socketpair()
+            received = []
+            reader = threading.Thread(target=lambda: received.append(theirs.makefile("rb").read()))
+            reader.start()
+            with ours, theirs:
+                with ours.makefile("wb") as out:
+                    opt.serialize_to(out)
+                ours.shutdown(socket.SHUT_WR)
+                reader.join()
+            return data, received[0]
+    (data, streamed), (_, nothing) = launch_in_memory(2, rank)
+    assert nothing is None and without_generation(streamed) == without_generation(data)
+
+
+def test_serialize_to_writer_exception_fails_every_rank(monkeypatch):
+    """Rank 0's writer raises on its second piece: it gets its own exception back, no more calls after it; rank 1
+    FileIOError naming it; both go on (the next serialize_to works)."""
+    monkeypatch.setenv("SHARDOPT_CHECKPOINT_WINDOW_BYTES", str(WINDOW))
+
+    class Failing(Pieces):
+        def write(self, data):
+            if self.pieces:
+                raise ValueError("disk full")
+            return super().write(data)
+
+    def rank(backend):
+        with make(so.DDPOptimizer, backend) as opt:
+            train(opt, backend.rank, 0, 2)
+            sink = Failing() if backend.rank == 0 else Pieces()
+            with pytest.raises(ValueError if backend.rank == 0 else so.FileIOError) as raised:
+                opt.serialize_to(sink)
+            if backend.rank == 0:
+                assert str(raised.value) == "disk full" and len(sink.pieces) == 1
+            else:
+                assert isinstance(raised.value, OSError) and raised.value.status_name == "SHARDOPT_ERR_IO"
+                assert "writer returned 1 on rank 0: ValueError: disk full" in str(raised.value)
+            with pytest.raises(OSError, match="took 1 of"):  # a short write is refused, never bytes lost
+                opt.serialize_to(type("Short", (), {"write": lambda self, data: 1})())
+            buffer = io.BytesIO()
+            opt.serialize_to(buffer)
+            return without_generation(buffer.getvalue()) == without_generation(opt.serialize())
+    assert launch_in_memory(2, rank) == [True, True]
 
 
 def test_offline_tool_from_python(tmp_path):

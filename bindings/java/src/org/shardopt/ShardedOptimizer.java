@@ -1,6 +1,7 @@
 package org.shardopt;
 
 import java.io.IOException;
+import java.io.OutputStream;
 import java.lang.reflect.ParameterizedType;
 import java.lang.reflect.Type;
 import java.nio.*;
@@ -324,6 +325,48 @@ public abstract class ShardedOptimizer<T, TInput, TOutput> implements IShardedOp
     // ---- checkpoints (collective: every rank calls with the same arguments); a failed load changes nothing ----
     /** The consolidated checkpoint (parameters, optimizer state, step count), identical on every rank. */
     @Override public byte[] serialize() throws IOException { return shardopt_native.shardopt_optimizer_serialize(h()); }
+    /** {@link #serialize()}'s bytes (but for the head's generation, new each time) written to out a window
+     *  (SHARDOPT_CHECKPOINT_WINDOW_BYTES, 32 MiB) at a time, so no rank holds the whole checkpoint: a file, a socket.
+     *  Collective; null: this rank wants no bytes (its parts still reach the others). An exception out throws ends
+     *  the writes on its rank and, once the stream is over, is rethrown there; the other ranks throw IOException
+     *  naming it. out is neither flushed nor closed. */
+    public void serialize(OutputStream out) throws IOException {
+        SWIGTYPE_p_shardopt_optimizer_s x = h();
+        Writer w = out == null ? null : new Writer(out);
+        try {
+            shardopt_native.shardopt_optimizer_serialize_to(x, w);
+        } catch (Throwable e) { // the library's error (its IOException thrown by JNI undeclared)
+            if (w != null) w.rethrowFailure();
+            throw e;
+        }
+    }
+
+    /** serialize(OutputStream)'s writer: each piece of library memory copied into a reused array for out. */
+    static final class Writer {
+        private final OutputStream out;
+        private byte[] buffer = new byte[0];
+        private Throwable failure;
+        Writer(OutputStream out) { this.out = out; }
+
+        void write(long address, long size) throws IOException {
+            try {
+                if (buffer.length < size) buffer = new byte[Math.toIntExact(size)];
+                shardopt_native.so_view(address, size).get(buffer, 0, (int) size);
+                out.write(buffer, 0, (int) size);
+            } catch (IOException | RuntimeException | Error e) {
+                shardopt_native.shardopt_model_error(e.toString()); // every rank's error names it
+                failure = e;
+                throw e; // ends the call: the trampoline returns nonzero
+            }
+        }
+
+        void rethrowFailure() throws IOException {
+            if (failure instanceof IOException) throw (IOException) failure;
+            if (failure instanceof RuntimeException) throw (RuntimeException) failure;
+            if (failure instanceof Error) throw (Error) failure;
+        }
+    }
+
     /** Loads bytes from {@link #serialize}; IOException when they are corrupt, IllegalArgumentException for another layout. */
     @Override public void deserialize(byte[] data) throws IOException {
         ensure();

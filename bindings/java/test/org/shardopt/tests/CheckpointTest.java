@@ -2,8 +2,12 @@ package org.shardopt.tests;
 
 import static org.junit.jupiter.api.Assertions.*;
 
+import java.io.ByteArrayOutputStream;
+import java.io.FileOutputStream;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.FloatBuffer;
 import java.nio.LongBuffer;
 import java.nio.file.Files;
@@ -16,15 +20,18 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Checkpoints on 4 in-process ranks: serialize/deserialize resumes bit for bit, saveModel/loadModel reshards
- *  across strategies, and IO/corrupt failures throw IOException and change nothing. */
+ *  across strategies, and IO/corrupt failures throw IOException and change nothing; serialize(OutputStream) streams
+ *  serialize()'s bytes (1 and 2 ranks), and a stream's exception fails every rank. */
 class CheckpointTest {
     static final MlpDemo MODEL = new MlpDemo();
     static final int BATCH = 128;
 
     interface IoBody<T> { T apply(CommunicationBackend b) throws IOException; }
 
-    static <T> List<T> ranks(IoBody<T> body) {
-        return Ranks.run(4, b -> {
+    static <T> List<T> ranks(IoBody<T> body) { return ranks(4, body); }
+
+    static <T> List<T> ranks(int worldSize, IoBody<T> body) {
+        return Ranks.run(worldSize, b -> {
             try { return body.apply(b); } catch (IOException e) { throw new UncheckedIOException(e); }
         });
     }
@@ -154,6 +161,99 @@ class CheckpointTest {
                 assertTrue(e.getMessage().startsWith("SHARDOPT_ERR_INVALID_ARGUMENT"), e.getMessage());
             }
             return null;
+        });
+    }
+
+    /** d with what every serialize makes anew blanked: the head's checksum (bytes 24-31) and its generation. */
+    static byte[] withoutGeneration(byte[] d) {
+        byte[] c = d.clone();
+        Arrays.fill(c, 24, 32, (byte) 0);
+        int at = new String(c, StandardCharsets.ISO_8859_1).indexOf("\"generation\":\"") + 14;
+        assertTrue(at >= 14, "a generation in the head");
+        Arrays.fill(c, at, at + 16, (byte) 0);
+        return c;
+    }
+
+    /** A stream counting its writes; throws `failure` on the second when given one. */
+    static final class Counting extends ByteArrayOutputStream {
+        int writes;
+        final Exception failure;
+        Counting(Exception failure) { this.failure = failure; }
+        @Override public void write(byte[] b, int off, int len) {
+            if (++writes == 2 && failure instanceof RuntimeException) throw (RuntimeException) failure;
+            if (writes == 2 && failure instanceof IOException) sneaky(failure);
+            super.write(b, off, len);
+        }
+        @SuppressWarnings("unchecked") static <E extends Throwable> void sneaky(Throwable t) throws E { throw (E) t; }
+    }
+
+    @Test
+    void serializeToStreamsSerializeBytes() {
+        for (int ws : new int[] {1, 2}) {
+            List<Object[]> res = ranks(ws, b -> {
+                try (ShardedOptimizer opt = make("fsdp", b, true)) {
+                    train(opt, b.getRank(), 0, 2);
+                    byte[] data = opt.serialize();
+                    Counting out = new Counting(null);
+                    opt.serialize(out);
+                    assertTrue(out.writes >= 2, "the head, then the data");
+                    return new Object[] {data, out.toByteArray()};
+                }
+            });
+            for (Object[] r : res) {
+                assertArrayEquals((byte[]) res.get(0)[1], (byte[]) r[1], ws + " ranks: the same bytes on every rank");
+                assertArrayEquals(withoutGeneration((byte[]) r[0]), withoutGeneration((byte[]) r[1]), ws + " ranks");
+            }
+        }
+    }
+
+    @Test
+    void serializeToFileThenDeserializeResumes(@TempDir Path dir) {
+        for (int ws : new int[] {1, 2}) {
+            List<float[][]> res = ranks(ws, b -> {
+                Path file = dir.resolve(ws + "-" + b.getRank() + ".ckpt");
+                float[] straight;
+                try (ShardedOptimizer opt = make("zero2", b, true)) {
+                    train(opt, b.getRank(), 0, 3);
+                    try (OutputStream out = new FileOutputStream(file.toFile())) { opt.serialize(out); }
+                    train(opt, b.getRank(), 3, 2);
+                    straight = opt.getParametersFloat();
+                }
+                try (ShardedOptimizer fresh = make("zero2", b, true)) {
+                    fresh.deserialize(Files.readAllBytes(file));
+                    assertEquals(3, fresh.getStepCount());
+                    train(fresh, b.getRank(), 3, 2);
+                    return new float[][] {straight, fresh.getParametersFloat()};
+                }
+            });
+            for (float[][] r : res) assertArrayEquals(r[0], r[1], ws + " ranks: resumed == straight");
+        }
+    }
+
+    @Test
+    void serializeToStreamExceptionFailsEveryRank() {
+        ranks(2, b -> {
+            try (ShardedOptimizer opt = make("ddp", b, true)) {
+                train(opt, b.getRank(), 0, 2);
+                // rank 0's stream throws on its second write: it gets that exception back, rank 1 an IOException naming it
+                for (Exception failure : new Exception[] {new IOException("disk full"), new IllegalStateException("closed")}) {
+                    Counting out = new Counting(b.getRank() == 0 ? failure : null);
+                    Exception e = assertThrows(Exception.class, () -> opt.serialize(out));
+                    if (b.getRank() == 0) {
+                        assertSame(failure, e);
+                        assertEquals(2, out.writes, "no write after the failure");
+                    } else {
+                        assertTrue(e instanceof IOException && e.getMessage().startsWith("SHARDOPT_ERR_IO: ") &&
+                                   e.getMessage().contains("writer returned 1 on rank 0: " + failure), e.getMessage());
+                    }
+                }
+                // null on rank 1: rank 0 alone gets the bytes; both go on
+                Counting out = new Counting(null);
+                opt.serialize(b.getRank() == 0 ? out : null);
+                byte[] again = opt.serialize();
+                if (b.getRank() == 0) assertArrayEquals(withoutGeneration(again), withoutGeneration(out.toByteArray()));
+                return null;
+            }
         });
     }
 }
