@@ -85,7 +85,8 @@ if(SHARDOPT_BUILD_TESTS)
       set(PY_TORCH_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/python/tests)
       add_test(NAME bindings.python_torch
                COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_equivalence.py
-                       ${PY_TORCH_TESTS}/test_torch_features.py ${PY_TORCH_TESTS}/test_torch_optimizers.py)
+                       ${PY_TORCH_TESTS}/test_torch_features.py ${PY_TORCH_TESTS}/test_torch_optimizers.py
+                       ${PY_TORCH_TESTS}/test_torch_fsdp_units.py)
       add_test(NAME bindings.python_torch_launch
                COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_launch.py)
       set_tests_properties(bindings.python_torch PROPERTIES LABELS "python;torch" TIMEOUT 300

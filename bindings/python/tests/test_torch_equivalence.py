@@ -32,8 +32,9 @@ def reference(kind, dtype=torch.float32, world_size=1):
 def test_f32_matches_torch_adamw(kind, strategy, world_size):
     template, data, want = reference(kind, world_size=world_size)
     whole = reference(kind)[2]
-    # small buckets, so ZeRO-2 and FSDP run several buckets (units) and their overlap during backward
-    ranks = train_ranks(template, data, world_size, strategy, bucket_cap_mb=0.004, **LR)
+    # small buckets, so ZeRO-2 and FSDP run several buckets (units) and their overlap during backward; FSDP
+    # gathers each linear layer as its own unit in its forward and again in its backward
+    ranks = train_ranks(template, data, world_size, strategy, bucket_cap_mb=0.004, min_unit_params=64, **LR)
     for got in ranks:
         errors = relative_errors(got, want)
         assert max(errors) <= 1e-6, f"{kind} {strategy} x{world_size}: relative errors {errors}"
@@ -48,6 +49,6 @@ def test_f64_strategies_and_world_sizes_bit_for_bit(kind):
     for n in (2, 4):
         template, data, want = reference(kind, torch.float64, n)
         for s in STRATEGIES:
-            runs[s, n] = got = train_ranks(template, data, n, s, bucket_cap_mb=0.004, **LR)[0]
+            runs[s, n] = got = train_ranks(template, data, n, s, bucket_cap_mb=0.004, min_unit_params=64, **LR)[0]
             assert all(torch.equal(a, b) for a, b in zip(got, runs["ddp", n])), f"{s} x{n} differs from ddp"
             assert max(relative_errors(got, want)) <= 1e-12, f"{s} x{n}: {relative_errors(got, want)}"

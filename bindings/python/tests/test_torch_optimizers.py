@@ -52,7 +52,8 @@ def ours(template, data, world_size, name, strategy, **hyper):
             opt.zero_grad()
             loss_fn(model, shard_of(x[s], r, n), shard_of(y[s], r, n)).backward()
             opt.step()
-        out = [p.detach().clone() for p in model.parameters()]
+        with opt.summon_full_params():  # FSDP over a module holds no parameters between steps
+            out = [p.detach().clone() for p in model.parameters()]
         opt.close()
         return out
     return run_ranks(world_size, body)[0]

@@ -100,7 +100,8 @@ def train_ranks(template, data, world_size, strategy, steps=STEPS, first=0, sche
             opt.step()
             if sched:
                 sched.step()
-        out = [p.detach().clone() for p in model.parameters()]
+        with opt.summon_full_params():  # FSDP over a module holds no parameters between steps
+            out = [p.detach().clone() for p in model.parameters()]
         opt.close()
         return out
     return run_ranks(world_size, body)

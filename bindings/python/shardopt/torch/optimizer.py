@@ -18,6 +18,7 @@ from ..backends import CommunicationBackend, ReductionOperation, UcxCommunicatio
 from ..configuration import ParameterLayout, ShardingConfiguration
 from .. import optimizers as _opt
 from .. import sharding as _sh
+from .fsdp_units import FsdpUnits, assign_units, size_policy
 
 _STRATEGIES = {"ddp": _sh.DDPOptimizer, "zero1": _sh.ZeRO1Optimizer, "zero2": _sh.ZeRO2Optimizer,
                "fsdp": _sh.FSDPOptimizer, "zero3": _sh.FSDPOptimizer, "local_sgd": _sh.LocalSGDOptimizer,
@@ -161,10 +162,16 @@ class ShardedOptimizer(torch.optim.Optimizer):
     or a shardopt CommunicationBackend (InMemoryCommunicationBackend: ranks as threads). Other options:
     max_grad_norm (global-norm clipping across shards at each step), bucket_cap_mb (25), overlap (start each
     bucket's reduction during backward; True), compression ("int8", "top_k", ...), and any field of the library's
-    sharding options (update_threads, local_sgd_period, ...). Collective: every rank constructs it alike."""
+    sharding options (update_threads, local_sgd_period, ...). FSDP over a module gathers per unit (fsdp_units.py):
+    auto_wrap_policy (torch FSDP's signature, e.g. size_based_auto_wrap_policy or transformer_auto_wrap_policy with
+    their arguments bound), by default each submodule holding at least min_unit_params (1M) parameters its own units
+    did not take; reshard_after_forward (True) frees a unit after its forward and gathers it again for its backward.
+    Between steps its parameters hold no memory: read them inside summon_full_params(). Every rank must run the
+    same forwards and backwards (each gather is a collective). Collective: every rank constructs it alike."""
 
     def __init__(self, module_or_params, optimizer="adamw", lr=1e-3, strategy="zero2", backend=None, *,
-                 betas=None, max_grad_norm=0.0, bucket_cap_mb=25, overlap=True, compression=None, **options):
+                 betas=None, max_grad_norm=0.0, bucket_cap_mb=25, overlap=True, compression=None,
+                 auto_wrap_policy=None, min_unit_params=1_000_000, reshard_after_forward=True, **options):
         named, group = _params_of(module_or_params)
         if optimizer not in _OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r} (one of {', '.join(_OPTIMIZERS)})")
@@ -199,8 +206,15 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
         # backward order (as DDP buckets): the last layer's gradients come first
         order = list(reversed(named))
+        # FSDP over a module: units from its tree (fsdp_units.py), each one or more whole buckets
+        per_unit = _STRATEGIES[strategy] is _sh.FSDPOptimizer and isinstance(module_or_params, torch.nn.Module)
+        if per_unit:
+            policy = auto_wrap_policy or size_policy(int(min_unit_params))
+            unit_modules, unit_of = assign_units(module_or_params, order, policy)
         layout = ParameterLayout(self._np_dtype)
-        for name, p in order:
+        for t, (name, p) in enumerate(order):
+            if per_unit and t > 0 and unit_of[t] != unit_of[t - 1]:
+                layout.end_bucket()
             if p.dim() == 2:
                 layout.add_matrix(name, p.shape[0], p.shape[1])
             else:
@@ -244,6 +258,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         params = [p for _, p in named]
         super().__init__([{"params": params, "lr": float(lr), "betas": tuple(betas), **hyper}],
                          {"lr": float(lr)})
+        self._units = FsdpUnits(self, unit_modules, unit_of, reshard_after_forward) if per_unit else None
         self._bind_parameters()
         self._begin()
         self._hooks = [p.register_post_accumulate_grad_hook(self._grad_accumulated) for _, p in order]
@@ -255,8 +270,11 @@ class ShardedOptimizer(torch.optim.Optimizer):
         return torch.from_numpy(self._so._view(address, count).view(np.ndarray)).view(shape)
 
     def _bind_parameters(self):
-        """p.data = a view of the library's parameters (FSDP: of the gathered units, gathered here)."""
+        """p.data = a view of the library's parameters (FSDP over parameters: of the gathered units, gathered here;
+        over a module: of its units' flat tensors, bound once, which its hooks gather)."""
         so = self._so
+        if self._units is not None:
+            return
         if self._fsdp and not self._gathered:
             for b in range(so.bucket_count):
                 _n.shardopt_optimizer_gather(so._h, b)
@@ -267,6 +285,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
                 p.data = self._view(address, p.numel(), p.shape)
 
     def _release_units(self):
+        if self._units is not None:
+            self._units.free_all()  # stale once the library steps, loads or closes
+            return
         if self._fsdp and self._gathered:
             for b in range(self._so.bucket_count):
                 _n.shardopt_optimizer_release(self._so._h, b)
@@ -306,8 +327,24 @@ class ShardedOptimizer(torch.optim.Optimizer):
             if self._arrived[b] == self._per_bucket[b]:
                 self._ready[b] = True
                 self._so.grad_ready(b)
+        if self._units is not None:
+            self._units.gradient_arrived(t)
 
     # ---- torch.optim.Optimizer ----
+    @contextlib.contextmanager
+    def summon_full_params(self):
+        """Collective: inside, every parameter holds its full current values (FSDP over a module frees its units
+        between uses; the other strategies hold them anyway). Read-only: changes are not written back."""
+        if self._units is None:
+            yield
+            return
+        with torch.no_grad():
+            self._units.gather_all()
+        try:
+            yield
+        finally:
+            self._units.free_all()
+
     @contextlib.contextmanager
     def no_sync(self):
         """Backward passes inside accumulate gradients in place with no communication (torch DDP's no_sync);
@@ -416,6 +453,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
             return
         for h in self._hooks:
             h.remove()
+        if self._units is not None:
+            self._units.remove_hooks()
+            self._units.gather_all()
         with torch.no_grad():
             for _, p in self._order:
                 p.data = p.data.clone()
