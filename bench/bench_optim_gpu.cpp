@@ -3,6 +3,10 @@
 // Bytes per parameter per step (what eff_GBps counts):
 //   f32         read p, g, m, v; write p, m, v                                  = 28
 //   bf16_mixed  read g (2), master, m, v (4 each); write master, m, v, p (2)    = 28
+//   8-bit Adam  read p, g, the m and v codes (1 each); write p and the codes     = 16
+//               + two scales per 256 elements read and written                  = 16.06
+//   4-bit Adam  the same with half-byte codes (14) + two scales per 128          = 14.12
+// (bench_optim_lowbit's counts on the CPU); the low-bit rows run f32 without gradient checks.
 // The reference is cudaMemcpyAsync device-to-device of a 1 GiB buffer, counting bytes read +
 // written. grad_checks=off is the plain update (as torch.optim.Adam(fused=True) without a
 // GradScaler); grad_checks=finite adds the gradient pass that feeds the finite check and
@@ -76,7 +80,8 @@ double d2d_copy_gbps(cudaStream_t stream, std::size_t bytes, int reps) {
 }
 
 // Seconds per Adam step over one tensor of n parameters.
-double adam_seconds(cudaStream_t stream, std::size_t n, DType dtype, bool grad_checks, int reps, int steps) {
+double adam_seconds(cudaStream_t stream, std::size_t n, DType dtype, bool grad_checks, int reps, int steps,
+                    StatePrecision precision = StatePrecision::full) {
     const std::size_t elem = dtype_size(dtype);
     DeviceArray params(n * elem), grads(n * elem);
     // 0x3c bytes: 0.0115 as f32 (0x3c3c3c3c) and as bf16 (0x3c3c), normal values, no NaN.
@@ -84,6 +89,7 @@ double adam_seconds(cudaStream_t stream, std::size_t n, DType dtype, bool grad_c
     cuda_or_die(cudaMemsetAsync(grads.ptr, 0x3c, n * elem, stream), "cudaMemset");
     cuda::DeviceOptimizerOptions options;
     options.optimizer = OptimizerOptions::defaults(OptimizerKind::adam);
+    options.optimizer.state_precision = precision;
     options.dtype = dtype;
     options.skip_nonfinite = grad_checks;
     options.loss_scaling.mode = cuda::LossScaling::none;
@@ -145,6 +151,23 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "bench_optim_gpu: %s\n", e.what());
         return 1;
     }
+    struct LowbitRow {
+        const char *name;
+        double bytes_per_param;
+        long mi;
+        double seconds;
+    };
+    std::vector<LowbitRow> lowbit_rows;
+    try {
+        for (StatePrecision p : {StatePrecision::bits8, StatePrecision::bits4})
+            for (long mi : sizes_mi)
+                lowbit_rows.push_back({p == StatePrecision::bits8 ? "8bit" : "4bit",
+                                       p == StatePrecision::bits8 ? 16.0 + 16.0 / 256 : 14.0 + 16.0 / 128, mi,
+                                       adam_seconds(stream, std::size_t(mi) << 20, DType::f32, false, reps, steps, p)});
+    } catch (const Error &e) {
+        std::fprintf(stderr, "bench_optim_gpu: %s\n", e.what());
+        return 1;
+    }
     copy = std::max(copy, d2d_copy_gbps(stream, copy_bytes, reps)); // after the updates as well
 
     constexpr double kBytesPerParam = 28.0;
@@ -154,6 +177,13 @@ int main(int argc, char **argv) {
         std::printf("name=optim_gpu optimizer=adam dtype=%s grad_checks=%s params=%zu bytes_per_param=28 "
                     "params_per_s=%.4g eff_GBps=%.1f d2d_copy_GBps=%.1f ratio_to_copy=%.3f\n",
                     r.dtype_name, r.checks ? "finite" : "off", std::size_t(r.mi) << 20, rate, gbps, copy, gbps / copy);
+    }
+    for (const LowbitRow &r : lowbit_rows) {
+        const double n = double(std::size_t(r.mi) << 20);
+        const double gbps = r.bytes_per_param * n / r.seconds / 1e9;
+        std::printf("name=optim_gpu optimizer=adam state=%s dtype=f32 grad_checks=off params=%zu bytes_per_param=%.4g "
+                    "params_per_s=%.4g eff_GBps=%.1f d2d_copy_GBps=%.1f ratio_vs_bound=%.3f\n",
+                    r.name, std::size_t(r.mi) << 20, r.bytes_per_param, n / r.seconds, gbps, copy, gbps / copy);
     }
     std::printf("name=optim_gpu kernel=d2d_copy bytes=%zu d2d_copy_GBps=%.1f\n", copy_bytes, copy);
     // Target from the issue: f32 Adam at 64M and more reaches 85% of the copy bandwidth.

@@ -4,7 +4,10 @@
 #define BOOST_TEST_MODULE cuda optimizer host
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "shardopt/device_optimizer.hpp"
@@ -12,6 +15,9 @@
 #ifdef SHARDOPT_HAVE_CUDA
 #include "optim/cuda/chunk_plan.hpp"
 #endif
+#include "optim/cuda/lowbit_books.hpp"
+#include "optim/cuda/lowbit_codes.hpp"
+
 
 using namespace shardopt;
 
@@ -87,9 +93,87 @@ BOOST_AUTO_TEST_CASE(rules_without_kernels_are_refused) {
         o.optimizer = OptimizerOptions::defaults(k);
         expect_unsupported(o, optimizer_kind_name(k));
     }
+}
+
+// Low-bit state has kernels for Adam, AdamW and SGD with momentum; what the CPU rule refuses
+// (amsgrad, other rules) is refused the same way, before the device.
+BOOST_AUTO_TEST_CASE(lowbit_state_refuses_what_the_cpu_rule_refuses) {
+    int fake = 0;
+    const std::vector<cuda::DeviceTensor> params{{&fake, 1}};
+    auto expect_invalid = [&](const cuda::DeviceOptimizerOptions &o, const std::string &needle) {
+        BOOST_CHECK_EXCEPTION(cuda::DeviceOptimizer::create(params, o), Error, [&](const Error &e) {
+            return e.code() == ErrorCode::invalid_argument && std::string(e.what()).find(needle) != std::string::npos;
+        });
+    };
     cuda::DeviceOptimizerOptions o;
+    o.optimizer = OptimizerOptions::defaults(OptimizerKind::adam);
+    o.optimizer.state_precision = StatePrecision::bits8;
+    o.optimizer.amsgrad = true;
+    expect_invalid(o, "amsgrad");
+    o.optimizer = OptimizerOptions::defaults(OptimizerKind::lamb);
     o.optimizer.state_precision = StatePrecision::bits4;
-    expect_unsupported(o, "4bit");
+    expect_invalid(o, "lamb");
+}
+
+// The low-bit kernels' nearest-code searches (lowbit_codes.hpp, binary search over the
+// thresholds' float bits) against the CPU's encoders (lowbit::encode8's table, encode4) on every
+// threshold and its neighbours, every code value, the specials (zeros, 2^-23's neighbours,
+// subnormals, +-1, beyond 1, infinities, NaNs), random values and a stride through all floats.
+BOOST_AUTO_TEST_CASE(lowbit_device_searches_equal_the_cpu_encoders) {
+    using namespace cuda::detail;
+    const LowbitBooks books = make_lowbit_books();
+    auto from_bits = [](std::uint32_t b) {
+        float x;
+        std::memcpy(&x, &b, 4);
+        return x;
+    };
+    std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 1e-30f, -1e-30f, 1e30f,
+                             from_bits(0x34000000u), from_bits(0x33ffffffu), from_bits(0x34000001u),
+                             from_bits(0xb4000000u), from_bits(0xb3ffffffu), from_bits(1u), from_bits(0x80000001u),
+                             from_bits(0x7f800000u), from_bits(0xff800000u), from_bits(0x7fc00000u),
+                             from_bits(0xffc00000u), from_bits(0x7f800001u)};
+    auto around = [&](float v) {
+        float lo = v, hi = v;
+        for (int k = 0; k < 3; ++k) {
+            lo = std::nextafter(lo, -3.0f);
+            hi = std::nextafter(hi, 3.0f);
+            xs.push_back(lo);
+            xs.push_back(hi);
+        }
+        xs.push_back(v);
+        xs.push_back(-v);
+    };
+    for (const lowbit::Codebook8 *book : {&lowbit::signed8(), &lowbit::unsigned8()})
+        for (int c = 0; c < 256; ++c) {
+            around(book->values[c]);
+            if (c < 255) around((book->values[c] + book->values[c + 1]) / 2.0f);
+        }
+    for (const lowbit::Codebook4 *book : {&lowbit::signed4(), &lowbit::unsigned4()}) {
+        for (int c = 0; c < 16; ++c) around(book->values[c]);
+        for (int i = 0; i < 15; ++i) around(book->thresholds[i]);
+    }
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f), exponent(-12.0f, 0.5f);
+    for (int i = 0; i < 100000; ++i) xs.push_back(unit(rng) * std::pow(10.0f, exponent(rng)));
+    for (std::uint64_t b = 0; b < (std::uint64_t(1) << 32); b += 4099) xs.push_back(from_bits(std::uint32_t(b)));
+
+    std::size_t wrong8[2] = {0, 0}, wrong4[2] = {0, 0};
+    const lowbit::Codebook8 *eight[2] = {&lowbit::signed8(), &lowbit::unsigned8()};
+    const lowbit::Codebook4 *four[2] = {&lowbit::signed4(), &lowbit::unsigned4()};
+    for (float x : xs)
+        for (int b = 0; b < 2; ++b) {
+            const std::uint8_t got = encode8_search(books.thresholds8[b], books.threshold_count8[b], books.zero8[b],
+                                                    b == 0, x);
+            if (got != lowbit::encode8(*eight[b], x) && ++wrong8[b] <= 5)
+                BOOST_TEST_MESSAGE("8-bit book " << b << ": x " << x << " search " << int(got) << " cpu "
+                                                 << int(lowbit::encode8(*eight[b], x)));
+            wrong4[b] += encode4_search(books.thresholds4[b], x) != lowbit::encode4(*four[b], x);
+        }
+    BOOST_TEST(xs.size() > 1000000u);
+    for (int b = 0; b < 2; ++b) {
+        BOOST_TEST(wrong8[b] == 0u);
+        BOOST_TEST(wrong4[b] == 0u);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(chunk_plan_covers_every_element_once_with_aligned_fp32_arrays) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "cuda/cuda_event.hpp"
 #include "cuda/device_buffer.hpp"
 #include "launch.hpp"
+#include "lowbit_books.hpp"
 #include "shardopt/comm.hpp"
 #include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
@@ -47,16 +49,14 @@ bool dynamic_scaling(const DeviceOptimizerOptions &o) {
 // (options.optimizer.validate() and the slot count).
 void validate(const DeviceOptimizerOptions &o) {
     o.optimizer.validate();
-    // Kernels exist for these rules only (the other rules of issue 37 and low-bit state are CPU-only yet).
+    // Kernels exist for these rules only (the other rules of issue 37 are CPU-only yet). Low-bit
+    // state: Adam, AdamW and SGD with momentum, without amsgrad (optimizer.validate() refuses the rest).
     const OptimizerKind k = o.optimizer.kind;
     require(k == OptimizerKind::sgd || k == OptimizerKind::adam || k == OptimizerKind::adamw ||
                 k == OptimizerKind::rmsprop || k == OptimizerKind::adagrad || k == OptimizerKind::lamb ||
                 k == OptimizerKind::lion,
             ErrorCode::unsupported,
             std::string("the CUDA optimizer has no kernels for ") + optimizer_kind_name(k) + " yet: use host memory");
-    require(o.optimizer.state_precision == StatePrecision::full, ErrorCode::unsupported,
-            std::string("the CUDA optimizer keeps full-precision state only, not state_precision ") +
-                state_precision_name(o.optimizer.state_precision));
     require(o.dtype == DType::f32 || o.dtype == DType::bf16 || o.dtype == DType::f16, ErrorCode::invalid_argument,
             std::string("dtype must be f32, bf16 or f16 (bf16/f16 keep fp32 master weights), got ") +
                 dtype_name(o.dtype));
@@ -124,6 +124,9 @@ class CudaOptimizer final : public DeviceOptimizer {
     std::size_t checked(int tensor) const;
     float *master_of(std::size_t t) const;
     float *state_of(std::size_t t, int slot) const;
+    bool quantized(std::size_t t) const { return lowbit_index_[t] >= 0; }
+    void place_lowbit_state();
+    void read_lowbit(std::size_t t, int slot, std::vector<std::uint8_t> &codes, std::vector<float> &scales);
     void bind_grads(const void *const *grads, cudaStream_t stream);
     StepHyper hyper() const;
     void wait_for(cudaStream_t stream, const char *what);
@@ -136,8 +139,17 @@ class CudaOptimizer final : public DeviceOptimizer {
     int slots_ = 0;
     uint32_t flags_ = 0;
     bool norm_pass_ = false;
-    ChunkPlan plan_;
+    ChunkPlan plan_;       // every tensor: the norm pass, the master weights
+    ChunkPlan state_plan_; // the tensors with full-precision state: their update chunks and fp32 state
     DeviceBuffer tensors_, chunks_, tensor_chunks_, master_, state_, norm_partials_, lamb_partials_, tensor_lr_;
+    DeviceBuffer update_chunks_; // state_plan_'s chunks when some tensors are quantized (else chunks_ serves)
+    // Low-bit state (lowbit.hpp's format, whole tensors: no block is shared with anyone): per
+    // quantized tensor and slot its codes and scales in lowbit_, the kernels' tables.
+    StatePrecision precision_ = StatePrecision::full;
+    std::vector<int> lowbit_index_;              // per tensor: its row in lowbit_entries_, or -1
+    std::vector<LowbitEntry> lowbit_entries_;    // host copy of the device table
+    std::vector<Chunk> lowbit_groups_;
+    DeviceBuffer lowbit_, lowbit_table_, lowbit_group_table_, lowbit_books_;
     DeviceBuffer control_, scalars_;
     std::vector<const void *> bound_grads_; // what the device table points at
     cudaStream_t last_stream_ = nullptr;    // where the last work on this optimizer was enqueued
@@ -164,21 +176,42 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
         if (params[t].count > 0) require_device_memory(params[t].param, elem, device_, index_name("params", t));
     }
     plan_ = plan_chunks(counts, addresses, elem);
+    // Quantized tensors keep codes and scales instead of fp32 state, and take the low-bit kernel.
+    precision_ = options.optimizer.state_precision;
+    lowbit_index_.assign(params.size(), -1);
+    std::vector<std::size_t> state_counts = counts;
+    for (std::size_t t = 0; t < params.size(); ++t)
+        if (lowbit::quantizes(precision_, counts[t])) {
+            lowbit_index_[t] = int(lowbit_entries_.size());
+            lowbit_entries_.emplace_back();
+            lowbit_entries_.back().tensor = int32_t(t);
+            state_counts[t] = 0;
+        }
+    state_plan_ = lowbit_entries_.empty() ? plan_ : plan_chunks(state_counts, addresses, elem);
 
     const std::size_t fp32_bytes = std::size_t(plan_.fp32_elements) * sizeof(float);
     if (mixed()) master_ = DeviceBuffer(fp32_bytes, "master weights");
-    state_ = DeviceBuffer(fp32_bytes * std::size_t(slots_), "optimizer state");
+    state_ = DeviceBuffer(std::size_t(state_plan_.fp32_elements) * sizeof(float) * std::size_t(slots_),
+                          "optimizer state");
+    place_lowbit_state();
 
     std::vector<TensorEntry> entries(params.size());
     for (std::size_t t = 0; t < params.size(); ++t) {
         entries[t].param = params[t].param;
         entries[t].master = master_of(t);
-        for (int k = 0; k < slots_; ++k) entries[t].state[k] = state_of(t, k);
+        if (!quantized(t))
+            for (int k = 0; k < slots_; ++k) entries[t].state[k] = state_of(t, k);
         entries[t].count = int64_t(params[t].count);
     }
     const std::size_t chunk_count = plan_.chunks.size();
     tensors_ = upload(entries, "tensor table", stream);
     chunks_ = upload(plan_.chunks, "chunk table", stream);
+    if (!lowbit_entries_.empty()) {
+        update_chunks_ = upload(state_plan_.chunks, "full-precision chunk table", stream);
+        lowbit_table_ = upload(lowbit_entries_, "low-bit tensor table", stream);
+        lowbit_group_table_ = upload(lowbit_groups_, "low-bit group table", stream);
+        lowbit_books_ = upload(std::vector<LowbitBooks>{make_lowbit_books()}, "low-bit codebooks", stream);
+    }
     norm_partials_ = DeviceBuffer(std::max<std::size_t>(chunk_count, 1) * sizeof(double), "gradient norm partials");
     if (options.optimizer.kind == OptimizerKind::lamb) {
         tensor_chunks_ = upload(plan_.tensor_chunks, "LAMB tensor chunks", stream);
@@ -196,16 +229,25 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
         if (mixed()) launch_master_from_params(master_of(t), params[t].param, count, options.dtype, stream);
     }
     for (int k = 0; k < slots_; ++k)
-        launch_fill(state_.as<float>() + std::size_t(k) * std::size_t(plan_.fp32_elements), plan_.fp32_elements,
-                    float(rule->state_initial_value(k)), stream);
+        launch_fill(state_.as<float>() + std::size_t(k) * std::size_t(state_plan_.fp32_elements),
+                    state_plan_.fp32_elements, float(rule->state_initial_value(k)), stream);
+    // Low-bit state 0: every code and scale 0, as the CPU's host space starts it (decodes to 0).
+    if (lowbit_.bytes() > 0)
+        check(cudaMemsetAsync(lowbit_.get(), 0, lowbit_.bytes(), stream), "zeroing the low-bit optimizer state");
 
     preload_tables();
     preload_step_control();
     if (norm_pass_) preload_grad_sumsq(options.dtype);
     switch (options.optimizer.kind) {
-    case OptimizerKind::sgd: preload_sgd(options.dtype); break;
+    case OptimizerKind::sgd:
+        preload_sgd(options.dtype);
+        if (!lowbit_entries_.empty()) preload_lowbit_sgd(options.dtype, lowbit::code_bits(precision_));
+        break;
     case OptimizerKind::adam:
-    case OptimizerKind::adamw: preload_adam(options.dtype); break;
+    case OptimizerKind::adamw:
+        preload_adam(options.dtype);
+        if (!lowbit_entries_.empty()) preload_lowbit_adam(options.dtype, lowbit::code_bits(precision_));
+        break;
     case OptimizerKind::rmsprop: preload_rmsprop(options.dtype); break;
     case OptimizerKind::adagrad: preload_adagrad(options.dtype); break;
     case OptimizerKind::lamb: preload_lamb(options.dtype); break;
@@ -224,7 +266,8 @@ CudaOptimizer::~CudaOptimizer() {
     try {
         DeviceGuard guard(device_); // the buffers are freed on their own device
         for (DeviceBuffer *buffer : {&tensors_, &chunks_, &tensor_chunks_, &master_, &state_, &norm_partials_,
-                                     &lamb_partials_, &tensor_lr_, &control_, &scalars_})
+                                     &lamb_partials_, &tensor_lr_, &control_, &scalars_, &update_chunks_, &lowbit_,
+                                     &lowbit_table_, &lowbit_group_table_, &lowbit_books_})
             *buffer = DeviceBuffer();
         done_.destroy();
     } catch (...) { // the device is gone (process teardown): the buffers' destructors still run
@@ -243,7 +286,47 @@ float *CudaOptimizer::master_of(std::size_t t) const {
 }
 
 float *CudaOptimizer::state_of(std::size_t t, int slot) const {
-    return state_.as<float>() + std::size_t(slot) * std::size_t(plan_.fp32_elements) + plan_.fp32_offsets[t];
+    return state_.as<float>() + std::size_t(slot) * std::size_t(state_plan_.fp32_elements) +
+           state_plan_.fp32_offsets[t];
+}
+
+// Codes and scales of every quantized tensor's slots in one buffer (each array 16-byte aligned),
+// and the group table of the low-bit launch: kLowbitGroup elements a row, counted from each
+// tensor's first element, so a group holds whole quantization blocks.
+void CudaOptimizer::place_lowbit_state() {
+    if (lowbit_entries_.empty()) return;
+    const auto aligned = [](std::size_t bytes) { return (bytes + 15) / 16 * 16; };
+    std::size_t total = 0;
+    std::vector<std::size_t> at;
+    for (const LowbitEntry &entry : lowbit_entries_) {
+        const std::size_t count = params_[std::size_t(entry.tensor)].count;
+        for (int k = 0; k < slots_; ++k) {
+            at.push_back(total);
+            total += aligned(lowbit::code_bytes(precision_, 0, count));
+            at.push_back(total);
+            total += aligned(lowbit::blocks_touched(precision_, 0, count) * sizeof(float));
+        }
+    }
+    lowbit_ = DeviceBuffer(total, "low-bit optimizer state");
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < lowbit_entries_.size(); ++i) {
+        LowbitEntry &entry = lowbit_entries_[i];
+        for (int k = 0; k < slots_; ++k) {
+            entry.codes[k] = lowbit_.as<std::uint8_t>() + at[next++];
+            entry.scales[k] = reinterpret_cast<float *>(lowbit_.as<char>() + at[next++]);
+        }
+        const std::size_t count = params_[std::size_t(entry.tensor)].count;
+        for (std::size_t offset = 0; offset < count; offset += kLowbitGroup) {
+            Chunk group;
+            group.tensor = int32_t(i);
+            group.count = int32_t(std::min<std::size_t>(kLowbitGroup, count - offset));
+            group.offset = int64_t(offset);
+            lowbit_groups_.push_back(group);
+        }
+    }
+    require(lowbit_groups_.size() <= std::size_t(std::numeric_limits<int32_t>::max()), ErrorCode::invalid_argument,
+            "the quantized tensors need " + std::to_string(lowbit_groups_.size()) + " blocks of " +
+                std::to_string(kLowbitGroup) + " elements, more than one launch can cover");
 }
 
 // Validates every gradient pointer (only the ones that changed cost a driver query), then
@@ -315,10 +398,32 @@ void CudaOptimizer::step(const void *const *grads, std::size_t grad_count, Strea
                         norm_pass_ ? launch.chunk_count : 0, hyper(), stream);
     last_stream_ = stream;
     if (!any) return;
+    // The update: the full-precision tensors' chunks only, then the quantized tensors' groups.
+    if (!lowbit_entries_.empty()) {
+        launch.chunks = update_chunks_.as<Chunk>();
+        launch.chunk_count = int(state_plan_.chunks.size());
+    }
+    LowbitLaunch low;
+    low.tensors = launch.tensors;
+    low.entries = lowbit_table_.as<LowbitEntry>();
+    low.groups = lowbit_group_table_.as<Chunk>();
+    low.group_count = int(lowbit_groups_.size());
+    low.books = lowbit_books_.as<LowbitBooks>();
+    low.scalars = launch.scalars;
+    low.flags = launch.flags;
+    low.dtype = launch.dtype;
+    low.bits = lowbit::code_bits(precision_);
+    low.stream = stream;
     switch (options_.optimizer.kind) {
-    case OptimizerKind::sgd: launch_sgd(launch); break;
+    case OptimizerKind::sgd:
+        if (launch.chunk_count > 0) launch_sgd(launch);
+        launch_lowbit_sgd(low);
+        break;
     case OptimizerKind::adam:
-    case OptimizerKind::adamw: launch_adam(launch); break;
+    case OptimizerKind::adamw:
+        if (launch.chunk_count > 0) launch_adam(launch);
+        launch_lowbit_adam(low);
+        break;
     case OptimizerKind::rmsprop: launch_rmsprop(launch); break;
     case OptimizerKind::adagrad: launch_adagrad(launch); break;
     case OptimizerKind::lamb: {
@@ -397,7 +502,24 @@ void CudaOptimizer::read_state(int tensor, int slot, float *host) {
             "state slot " + std::to_string(slot) + " out of range [0, " + std::to_string(slots_) + ")");
     require(host != nullptr || params_[t].count == 0, ErrorCode::invalid_argument, "host buffer must not be null");
     DeviceGuard guard(device_);
+    if (quantized(t)) { // decoded on the host, as the CPU's checkpoints hold low-bit state
+        std::vector<std::uint8_t> codes;
+        std::vector<float> scales;
+        read_lowbit(t, slot, codes, scales);
+        lowbit::decode_slice(LowBitArray{codes.data(), scales.data()}, precision_, slot == 0, 0, params_[t].count,
+                             host);
+        return;
+    }
     copy(host, state_of(t, slot), params_[t].count * sizeof(float), cudaMemcpyDeviceToHost, "reading optimizer state");
+}
+
+void CudaOptimizer::read_lowbit(std::size_t t, int slot, std::vector<std::uint8_t> &codes, std::vector<float> &scales) {
+    const LowbitEntry &entry = lowbit_entries_[std::size_t(lowbit_index_[t])];
+    codes.resize(lowbit::code_bytes(precision_, 0, params_[t].count));
+    scales.resize(lowbit::blocks_touched(precision_, 0, params_[t].count));
+    copy(codes.data(), entry.codes[slot], codes.size(), cudaMemcpyDeviceToHost, "reading low-bit codes");
+    copy(scales.data(), entry.scales[slot], scales.size() * sizeof(float), cudaMemcpyDeviceToHost,
+         "reading low-bit scales");
 }
 
 void CudaOptimizer::write_master(int tensor, const float *host) {
@@ -418,6 +540,18 @@ void CudaOptimizer::write_state(int tensor, int slot, const float *host) {
             "state slot " + std::to_string(slot) + " out of range [0, " + std::to_string(slots_) + ")");
     require(host != nullptr || params_[t].count == 0, ErrorCode::invalid_argument, "host buffer must not be null");
     DeviceGuard guard(device_);
+    if (quantized(t)) { // each block's scale its largest |value|, each value its nearest code (lowbit.hpp)
+        // (A 4-bit tensor of odd size leaves its last byte's high nibble 0: no element reads it.)
+        std::vector<std::uint8_t> codes(lowbit::code_bytes(precision_, 0, params_[t].count), 0);
+        std::vector<float> scales(lowbit::blocks_touched(precision_, 0, params_[t].count), 0.0f);
+        lowbit::encode_slice(LowBitArray{codes.data(), scales.data()}, precision_, slot == 0, 0, params_[t].count,
+                             host);
+        const LowbitEntry &entry = lowbit_entries_[std::size_t(lowbit_index_[t])];
+        copy(entry.codes[slot], codes.data(), codes.size(), cudaMemcpyHostToDevice, "writing low-bit codes");
+        copy(entry.scales[slot], scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice,
+             "writing low-bit scales");
+        return;
+    }
     copy(state_of(t, slot), host, params_[t].count * sizeof(float), cudaMemcpyHostToDevice, "writing optimizer state");
 }
 

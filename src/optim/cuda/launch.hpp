@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "shardopt/types.hpp"
+#include "lowbit_codes.hpp"
 #include "step_control.hpp"
 #include "tensor_table.hpp"
 
@@ -47,6 +48,23 @@ void launch_adagrad(const ChunkLaunch &launch);
 void launch_lamb(const ChunkLaunch &launch, const LambBuffers &lamb);
 void launch_lion(const ChunkLaunch &launch);
 
+// The low-bit update (lowbit.cu): one block per group of kLowbitGroup elements of a quantized
+// tensor; the tensors under lowbit::kMinElements take the full-precision kernels.
+struct LowbitLaunch {
+    const TensorEntry *tensors = nullptr;
+    const LowbitEntry *entries = nullptr;
+    const Chunk *groups = nullptr; // Chunk::tensor: the index in `entries`
+    int group_count = 0;
+    const LowbitBooks *books = nullptr;
+    const StepScalars *scalars = nullptr;
+    uint32_t flags = 0;
+    DType dtype = DType::f32;
+    int bits = 8; // 8 or 4
+    cudaStream_t stream = nullptr;
+};
+void launch_lowbit_adam(const LowbitLaunch &launch); // Adam and AdamW
+void launch_lowbit_sgd(const LowbitLaunch &launch);  // SGD with momentum
+
 // Tables and initialization (tables.cu).
 constexpr int kGradPatchSize = 480; // pointers per launch: the argument stays under 4 KiB
 struct GradPatch {
@@ -71,6 +89,8 @@ void preload_rmsprop(DType dtype);
 void preload_adagrad(DType dtype);
 void preload_lamb(DType dtype);
 void preload_lion(DType dtype);
+void preload_lowbit_adam(DType dtype, int bits);
+void preload_lowbit_sgd(DType dtype, int bits);
 void preload_tables();
 
 } // namespace shardopt::cuda::detail

@@ -38,6 +38,7 @@ __device__ void rule_scalars(const StepHyper &h, int64_t step, StepScalars &s) {
         s.one_minus_beta2 = float(1.0 - h.beta2);
         s.step_size = float(h.lr / (1.0 - pow(h.beta1, t)));
         s.bias_correction2_sqrt = float(sqrt(1.0 - pow(h.beta2, t)));
+        s.inv_bias_correction2_sqrt = float(1.0 / sqrt(1.0 - pow(h.beta2, t)));
         break;
     case OptimizerKind::rmsprop:
         s.lr = float(h.lr);

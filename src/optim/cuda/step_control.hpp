@@ -50,6 +50,7 @@ struct StepScalars {
     float decay_factor = 1; // AdamW: 1 - lr * weight_decay
     float step_size = 0;    // Adam: lr / bias_correction1
     float bias_correction2_sqrt = 1;
+    float inv_bias_correction2_sqrt = 1;              // low-bit Adam (lowbit_rules.cpp multiplies)
     float bias_correction1 = 1, bias_correction2 = 1; // LAMB
     float alpha = 0, one_minus_alpha = 0;             // RMSprop
     double lr_double = 0; // LAMB: lr * trust ratio is formed in double

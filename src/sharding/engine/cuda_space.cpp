@@ -218,7 +218,9 @@ class CudaSpace final : public Space {
                 "reduces LAMB's per-tensor norms across shards)");
         require(optimizer.state_precision == StatePrecision::full, ErrorCode::unsupported,
                 std::string("state_precision ") + state_precision_name(optimizer.state_precision) +
-                    " in cuda memory: the CUDA kernels keep full-precision state (use full, or host memory)");
+                    " in cuda memory: the sharded CUDA space keeps full-precision state (a block cut by a shard "
+                    "boundary needs its maximum combined across ranks; use full, host memory, or "
+                    "cuda::DeviceOptimizer for whole tensors)");
     }
 
     SpaceBufferPtr allocate(std::size_t bytes, const char *what) override {

@@ -1,0 +1,231 @@
+// Adam, AdamW and SGD with momentum over 8-bit and 4-bit blockwise-quantized state (the format
+// of src/optim/lowbit.hpp); the element arithmetic is src/optim/lowbit_rules.cpp's, operation for
+// operation (Adam's denominator multiplies by 1 / sqrt(bias correction 2), as the CPU rule does).
+//
+// One block of kBlockThreads threads per group of kLowbitGroup elements of a quantized tensor (one
+// 8-bit quantization block, or two 4-bit ones), one element per thread: decode the old moments
+// (code value times the block's scale), advance them and move the parameter, reduce the new
+// moments' absolute maxima over the quantization block (the new scales, on the float bits as the
+// CPU does, a NaN the largest), then encode each moment as its nearest code (lowbit_codes.hpp).
+// Slot 0 (m, SGD's momentum) uses the signed maps, slot 1 (v) the unsigned ones. Bytes per f32
+// parameter: 8-bit Adam reads p, g (8), m and v codes (2) and their scales (8/256), and writes p,
+// m, v codes and scales: about 16.06; 4-bit: about 14.12.
+#include "cuda/cuda_check.hpp"
+#include "dtype_dispatch.cuh"
+#include "launch.hpp"
+#include "multi_tensor.cuh"
+
+namespace shardopt::cuda::detail {
+namespace {
+
+static_assert(kLowbitGroup == kBlockThreads, "one element per thread");
+
+template <int Bits> struct SharedBooks;
+template <> struct SharedBooks<8> {
+    float values[kLowbitSlots][256];
+    std::uint32_t thresholds[kLowbitSlots][256];
+    std::int32_t count[kLowbitSlots];
+    std::uint32_t zero[kLowbitSlots];
+};
+template <> struct SharedBooks<4> {
+    float values[kLowbitSlots][16];
+    float thresholds[kLowbitSlots][16];
+};
+
+template <int Bits> constexpr int kQuantBlock = Bits == 8 ? 256 : 128;
+
+// Every thread of the block calls it; the books are in shared memory when it returns.
+template <int Bits, int Slots>
+__device__ __forceinline__ void load_books(const LowbitBooks *books, SharedBooks<Bits> &shared) {
+    const int i = int(threadIdx.x);
+    for (int b = 0; b < Slots; ++b) {
+        if constexpr (Bits == 8) {
+            for (int j = i; j < 256; j += int(blockDim.x)) {
+                shared.values[b][j] = books->values8[b][j];
+                shared.thresholds[b][j] = books->thresholds8[b][j];
+            }
+            if (i == 0) {
+                shared.count[b] = books->threshold_count8[b];
+                shared.zero[b] = books->zero8[b];
+            }
+        } else {
+            if (i < 16) shared.values[b][i] = books->values4[b][i];
+            if (i < 15) shared.thresholds[b][i] = books->thresholds4[b][i];
+        }
+    }
+    __syncthreads();
+}
+
+// The value of element e's code (times the scale by the caller).
+template <int Bits>
+__device__ __forceinline__ float code_value(const std::uint8_t *codes, int64_t e, const float *values) {
+    if constexpr (Bits == 8) {
+        return values[codes[e]];
+    } else {
+        const std::uint8_t byte = codes[e >> 1];
+        return values[(e & 1) ? byte >> 4 : byte & 15];
+    }
+}
+
+// The largest of `bits` over the calling thread's quantization block (8-bit: the whole group;
+// 4-bit: threads 0-127 or 128-255). `tops` is this call's own shared array: no barrier follows.
+template <int Bits>
+__device__ __forceinline__ std::uint32_t block_top(std::uint32_t bits, std::uint32_t (&tops)[kBlockThreads / 32]) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+        const std::uint32_t other = __shfl_down_sync(0xffffffffu, bits, offset);
+        bits = other > bits ? other : bits;
+    }
+    const int warp = int(threadIdx.x) / 32;
+    if (threadIdx.x % 32 == 0) tops[warp] = bits;
+    __syncthreads();
+    constexpr int kWarps = kQuantBlock<Bits> / 32;
+    const int first = warp / kWarps * kWarps;
+    std::uint32_t top = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) top = tops[first + w] > top ? tops[first + w] : top;
+    return top;
+}
+
+// The new scale of x's block (every thread calls it), x's code stored, and the scale by the
+// block's first element. Scale 0 (an all-zero block) encodes with 1 / scale taken as 0.
+template <int Bits, int Slot>
+__device__ __forceinline__ void encode_store(float x, bool active, int64_t e, int count_left,
+                                             const SharedBooks<Bits> &books, std::uint32_t (&tops)[kBlockThreads / 32],
+                                             std::uint8_t *codes, float *scales) {
+    const std::uint32_t top = block_top<Bits>(active ? lowbit_float_bits(x) & 0x7fffffffu : 0u, tops);
+    const float scale = lowbit_bits_float(top);
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    const float y = x * inv;
+    if constexpr (Bits == 8) {
+        const std::uint8_t code =
+            encode8_search(books.thresholds[Slot], books.count[Slot], books.zero[Slot], Slot == 0, y);
+        if (active) codes[e] = code;
+    } else {
+        const unsigned code = encode4_search(books.thresholds[Slot], y);
+        const unsigned high = __shfl_down_sync(0xffffffffu, code, 1); // the odd neighbour's (same warp)
+        if (active && (e & 1) == 0) {
+            std::uint8_t &byte = codes[e >> 1];
+            // A tensor's odd last element has no partner: the high nibble is left as it was.
+            byte = count_left > 1 ? std::uint8_t(code | high << 4) : std::uint8_t((byte & 0xf0u) | code);
+        }
+    }
+    if (active && e % kQuantBlock<Bits> == 0) scales[e / kQuantBlock<Bits>] = scale;
+}
+
+struct Element {
+    int64_t e;      // index in the tensor
+    bool active;    // inside the tensor
+    int count_left; // elements of the group from this one on
+};
+
+__device__ __forceinline__ Element this_element(const Chunk &group) {
+    const int i = int(threadIdx.x);
+    return {group.offset + i, i < group.count, group.count - i};
+}
+
+template <class P, int Bits>
+__global__ void __launch_bounds__(kBlockThreads)
+    lowbit_adam_kernel(const TensorEntry *tensors, const LowbitEntry *entries, const Chunk *groups,
+                       const LowbitBooks *books, const StepScalars *scalars, uint32_t flags) {
+    const StepScalars s = *scalars;
+    if (s.skip) return;
+    constexpr bool kMixed = sizeof(P) != sizeof(float);
+    const bool decay = flags & kWeightDecay;
+    const bool l2 = decay && !(flags & kDecoupled), decoupled = decay && (flags & kDecoupled);
+    __shared__ SharedBooks<Bits> book;
+    __shared__ std::uint32_t tops[2][kBlockThreads / 32];
+    load_books<Bits, 2>(books, book);
+
+    const Chunk group = groups[blockIdx.x];
+    const LowbitEntry q = entries[group.tensor];
+    const TensorEntry &tensor = tensors[q.tensor];
+    const Element at = this_element(group);
+    const int64_t e = at.e;
+    float m_i = 0.0f, v_i = 0.0f;
+    if (at.active) {
+        const P *grad = static_cast<const P *>(tensor.grad);
+        float p = __ldcg(tensor.master + e);
+        if (decoupled) p *= s.decay_factor;
+        float g = s.sign * (to_float(__ldcg(grad + e)) * s.grad_scale);
+        if (l2) g += s.weight_decay * p;
+        const float m_old = code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>];
+        const float v_old = code_value<Bits>(q.codes[1], e, book.values[1]) * q.scales[1][e / kQuantBlock<Bits>];
+        m_i = m_old + s.one_minus_beta1 * (g - m_old);
+        v_i = v_old * s.beta2 + s.one_minus_beta2 * g * g;
+        const float denom = sqrtf(v_i) * s.inv_bias_correction2_sqrt + s.eps;
+        p = p - s.step_size * m_i / denom;
+        __stcg(tensor.master + e, p);
+        if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + e, from_float<P>(p));
+    }
+    encode_store<Bits, 0>(m_i, at.active, e, at.count_left, book, tops[0], q.codes[0], q.scales[0]);
+    encode_store<Bits, 1>(v_i, at.active, e, at.count_left, book, tops[1], q.codes[1], q.scales[1]);
+}
+
+template <class P, int Bits>
+__global__ void __launch_bounds__(kBlockThreads)
+    lowbit_sgd_kernel(const TensorEntry *tensors, const LowbitEntry *entries, const Chunk *groups,
+                      const LowbitBooks *books, const StepScalars *scalars, uint32_t flags) {
+    const StepScalars s = *scalars;
+    if (s.skip) return;
+    constexpr bool kMixed = sizeof(P) != sizeof(float);
+    const bool decay = flags & kWeightDecay, nesterov = flags & kNesterov;
+    const bool first = s.first_step != 0; // the buffer starts at the gradient itself
+    __shared__ SharedBooks<Bits> book;
+    __shared__ std::uint32_t tops[kBlockThreads / 32];
+    load_books<Bits, 1>(books, book);
+
+    const Chunk group = groups[blockIdx.x];
+    const LowbitEntry q = entries[group.tensor];
+    const TensorEntry &tensor = tensors[q.tensor];
+    const Element at = this_element(group);
+    const int64_t e = at.e;
+    float b = 0.0f;
+    if (at.active) {
+        const P *grad = static_cast<const P *>(tensor.grad);
+        float p = __ldcg(tensor.master + e);
+        float g = s.sign * (to_float(__ldcg(grad + e)) * s.grad_scale);
+        if (decay) g += s.weight_decay * p;
+        if (first)
+            b = g;
+        else
+            b = (code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>]) * s.momentum +
+                s.one_minus_dampening * g;
+        const float direction = nesterov ? g + s.momentum * b : b;
+        p -= s.lr * direction;
+        __stcg(tensor.master + e, p);
+        if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + e, from_float<P>(p));
+    }
+    encode_store<Bits, 0>(b, at.active, e, at.count_left, book, tops, q.codes[0], q.scales[0]);
+}
+
+// launch_<name> and preload_<name> of a low-bit kernel template kernel<P, Bits>.
+#define SHARDOPT_LOWBIT_ENTRY_POINTS(name, kernel)                                                            \
+    void launch_##name(const LowbitLaunch &launch) {                                                           \
+        if (launch.group_count == 0) return;                                                                   \
+        with_param_type(launch.dtype, [&](auto *tag) {                                                         \
+            using P = std::remove_pointer_t<decltype(tag)>;                                                    \
+            auto run = [&](auto *k) {                                                                          \
+                SHARDOPT_LAUNCH(k, launch.group_count, kBlockThreads, 0, launch.stream)(                        \
+                    launch.tensors, launch.entries, launch.groups, launch.books, launch.scalars, launch.flags);  \
+            };                                                                                                 \
+            if (launch.bits == 8) run(kernel<P, 8>);                                                           \
+            else run(kernel<P, 4>);                                                                            \
+        });                                                                                                    \
+        check_launch(#kernel);                                                                                 \
+    }                                                                                                          \
+    void preload_##name(DType dtype, int bits) {                                                               \
+        with_param_type(dtype, [&](auto *tag) {                                                                \
+            using P = std::remove_pointer_t<decltype(tag)>;                                                    \
+            cudaFuncAttributes attributes{};                                                                   \
+            check(cudaFuncGetAttributes(&attributes, bits == 8 ? kernel<P, 8> : kernel<P, 4>),                 \
+                  "loading " #kernel);                                                                         \
+        });                                                                                                    \
+    }
+
+} // namespace
+
+SHARDOPT_LOWBIT_ENTRY_POINTS(lowbit_adam, lowbit_adam_kernel)
+SHARDOPT_LOWBIT_ENTRY_POINTS(lowbit_sgd, lowbit_sgd_kernel)
+
+} // namespace shardopt::cuda::detail

@@ -1,0 +1,109 @@
+// The CUDA optimizer's low-bit state (src/optim/lowbit.hpp's format): the codebooks as the
+// kernels read them, the device tables of quantized tensors, and the nearest-code searches.
+// Plain C++ shared by the host code, the .cu files and the CPU unit test that checks the
+// searches against lowbit::encode8 / encode4 (tests/unit/test_lowbit_device_codes.cpp).
+//
+// 8-bit: lowbit.hpp's encoder looks a cell up in a 12 KiB table indexed by |x|'s float bits; a
+// kernel would gather it from global memory. Here the same code comes from a binary search over
+// the thresholds between consecutive codes, held in shared memory as float bits: for the
+// non-negative floats the order of the bits is the order of the values, so the number of
+// thresholds strictly below |x| counted from the zero code is the CPU's code, NaN included (its
+// bits lie above every threshold: the top code, as the CPU's last cell gives). Below 2^-23 there
+// is no threshold (lowbit.cpp refuses a codebook with one), so those values get the zero code.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define SHARDOPT_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define SHARDOPT_HOST_DEVICE inline
+#endif
+
+namespace shardopt::cuda::detail {
+
+// Slot 0 (Adam's m, SGD's momentum) uses the signed maps, slot 1 (v) the unsigned ones.
+constexpr int kLowbitSlots = 2;
+
+struct LowbitBooks {
+    // 8-bit: book b's 256 values, and its thresholds from the zero code up as float bits
+    // (thresholds8[b][j] = bits of (values[zero + j] + values[zero + j + 1]) / 2, computed in
+    // float as lowbit.cpp does): 128 of them for the signed map (zero code 127), 255 for the
+    // unsigned one (zero code 0).
+    float values8[kLowbitSlots][256];
+    std::uint32_t thresholds8[kLowbitSlots][256];
+    std::int32_t threshold_count8[kLowbitSlots];
+    std::uint32_t zero8[kLowbitSlots];
+    // 4-bit: 16 values and their 15 thresholds, as lowbit::Codebook4.
+    float values4[kLowbitSlots][16];
+    float thresholds4[kLowbitSlots][15];
+};
+
+// One quantized tensor: its row in the tensor table (parameters, gradient, master weights) and
+// per slot its codes (8-bit: a byte each; 4-bit: two a byte, the even element in the low
+// nibble) and block scales, blocks counted from the tensor's first element.
+struct LowbitEntry {
+    std::int32_t tensor = 0;
+    std::uint8_t *codes[kLowbitSlots] = {};
+    float *scales[kLowbitSlots] = {};
+};
+
+// A launch has one block per group of kLowbitGroup elements of one quantized tensor (the
+// Chunk rows of the group table: tensor = the LowbitEntry's index): one 8-bit block or two
+// 4-bit blocks, one element per thread.
+constexpr int kLowbitGroup = 256;
+
+SHARDOPT_HOST_DEVICE std::uint32_t lowbit_float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(x);
+#else
+    std::uint32_t b;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+#endif
+}
+
+SHARDOPT_HOST_DEVICE float lowbit_bits_float(std::uint32_t b) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(b);
+#else
+    float x;
+    std::memcpy(&x, &b, sizeof x);
+    return x;
+#endif
+}
+
+// How many of the ascending thresholds[0 .. count) are strictly below key.
+SHARDOPT_HOST_DEVICE std::uint32_t count_below(const std::uint32_t *thresholds, int count, std::uint32_t key) {
+    int low = 0, length = count;
+    while (length > 0) {
+        const int half = length / 2;
+        if (thresholds[low + half] < key) {
+            low += half + 1;
+            length -= half + 1;
+        } else {
+            length = half;
+        }
+    }
+    return std::uint32_t(low);
+}
+
+// lowbit::encode8: the nearest code of y; ties to the code nearer zero; the signed map's
+// negative half mirrors the positive one (code 254 - c; 0 for c >= 254, the map's -1).
+SHARDOPT_HOST_DEVICE std::uint8_t encode8_search(const std::uint32_t *thresholds, int count, std::uint32_t zero,
+                                                 bool is_signed, float y) {
+    const std::uint32_t bits = lowbit_float_bits(y);
+    std::uint32_t code = zero + count_below(thresholds, count, bits & 0x7fffffffu);
+    if (is_signed && (bits >> 31)) code = code >= 254 ? 0u : 254u - code;
+    return std::uint8_t(code);
+}
+
+// lowbit::encode4: the number of thresholds below y (NaN: none).
+SHARDOPT_HOST_DEVICE std::uint8_t encode4_search(const float *thresholds, float y) {
+    unsigned code = 0;
+    for (int i = 0; i < 15; ++i) code += y > thresholds[i] ? 1u : 0u;
+    return std::uint8_t(code);
+}
+
+} // namespace shardopt::cuda::detail
