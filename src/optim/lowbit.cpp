@@ -48,10 +48,13 @@ Codebook8 make_book8(const float *values, bool is_signed) {
     book.is_signed = is_signed;
     book.zero = is_signed ? 127 : 0;
     require(values[book.zero] == 0.0f && values[255] == 1.0f, ErrorCode::internal, "low-bit codebook: bad 8-bit map");
-    if (is_signed)
-        for (int j = 0; j < 127; ++j)
+    if (is_signed) {
+        for (int j = 0; j < 126; ++j)
             require(values[126 - j] == -values[128 + j], ErrorCode::internal,
                     "low-bit codebook: the signed 8-bit map is not mirrored");
+        require(values[0] == -1.0f, ErrorCode::internal, "low-bit codebook: the signed 8-bit map does not reach -1");
+        book.negative_top = float_bits((values[0] + values[1]) / 2.0f) & 0x7fffffffu;
+    }
     // Below 2^-23 everything is the zero code: no threshold may lie there.
     require((values[book.zero] + values[book.zero + 1]) / 2.0f >= from_bits(kKeyFirstBits), ErrorCode::internal,
             "low-bit codebook: a threshold below the table's range");

@@ -5,7 +5,9 @@
 // absolute maximum (a float, the scale) and one code per element: the nearest value of a fixed
 // codebook (codebooks.hpp) to element / scale. 8-bit: bitsandbytes' dynamic map, signed for the
 // first moment and unsigned for the second, 256-element blocks; 4-bit: torchao's maps (signed
-// dynamic, unsigned linear without zero), 128-element blocks. Tensors under kMinElements keep
+// dynamic, unsigned linear without zero), 128-element blocks. The signed maps reach -1 (the
+// libraries' stop at -0.993 / -0.8875), so the largest magnitude of a block decodes exactly
+// whatever its sign, and decoded state (a checkpoint's) encodes back to the same codes and scales. Tensors under kMinElements keep
 // full-precision state (bitsandbytes' min_8bit_size), decided from the whole tensor's count. So
 // which numbers a rank holds never depends on the strategy or the world size, and a block cut by
 // a shard boundary is quantized with the maximum over all of its parts (the engine combines
@@ -73,7 +75,16 @@ struct Codebook8 {
     std::uint32_t cells[kKeyCells]; // of the non-negative half (signed: codes 127 .. 255)
     std::uint8_t zero;              // the code of 0
     bool is_signed;
+    // Signed: the negative half mirrors the positive one (code 254 - c for the positive code c)
+    // but at its end, where -1 stands for +0.993 and +1: a magnitude above this threshold's
+    // (the float bits of |(values[0] + values[1]) / 2|) is code 0 (-1), else code 1.
+    std::uint32_t negative_top;
 };
+
+// The negative code of a signed map for the magnitude whose positive code is `code`.
+inline std::uint32_t negative_code(const Codebook8 &book, std::uint32_t code, std::uint32_t magnitude) {
+    return code >= 254 ? (magnitude > book.negative_top ? 0u : 1u) : 254u - code;
+}
 const Codebook8 &signed8();   // first moment
 const Codebook8 &unsigned8(); // second moment
 
@@ -93,7 +104,7 @@ inline std::uint8_t encode8(const Codebook8 &book, float x) {
     const std::uint32_t entry = book.cells[key];
     std::uint32_t code = (entry >> 24) + ((magnitude & kKeyLowMask) > (entry & kKeyLowMask) ? 1u : 0u);
     code = tiny ? book.zero : code;
-    if (book.is_signed && (bits >> 31)) code = code >= 254 ? 0u : 254u - code; // the mirrored half
+    if (book.is_signed && (bits >> 31)) code = negative_code(book, code, magnitude);
     return std::uint8_t(code);
 }
 

@@ -17,7 +17,8 @@ namespace shardopt::testing {
 enum class Gradients {
     per_rank, // each rank its own: the average is what every layout steps on
     // rank 0's on every rank, rounded to multiples of 2^-12, so that any world size averages them
-    // exactly and runs at different world sizes compare bit for bit
+    // exactly and runs at different world sizes compare bit for bit; negated in every other run
+    // of 300 elements, so that state blocks have largest elements of either sign
     same_on_every_rank,
 };
 
@@ -37,7 +38,7 @@ inline void train_step(ShardedOptimizer &opt, int rank, int step_number, Gradien
             auto *g = static_cast<float *>(opt.grad(t));
             for (std::size_t i = 0; i < layout.tensor(t).count; ++i) {
                 g[i] = gradient(packed[at + i], at + i, same ? 0 : rank, step_number);
-                if (same) g[i] = std::ldexp(std::round(std::ldexp(g[i], 12)), -12);
+                if (same) g[i] = std::ldexp(std::round(std::ldexp(g[i], 12)), -12) * (((at + i) / 300) % 2 ? -1.0f : 1.0f);
             }
             at += layout.tensor(t).count;
         }

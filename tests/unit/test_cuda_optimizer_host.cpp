@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(lowbit_device_searches_equal_the_cpu_encoders) {
     for (float x : xs)
         for (int b = 0; b < 2; ++b) {
             const std::uint8_t got = encode8_search(books.thresholds8[b], books.threshold_count8[b], books.zero8[b],
-                                                    b == 0, x);
+                                                    b == 0, books.negative_top8[b], x);
             if (got != lowbit::encode8(*eight[b], x) && ++wrong8[b] <= 5)
                 BOOST_TEST_MESSAGE("8-bit book " << b << ": x " << x << " search " << int(got) << " cpu "
                                                  << int(lowbit::encode8(*eight[b], x)));

@@ -260,7 +260,7 @@ BOOST_AUTO_TEST_CASE(four_bit_codes_are_the_nearest) {
         }
 }
 
-BOOST_AUTO_TEST_CASE(maps_are_bitsandbytes_and_torchao) {
+BOOST_AUTO_TEST_CASE(maps_are_bitsandbytes_and_torchao_reaching_minus_one) {
     BOOST_TEST(lowbit::signed8().values[127] == 0.0f);
     BOOST_TEST(lowbit::signed8().values[255] == 1.0f);
     // 10^-6 times the midpoints of torch.linspace(0.1, 1, n) in float32 (5.5e-7 rounded up).
@@ -269,8 +269,41 @@ BOOST_AUTO_TEST_CASE(maps_are_bitsandbytes_and_torchao) {
     BOOST_TEST(std::fabs(lowbit::unsigned8().values[1] - 3.25e-7f) < 1e-13f);
     BOOST_TEST(lowbit::signed4().values[7] == 0.0f);
     BOOST_TEST(lowbit::signed4().values[14] == 0.8875f);
+    // the signed maps reach -1 as they reach +1 (the libraries' stop at -0.993 and -0.8875)
+    BOOST_TEST(lowbit::signed8().values[0] == -1.0f);
+    BOOST_TEST(lowbit::signed8().values[1] == -lowbit::signed8().values[253]);
+    BOOST_TEST(lowbit::signed4().values[0] == -1.0f);
+    BOOST_TEST(lowbit::signed4().values[1] == -lowbit::signed4().values[13]);
     BOOST_TEST(lowbit::unsigned4().values[0] == 0.0625f); // linspace(0, 1, 17)[1:]: no zero
     BOOST_TEST(lowbit::unsigned4().values[15] == 1.0f);
+}
+
+// A checkpoint holds the state as values (code value times scale) and a load encodes them again:
+// that must give back the same codes and scales, whatever the sign of a block's largest element
+// (the signed maps reach -1 as well as +1, so the largest magnitude decodes exactly either way).
+BOOST_AUTO_TEST_CASE(decoded_state_encodes_back_to_the_same_codes_and_scales) {
+    std::mt19937 rng(4);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    for (StatePrecision p : {StatePrecision::bits8, StatePrecision::bits4})
+        for (bool is_signed : {true, false}) {
+            const std::size_t count = 5 * lowbit::block_elements(p) + 37, blocks = lowbit::blocks_touched(p, 0, count);
+            std::vector<float> values(count);
+            for (std::size_t i = 0; i < count; ++i) {
+                const std::size_t b = i / lowbit::block_elements(p);
+                const float v = unit(rng) * std::pow(10.0f, -float(b)); // blocks of different scales
+                // odd blocks' largest element negative (signed), even ones' positive
+                values[i] = is_signed ? (b % 2 ? -std::fabs(v) : std::fabs(v)) * (i % 5 == 0 ? 1.0f : 0.5f) : std::fabs(v);
+            }
+            std::vector<std::uint8_t> codes(lowbit::code_bytes(p, 0, count)), again(codes.size());
+            std::vector<float> scales(blocks), scales_again(blocks), decoded(count);
+            const LowBitArray first{codes.data(), scales.data()}, second{again.data(), scales_again.data()};
+            lowbit::encode_slice(first, p, is_signed, 0, count, values.data());
+            lowbit::decode_slice(first, p, is_signed, 0, count, decoded.data());
+            lowbit::encode_slice(second, p, is_signed, 0, count, decoded.data());
+            const std::string name = std::string(state_precision_name(p)) + (is_signed ? " signed" : " unsigned");
+            BOOST_TEST(std::memcmp(scales.data(), scales_again.data(), blocks * sizeof(float)) == 0, name << ": scales");
+            BOOST_TEST(codes == again, name << ": codes");
+        }
 }
 
 BOOST_AUTO_TEST_CASE(shared_blocks_follow_the_cuts) {

@@ -26,6 +26,7 @@ template <> struct SharedBooks<8> {
     std::uint32_t thresholds[kLowbitSlots][256];
     std::int32_t count[kLowbitSlots];
     std::uint32_t zero[kLowbitSlots];
+    std::uint32_t negative_top[kLowbitSlots];
 };
 template <> struct SharedBooks<4> {
     float values[kLowbitSlots][16];
@@ -47,6 +48,7 @@ __device__ __forceinline__ void load_books(const LowbitBooks *books, SharedBooks
             if (i == 0) {
                 shared.count[b] = books->threshold_count8[b];
                 shared.zero[b] = books->zero8[b];
+                shared.negative_top[b] = books->negative_top8[b];
             }
         } else {
             if (i < 16) shared.values[b][i] = books->values4[b][i];
@@ -99,7 +101,8 @@ __device__ __forceinline__ void encode_store(float x, bool active, int64_t e, in
     const float y = x * inv;
     if constexpr (Bits == 8) {
         const std::uint8_t code =
-            encode8_search(books.thresholds[Slot], books.count[Slot], books.zero[Slot], Slot == 0, y);
+            encode8_search(books.thresholds[Slot], books.count[Slot], books.zero[Slot], Slot == 0,
+                           books.negative_top[Slot], y);
         if (active) codes[e] = code;
     } else {
         const unsigned code = encode4_search(books.thresholds[Slot], y);

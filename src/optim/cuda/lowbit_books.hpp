@@ -16,6 +16,7 @@ inline LowbitBooks make_lowbit_books() {
         const int zero = eight[b]->zero;
         for (int c = 0; c < 256; ++c) books.values8[b][c] = v[c];
         books.zero8[b] = std::uint32_t(zero);
+        books.negative_top8[b] = eight[b]->negative_top;
         books.threshold_count8[b] = 255 - zero;
         for (int j = 0; j < 255 - zero; ++j)
             books.thresholds8[b][j] = lowbit_float_bits((v[zero + j] + v[zero + j + 1]) / 2.0f);

@@ -35,6 +35,7 @@ struct LowbitBooks {
     std::uint32_t thresholds8[kLowbitSlots][256];
     std::int32_t threshold_count8[kLowbitSlots];
     std::uint32_t zero8[kLowbitSlots];
+    std::uint32_t negative_top8[kLowbitSlots]; // signed: lowbit::Codebook8::negative_top
     // 4-bit: 16 values and their 15 thresholds, as lowbit::Codebook4.
     float values4[kLowbitSlots][16];
     float thresholds4[kLowbitSlots][15];
@@ -90,12 +91,13 @@ SHARDOPT_HOST_DEVICE std::uint32_t count_below(const std::uint32_t *thresholds, 
 }
 
 // lowbit::encode8: the nearest code of y; ties to the code nearer zero; the signed map's
-// negative half mirrors the positive one (code 254 - c; 0 for c >= 254, the map's -1).
+// negative half mirrors the positive one (code 254 - c) but at its end (lowbit::negative_code:
+// -1 or the next code, by negative_top).
 SHARDOPT_HOST_DEVICE std::uint8_t encode8_search(const std::uint32_t *thresholds, int count, std::uint32_t zero,
-                                                 bool is_signed, float y) {
-    const std::uint32_t bits = lowbit_float_bits(y);
-    std::uint32_t code = zero + count_below(thresholds, count, bits & 0x7fffffffu);
-    if (is_signed && (bits >> 31)) code = code >= 254 ? 0u : 254u - code;
+                                                 bool is_signed, std::uint32_t negative_top, float y) {
+    const std::uint32_t bits = lowbit_float_bits(y), magnitude = bits & 0x7fffffffu;
+    std::uint32_t code = zero + count_below(thresholds, count, magnitude);
+    if (is_signed && (bits >> 31)) code = code >= 254 ? (magnitude > negative_top ? 0u : 1u) : 254u - code;
     return std::uint8_t(code);
 }
 
