@@ -79,3 +79,51 @@ def test_torchrun_elastic_restart_resumes_from_checkpoint(tmp_path):
         got = torch.load(killed / f"rank{r}.pt")
         assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want)), f"rank {r} differs"
     print(f"torchrun elastic: killed and resumed at step {resumed} in {elastic_s:.1f} s")
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not found")
+def test_torchrun_elastic_agent_lost_resumes_at_the_smaller_size(tmp_path):
+    """Two torchrun agents on this host stand for two hosts (--nnodes=1:2, one worker each, c10d rendezvous on the
+    first): the second agent's worker SIGKILLs its agent and itself before step 14 of the first attempt (a host
+    lost). The first agent's worker fails (peer lost), its agent restarts it in a group of one, and it resumes from
+    the checkpoint saved at 2 ranks, resharded to 1. Its parameters equal, bit for bit (f64), those of a run stopped
+    at that checkpoint at 2 ranks and resumed at 1."""
+    env = dict(os.environ, SHARDOPT_TIMEOUT_MS="30000", OMP_NUM_THREADS="1")
+    # the last call waits for the second agent to join the first round (then the round completes at once); a
+    # restart with one agent waits it out: 10 s
+    args = [shutil.which("torchrun"), "--nnodes=1:2", "--nproc-per-node=1", "--max-restarts=1",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--rdzv-id=shardopt-agent-lost",
+            "--rdzv-conf=last_call_timeout=10", "--local-addr=127.0.0.1", "--monitor-interval=0.1",
+            ELASTIC_WORKER, str(tmp_path / "ckpt"), str(tmp_path), "20", "14"]
+    started = time.monotonic()
+    agents = []
+    try:  # each agent in a session of its own, so whatever is left of it goes in the end
+        agents.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                       start_new_session=True))
+        time.sleep(1)  # the first agent hosts the rendezvous store
+        agents.append(subprocess.Popen(args, env=dict(env, KILL_AGENT="1"), stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, start_new_session=True))
+        outs = [a.communicate(timeout=150)[0] for a in agents]
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                os.killpg(a.pid, 9)
+                a.wait(timeout=10)
+    elapsed = time.monotonic() - started
+    survivor, lost = outs
+    assert agents[0].returncode == 0, survivor[-4000:]
+    assert agents[1].returncode == -9, lost[-4000:]  # the agent was killed
+    assert "elastic start rank" in lost and " of 2 generation 0" in lost, lost[-4000:]  # both formed the first group
+    done = [line for line in survivor.splitlines() if "elastic ok" in line]
+    assert len(done) == 1 and "rank 0 of 1 generation 1" in done[0], survivor[-4000:]
+    step = int(done[0].split("resumed_step ")[1].split()[0])
+    assert step in (5, 10), survivor[-4000:]
+
+    from torch_cases import elastic_run, make_data, make_model
+    template, data = make_model("mlp", torch.float64), make_data("mlp", torch.float64)
+    elastic_run(template, data, 2, tmp_path / "ckpt-reference", 20, stop_after=step)
+    reference = elastic_run(template, data, 1, tmp_path / "ckpt-reference", 20)
+    assert reference[0][:2] == (step, step)
+    got, want = torch.load(tmp_path / "rank0.pt"), reference[0][3]
+    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+    print(f"torchrun elastic, an agent lost: 2 -> 1 ranks, resumed at step {step} in {elapsed:.1f} s")

@@ -22,7 +22,10 @@ rank, world = opt.rank, opt.world_size
 first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
 print(f"elastic start rank {rank} of {world} generation {opt.generation} resumed_step {opt.resumed_step}", flush=True)
 for s in range(opt.step_count, steps):  # a resumed run starts where its checkpoint was
-    if s == kill_at and rank == 1 and first_attempt:
+    if s == kill_at and first_attempt and os.environ.get("KILL_AGENT") == "1":
+        os.kill(os.getppid(), signal.SIGKILL)  # this host's torchrun agent dies (a host lost), then its worker
+        os.kill(os.getpid(), signal.SIGKILL)
+    if s == kill_at and rank == 1 and first_attempt and "KILL_AGENT" not in os.environ:
         os.kill(os.getpid(), signal.SIGKILL)  # a worker dies (no clean-up of any kind)
     opt.zero_grad()
     loss_fn(model, shard_of(x[s], rank, world), shard_of(y[s], rank, world)).backward()

@@ -453,7 +453,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
                              "or its safetensors (shardopt.ckpt.export) instead")
         if info.tensor_count != len(self._order) or info.element_count != sum(p.numel() for _, p in self._order):
             raise RuntimeError(f"the checkpoint has {info.tensor_count} tensors of {info.element_count} elements, "
-                               f"this optimizer {len(self._order)}")
+                               f"this optimizer {len(self._order)} of {sum(p.numel() for _, p in self._order)}")
         names = info.state_names.split(",") if info.state_slots else []
         counts = [p.numel() for _, p in self._order]
         slots = []
