@@ -111,6 +111,7 @@ SO_SIZEOF(PIPELINE_RESULT, shardopt_pipeline_result)
 SO_SIZEOF(PLAN_CLUSTER, shardopt_plan_cluster)
 SO_SIZEOF(PLAN_REQUEST, shardopt_plan_request)
 SO_SIZEOF(PLAN_ENTRY, shardopt_plan_entry)
+SO_SIZEOF(CHECKPOINT_INFO, shardopt_checkpoint_info)
 %csconst(1);
 
 /* Not used from C# (arrays of handles, the asynchronous forms, optimize(): train() replaced it). */

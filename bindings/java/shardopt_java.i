@@ -255,7 +255,8 @@ SO_HANDLE(SO_PLAN, SWIGTYPE_p_shardopt_plan_s)
     shardopt_buffer_free(d$argnum); %}
 %typemap(check) shardopt_step_result *result, shardopt_memory_stats *stats, shardopt_elastic_status *status,
     shardopt_training_result *result, shardopt_pipeline_result *result, const shardopt_pipeline_options *options,
-    shardopt_plan_entry *entry, const shardopt_plan_request *request, const shardopt_plan_cluster *cluster
+    shardopt_plan_entry *entry, const shardopt_plan_request *request, const shardopt_plan_cluster *cluster,
+    shardopt_checkpoint_info *info
     "if ($1) *(size_t *)$1 = sizeof *$1; /* struct_size, every struct's first field */"
 %typemap(in, numinputs=0) size_t struct_size "$1 = sizeof *arg1;"
 %immutable struct_size;

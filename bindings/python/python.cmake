@@ -41,7 +41,8 @@ if(SHARDOPT_BUILD_TESTS)
     add_test(NAME bindings.python
              COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider --ignore=${PY_TESTS}/test_torch_equivalence.py
                      --ignore=${PY_TESTS}/test_torch_features.py --ignore=${PY_TESTS}/test_torch_launch.py
-                     --ignore=${PY_TESTS}/test_torch_optimizers.py ${PY_TESTS})
+                     --ignore=${PY_TESTS}/test_torch_optimizers.py --ignore=${PY_TESTS}/test_torch_checkpoints.py
+                     ${PY_TESTS})
     add_test(NAME samples.python_fsdp_adam
              COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/samples/python/fsdp_adam.py)
     # The cross-language conformance suite (tests/bindings/conformance): every run of its table through the
@@ -76,7 +77,7 @@ if(SHARDOPT_BUILD_TESTS)
         ENVIRONMENT "${PY_ENV};LD_PRELOAD=$<TARGET_FILE:shardopt_standin>;SHARDOPT_STANDIN_LIBRARY=$<TARGET_FILE:shardopt_standin>;SHARDOPT_TIMEOUT_MS=60000")
     endif()
     # shardopt.torch (docs/torch.md): in-memory ranks in one pytest process (torch's imports paid once), and the
-    # launches (shardopt.run and torchrun over UCX); skipped without torch
+    # launches (shardopt.run, torchrun and torchrun's elastic restart over UCX); skipped without torch
     execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch" RESULT_VARIABLE PY_TORCH_MISSING
                     OUTPUT_QUIET ERROR_QUIET)
     if(PY_TORCH_MISSING)
@@ -86,7 +87,7 @@ if(SHARDOPT_BUILD_TESTS)
       add_test(NAME bindings.python_torch
                COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_equivalence.py
                        ${PY_TORCH_TESTS}/test_torch_features.py ${PY_TORCH_TESTS}/test_torch_optimizers.py
-                       ${PY_TORCH_TESTS}/test_torch_fsdp_units.py)
+                       ${PY_TORCH_TESTS}/test_torch_fsdp_units.py ${PY_TORCH_TESTS}/test_torch_checkpoints.py)
       add_test(NAME bindings.python_torch_launch
                COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${PY_TORCH_TESTS}/test_torch_launch.py)
       set_tests_properties(bindings.python_torch PROPERTIES LABELS "python;torch" TIMEOUT 300

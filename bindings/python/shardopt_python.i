@@ -270,7 +270,7 @@ SO_STRUCT(shardopt_optimizer_options) SO_STRUCT(shardopt_sharding_options) SO_ST
 SO_STRUCT(shardopt_training_result) SO_STRUCT(shardopt_step_result) SO_STRUCT(shardopt_memory_stats)
 SO_STRUCT(shardopt_elastic_options) SO_STRUCT(shardopt_elastic_status) SO_STRUCT(shardopt_pipeline_options)
 SO_STRUCT(shardopt_pipeline_result) SO_STRUCT(shardopt_plan_cluster) SO_STRUCT(shardopt_plan_request)
-SO_STRUCT(shardopt_plan_entry)
+SO_STRUCT(shardopt_plan_entry) SO_STRUCT(shardopt_checkpoint_info)
 
 /* not wrapped: what needs a buffer alive after the call (async collectives, work handles, CUDA streams), the
  * all-ranks-at-once in-process group (each rank claims its own), the first training loop (train replaces it), and

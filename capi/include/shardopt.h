@@ -1017,6 +1017,34 @@ SHARDOPT_API shardopt_status shardopt_optimizer_deserialize(shardopt_optimizer o
 /* Frees a buffer the library allocated (NULL is a no-op). */
 SHARDOPT_API shardopt_status shardopt_buffer_free(void *data);
 
+/* A consolidated checkpoint's contents in torch.optim's terms, read from the bytes of
+ * shardopt_optimizer_serialize (not collective; no optimizer needed): what a single-process torch
+ * optimizer's state_dict() holds (docs/torch.md), named as shardopt-ckpt export names them. */
+typedef struct shardopt_checkpoint_info {
+    size_t struct_size;          /* set by the caller */
+    int32_t tensor_count;        /* the layout's tensors, in its order */
+    int32_t state_slots;         /* optimizer state slots per tensor */
+    int64_t step_count;
+    uint64_t element_count;      /* parameters (packed: no padding); each state slot holds as many */
+    shardopt_dtype dtype;        /* of the parameters and the state */
+    /* The strings below stay valid on the calling thread until its next call of _describe. */
+    const char *optimizer;       /* the library's name of the optimizer ("adamw") */
+    const char *torch_optimizer; /* torch.optim's class whose state this is, slot for slot ("AdamW", "SGD", "Adam",
+                                  * "RMSprop", "Adagrad", "Adamax", "Adadelta"); "" when none is (LAMB and Lion have
+                                  * no torch class; torch's NAdam also keeps mu_product; Adafactor, Muon) */
+    const char *state_names;     /* torch's names of the slots, comma separated ("exp_avg,exp_avg_sq"); "state<k>"
+                                  * where torch has none */
+    int32_t torch_step;          /* 1: that class keeps a "step" per parameter (every one but SGD) */
+} shardopt_checkpoint_info;
+
+/* Describes serialized checkpoint bytes. Errors: INVALID_ARGUMENT (NULL, empty), CORRUPT. */
+SHARDOPT_API shardopt_status shardopt_checkpoint_describe(const void *data, size_t size, shardopt_checkpoint_info *info);
+/* Part `slot` of serialized checkpoint bytes, every tensor packed in the layout's order, into buffer: slot -1 the
+ * parameters, 0 .. state_slots - 1 that state slot; count = element_count, dtype the checkpoint's. Checksums are
+ * checked. Errors: INVALID_ARGUMENT (a slot out of range, another count or dtype), CORRUPT. */
+SHARDOPT_API shardopt_status shardopt_checkpoint_read(const void *data, size_t size, int32_t slot, void *buffer,
+                                                      size_t count, shardopt_dtype dtype);
+
 /* ---------------------------------------------------------------------------------------------
  * Elastic training (docs/elastic.md): an optimizer made elastic checkpoints every k steps
  * without stopping training (its state copied to host memory at the step boundary, the files

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "capi_internal.hpp"
+#include "../../src/checkpoint/offline.hpp"
 
 using namespace shardopt;
 using namespace shardopt::capi;
@@ -82,6 +83,46 @@ SHARDOPT_API shardopt_status shardopt_optimizer_deserialize(shardopt_optimizer o
 SHARDOPT_API shardopt_status shardopt_buffer_free(void *data) {
     std::free(data);
     return SHARDOPT_OK;
+}
+
+SHARDOPT_API shardopt_status shardopt_checkpoint_describe(const void *data, size_t size,
+                                                          shardopt_checkpoint_info *info) {
+    // the strings _describe returns: this thread's, until its next call
+    thread_local std::string optimizer, torch_optimizer, state_names;
+    return guard(__func__, [&] {
+        not_null(data, "data");
+        not_null(info, "info");
+        check_out_struct(info, "checkpoint info");
+        const checkpoint::SerializedCheckpoint c = checkpoint::describe_serialized(data, size);
+        optimizer = optimizer_kind_name(OptimizerKind(c.meta.optimizer_kind));
+        torch_optimizer = c.torch.torch_class;
+        state_names.clear();
+        for (const auto &n : c.torch.slots) state_names += (state_names.empty() ? "" : ",") + n;
+        shardopt_checkpoint_info out{};
+        out.tensor_count = int32_t(c.meta.layout.tensors.size());
+        out.state_slots = c.meta.state_slots;
+        out.step_count = c.meta.step_count;
+        out.element_count = c.element_count;
+        out.dtype = shardopt_dtype(c.meta.layout.dtype);
+        out.optimizer = optimizer.c_str();
+        out.torch_optimizer = torch_optimizer.c_str();
+        out.state_names = state_names.c_str();
+        out.torch_step = c.torch.step ? 1 : 0;
+        write_struct(info, out, "checkpoint info");
+    });
+}
+
+SHARDOPT_API shardopt_status shardopt_checkpoint_read(const void *data, size_t size, int32_t slot, void *buffer,
+                                                      size_t count, shardopt_dtype dtype) {
+    return guard(__func__, [&] {
+        not_null(data, "data");
+        not_null(buffer, "buffer");
+        const checkpoint::SerializedCheckpoint c = checkpoint::describe_serialized(data, size);
+        require(dtype_arg(dtype) == c.meta.layout.dtype, ErrorCode::invalid_argument,
+                std::string("the buffer holds ") + dtype_name(DType(dtype)) + "; the checkpoint's parts are " +
+                    dtype_name(c.meta.layout.dtype));
+        checkpoint::read_serialized_part(data, size, slot, buffer, count);
+    });
 }
 
 } // extern "C"

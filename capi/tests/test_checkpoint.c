@@ -124,10 +124,39 @@ static void serialize_to_checks(shardopt_optimizer a, shardopt_optimizer b, int 
     CHECK_OK(shardopt_buffer_free(bytes));
 }
 
+/* describe/read: serialized bytes in torch.optim's terms, without an optimizer; `at` the parameters they hold. */
+static void describe_checks(void *bytes, size_t size, const float *at) {
+    shardopt_checkpoint_info info;
+    float part[N];
+    double wide[N];
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    CHECK_OK(shardopt_checkpoint_describe(bytes, size, &info));
+    CHECK(info.tensor_count == 2 && info.state_slots == 2 && info.step_count == 3 && info.element_count == N);
+    CHECK(info.dtype == SHARDOPT_F32 && strcmp(info.optimizer, "adam") == 0);
+    CHECK(strcmp(info.torch_optimizer, "Adam") == 0 && strcmp(info.state_names, "exp_avg,exp_avg_sq") == 0);
+    CHECK(info.torch_step == 1);
+    CHECK_OK(shardopt_checkpoint_read(bytes, size, -1, part, N, SHARDOPT_F32));
+    CHECK(memcmp(part, at, sizeof part) == 0);
+    CHECK_OK(shardopt_checkpoint_read(bytes, size, 1, part, N, SHARDOPT_F32)); /* exp_avg_sq: squares, not 0 */
+    CHECK(part[0] > 0.0f);
+    CHECK_ERR(shardopt_checkpoint_read(bytes, size, 2, part, N, SHARDOPT_F32), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "slot 2 outside -1 (parameters) .. 1");
+    CHECK_ERR(shardopt_checkpoint_read(bytes, size, 0, part, N - 1, SHARDOPT_F32), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "the buffer holds 8 elements; the checkpoint's part has 9");
+    CHECK_ERR(shardopt_checkpoint_read(bytes, size, 0, wide, N, SHARDOPT_F64), SHARDOPT_ERR_INVALID_ARGUMENT,
+              "the checkpoint's parts are f32");
+    CHECK_ERR(shardopt_checkpoint_describe(bytes, size, NULL), SHARDOPT_ERR_INVALID_ARGUMENT, "info is NULL");
+    CHECK_ERR(shardopt_checkpoint_describe(NULL, size, &info), SHARDOPT_ERR_INVALID_ARGUMENT, "data is NULL");
+    ((unsigned char *)bytes)[0] ^= 0xff; /* wrong magic */
+    CHECK_ERR(shardopt_checkpoint_describe(bytes, size, &info), SHARDOPT_ERR_CORRUPT, "magic");
+    ((unsigned char *)bytes)[0] ^= 0xff;
+}
+
 static void checkpoint_rank(shardopt_comm comm, int rank, void *arg) {
     const char *dir = (const char *)arg;
     char sharded[512], consolidated[512], missing[512];
-    float straight[N], resumed[N], other[N];
+    float straight[N], resumed[N], other[N], at3[N];
     void *bytes = NULL;
     size_t size = 0;
     int step;
@@ -141,6 +170,8 @@ static void checkpoint_rank(shardopt_comm comm, int rank, void *arg) {
     CHECK_OK(shardopt_optimizer_save(a, consolidated, SHARDOPT_CHECKPOINT_CONSOLIDATED));
     CHECK_OK(shardopt_optimizer_serialize(a, &bytes, &size));
     CHECK(bytes != NULL && size > 0);
+    CHECK_OK(shardopt_optimizer_get_parameters(a, at3, N));
+    describe_checks(bytes, size, at3);
     for (step = 3; step < 6; ++step) adam_step(a, rank, step);
     CHECK_OK(shardopt_optimizer_get_parameters(a, straight, N));
 

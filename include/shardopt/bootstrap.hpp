@@ -7,7 +7,8 @@
 //   master      SHARDOPT_MASTER_ADDR / MASTER_ADDR (default 127.0.0.1),
 //               SHARDOPT_MASTER_PORT / MASTER_PORT (default 29500)
 //   bind        SHARDOPT_BIND_ADDR: where rank 0 listens (default: the master address)
-//   token       SHARDOPT_JOB_TOKEN: checked on every join (default empty)
+//   token       SHARDOPT_JOB_TOKEN: checked on every join (default: under torchrun its
+//               TORCHELASTIC_RUN_ID and TORCHELASTIC_RESTART_COUNT, else empty)
 //   timeout     SHARDOPT_BOOTSTRAP_TIMEOUT_MS, else SHARDOPT_TIMEOUT_MS, else 5 minutes
 #pragma once
 

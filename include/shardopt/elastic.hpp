@@ -101,7 +101,7 @@ class ElasticOptimizer {
     std::int64_t last_checkpoint_step() const noexcept { return last_checkpoint_step_; }
     bool checkpoint_pending() const noexcept { return pending_ != nullptr; }
     // Restarts of the job before this run ($SHARDOPT_ELASTIC_GENERATION, set by shardopt-run
-    // --elastic; 0 without it).
+    // --elastic; else torchrun's $TORCHELASTIC_RESTART_COUNT; 0 without either).
     int generation() const noexcept { return generation_; }
     ElasticStats stats() const noexcept { return stats_; }
 

@@ -45,37 +45,47 @@ std::vector<int> rank_state_ranks(const SegmentIndex &index) {
     return ranks;
 }
 
-// torch.optim's names of the state slots of an optimizer of this manifest, else "state<k>".
-std::vector<std::string> slot_names(const Manifest &m) {
-    std::vector<std::string> names;
+} // namespace
+
+TorchState torch_state(const Manifest &m) {
+    TorchState out;
+    std::vector<std::string> &names = out.slots;
     const auto option = [&](const char *key) {
         if (!m.optimizer.is_object()) return false;
         const auto it = m.optimizer.find(key);
         return it != m.optimizer.end() && ((it->is_boolean() && it->get<bool>()) || (it->is_number() && it->get<double>() != 0));
     };
+    out.step = true; // every torch.optim class below but SGD counts steps per parameter
     switch (OptimizerKind(m.optimizer_kind)) {
-    case OptimizerKind::sgd: names = {"momentum_buffer"}; break;
-    case OptimizerKind::adam:
-    case OptimizerKind::adamw: names = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; break;
-    case OptimizerKind::lamb: names = {"exp_avg", "exp_avg_sq"}; break;
-    case OptimizerKind::adagrad: names = {"sum"}; break;
+    case OptimizerKind::sgd: names = {"momentum_buffer"}, out.torch_class = "SGD", out.step = false; break;
+    case OptimizerKind::adam: names = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, out.torch_class = "Adam"; break;
+    case OptimizerKind::adamw: names = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, out.torch_class = "AdamW"; break;
+    case OptimizerKind::lamb: names = {"exp_avg", "exp_avg_sq"}; break; // no torch.optim class
+    case OptimizerKind::adagrad: names = {"sum"}, out.torch_class = "Adagrad"; break;
     case OptimizerKind::rmsprop:
-        names = {"square_avg"};
+        names = {"square_avg"}, out.torch_class = "RMSprop";
         if (option("momentum")) names.push_back("momentum_buffer");
         if (option("centered")) names.push_back("grad_avg");
         break;
-    case OptimizerKind::nadam: names = {"exp_avg", "exp_avg_sq"}; break;
-    case OptimizerKind::adamax: names = {"exp_avg", "exp_inf"}; break;
-    case OptimizerKind::adadelta: names = {"square_avg", "acc_delta"}; break;
+    case OptimizerKind::nadam: names = {"exp_avg", "exp_avg_sq"}; break; // torch's NAdam also keeps mu_product
+    case OptimizerKind::adamax: names = {"exp_avg", "exp_inf"}, out.torch_class = "Adamax"; break;
+    case OptimizerKind::adadelta: names = {"square_avg", "acc_delta"}, out.torch_class = "Adadelta"; break;
     case OptimizerKind::lion: names = {"exp_avg"}; break; // the name of lion-pytorch's state
     case OptimizerKind::adafactor:                          // not trained by the engine yet: generic names
-    case OptimizerKind::muon: break;
+    case OptimizerKind::muon: break;                        // torch's keep other state: no class
     }
+    if (out.torch_class.empty()) out.step = false;
+    // a slot torch does not name (or a count torch would not keep) is no torch state
+    if (int(names.size()) < m.state_slots) out.torch_class.clear(), out.step = false;
     names.resize(std::size_t(m.state_slots));
     for (int k = 0; k < m.state_slots; ++k)
         if (names[std::size_t(k)].empty()) names[std::size_t(k)] = "state" + std::to_string(k);
-    return names;
+    return out;
 }
+
+namespace {
+
+std::vector<std::string> slot_names(const Manifest &m) { return torch_state(m).slots; }
 
 // A container file written at offsets: placed after a header whose checksums are filled in once
 // the data is there; published atomically.
@@ -359,6 +369,36 @@ void export_checkpoint(const std::string &src, const std::string &params_path, c
             from.push_back({k, t});
         }
     write(state_path, state_layout, from);
+}
+
+SerializedCheckpoint describe_serialized(const void *bytes, std::size_t size) {
+    require(bytes && size, ErrorCode::invalid_argument, "a serialized checkpoint: no bytes");
+    const OpenCheckpoint in = open_checkpoint("", bytes, size);
+    SerializedCheckpoint out;
+    out.meta = in.meta;
+    out.torch = torch_state(in.meta);
+    for (const auto &t : in.meta.layout.tensors) out.element_count += t.count;
+    return out;
+}
+
+void read_serialized_part(const void *bytes, std::size_t size, int slot, void *out, std::uint64_t count) {
+    require(bytes && size, ErrorCode::invalid_argument, "a serialized checkpoint: no bytes");
+    const OpenCheckpoint in = open_checkpoint("", bytes, size);
+    const Manifest &m = in.meta;
+    require(slot >= -1 && slot < m.state_slots, ErrorCode::invalid_argument,
+            "slot " + std::to_string(slot) + " outside -1 (parameters) .. " + std::to_string(m.state_slots - 1) +
+                " (this checkpoint's " + text_field(m.optimizer, "kind_name") + " keeps " +
+                std::to_string(m.state_slots) + " state slots)");
+    std::uint64_t total = 0;
+    for (const auto &t : m.layout.tensors) total += t.count;
+    require(count == total, ErrorCode::invalid_argument,
+            "the buffer holds " + std::to_string(count) + " elements; the checkpoint's part has " +
+                std::to_string(total));
+    auto *at = static_cast<unsigned char *>(out);
+    for_each_window(m.layout, [&](int t, std::uint64_t offset, std::uint64_t n) {
+        in.index->read(part_name(slot), t, offset, n, at);
+        at += n * elem_of(m.layout);
+    });
 }
 
 } // namespace shardopt::checkpoint

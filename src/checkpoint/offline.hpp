@@ -5,9 +5,13 @@
 // segment of the source), so a model larger than memory converts on a small machine.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "manifest.hpp"
 
 namespace shardopt::checkpoint {
 
@@ -34,5 +38,27 @@ void convert_checkpoint(const std::string &src, const std::string &dst, const Co
 // slot, named "<tensor>.<slot>" after torch.optim's state names (exp_avg, exp_avg_sq,
 // momentum_buffer, ...). Each file is written atomically.
 void export_checkpoint(const std::string &src, const std::string &params_path, const std::string &state_path);
+
+// How torch.optim keeps the state of the optimizer a checkpoint holds: what export, inspect and
+// the C ABI's torch form (shardopt_checkpoint_describe) name the slots.
+struct TorchState {
+    std::vector<std::string> slots; // torch's name of each state slot (exp_avg, ...), else "state<k>"
+    std::string torch_class;        // torch.optim's class whose state_dict() holds exactly these
+                                    // ("AdamW"); empty when none does (LAMB, Lion, NAdam's mu_product,
+                                    // Adafactor, Muon)
+    bool step = false;              // that class keeps a "step" per parameter (all but SGD)
+};
+TorchState torch_state(const Manifest &m);
+
+// A consolidated checkpoint in memory (serialize()'s bytes), read without an optimizer.
+struct SerializedCheckpoint {
+    Manifest meta;
+    TorchState torch;
+    std::uint64_t element_count = 0; // packed (no padding)
+};
+SerializedCheckpoint describe_serialized(const void *bytes, std::size_t size);
+// Part `slot` (-1: the parameters, else that state slot) of every tensor, packed in the layout's
+// order, into `out` (`count` = the element count, in the checkpoint's dtype); checksums checked.
+void read_serialized_part(const void *bytes, std::size_t size, int slot, void *out, std::uint64_t count);
 
 } // namespace shardopt::checkpoint

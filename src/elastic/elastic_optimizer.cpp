@@ -92,7 +92,8 @@ void ElasticOptimizer::resume() {
     require(world >= options_.min_workers && world <= options_.max_workers, ErrorCode::invalid_state,
             "ElasticOptimizer: the world has " + std::to_string(world) + " ranks, outside [minWorkers " +
                 std::to_string(options_.min_workers) + ", maxWorkers " + std::to_string(options_.max_workers) + "]");
-    generation_ = int(env_count("SHARDOPT_ELASTIC_GENERATION", 0, 0));
+    // shardopt-run --elastic numbers its generations; torchrun (elastic agent) counts its restarts
+    generation_ = int(env_count("SHARDOPT_ELASTIC_GENERATION", env_count("TORCHELASTIC_RESTART_COUNT", 0, 0), 0));
     // Whether any rank sees a published checkpoint (a vote over the world, on any memory space).
     // A rank that does not see it (no shared file system) then fails the load, and so does
     // every rank, naming the missing file.

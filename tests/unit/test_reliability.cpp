@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/bootstrap/frame.hpp"
+#include "shardopt/bootstrap.hpp"
 #include "comm/bootstrap/messages.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
 #include "shardopt/error.hpp"
@@ -321,6 +322,28 @@ BOOST_AUTO_TEST_CASE(ucx_without_a_world_size_is_refused) {
         BOOST_TEST((e.code() == ErrorCode::invalid_argument || e.code() == ErrorCode::unsupported));
         if (ucx_available()) BOOST_TEST(std::string(e.what()).find("SHARDOPT_WORLD_SIZE=1") != std::string::npos, e.what());
     }
+    for (const auto &[n, v] : saved) ::setenv(n.c_str(), v.c_str(), 1);
+}
+
+// Under torchrun (no SHARDOPT_JOB_TOKEN) the job token is its run id and restart count: each restart's group has
+// its own, so a worker of an earlier restart cannot join the next; SHARDOPT_JOB_TOKEN still wins.
+BOOST_AUTO_TEST_CASE(torchrun_run_id_and_restart_count_are_the_job_token) {
+    const char *names[] = {"SHARDOPT_JOB_TOKEN", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"};
+    std::vector<std::pair<std::string, std::string>> saved;
+    for (const char *n : names)
+        if (const char *v = std::getenv(n)) saved.emplace_back(n, v);
+    for (const char *n : names) ::unsetenv(n);
+    BOOST_TEST(BootstrapConfig::from_env().job_token.empty());
+    ::setenv("TORCHELASTIC_RUN_ID", "job42", 1);
+    ::setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
+    const std::string first = BootstrapConfig::from_env().job_token;
+    ::setenv("TORCHELASTIC_RESTART_COUNT", "1", 1);
+    const std::string second = BootstrapConfig::from_env().job_token;
+    BOOST_TEST(first == "torchrun:job42:0");
+    BOOST_TEST(second == "torchrun:job42:1");
+    ::setenv("SHARDOPT_JOB_TOKEN", "s3cret", 1);
+    BOOST_TEST(BootstrapConfig::from_env().job_token == "s3cret");
+    for (const char *n : names) ::unsetenv(n);
     for (const auto &[n, v] : saved) ::setenv(n.c_str(), v.c_str(), 1);
 }
 

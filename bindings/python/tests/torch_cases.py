@@ -107,6 +107,33 @@ def train_ranks(template, data, world_size, strategy, steps=STEPS, first=0, sche
     return run_ranks(world_size, body)
 
 
+def elastic_run(template, data, world, directory, steps, stop_after=None, **options):
+    """On in-memory ranks: elastic shardopt.torch (ZeRO-2 over AdamW, a checkpoint every 5 steps, as
+    torch_elastic_worker.py) trained from wherever the directory's checkpoint is to `steps`; stop_after: the run ends
+    after that step, publishing the checkpoint being written (a job stopped). Per rank: (first step, resumed_step,
+    last_checkpoint_step, final parameters)."""
+    from shardopt.torch import ShardedOptimizer
+    x, y = data
+
+    def body(backend):
+        model = copy.deepcopy(template)
+        opt = ShardedOptimizer(model, "adamw", strategy="zero2", backend=backend, bucket_cap_mb=0.004,
+                               checkpoint_dir=directory, checkpoint_every=5, **options, lr=1e-2, weight_decay=0.01)
+        start, resumed = opt.step_count, opt.resumed_step
+        for s in range(start, steps):
+            opt.zero_grad()
+            loss_fn(model, shard_of(x[s], backend.rank, world), shard_of(y[s], backend.rank, world)).backward()
+            opt.step()
+            if s + 1 == stop_after:
+                break
+        opt.finish_checkpoint()
+        last = opt.last_checkpoint_step
+        params = [p.detach().clone() for p in model.parameters()]
+        opt.close()
+        return start, resumed, last, params
+    return run_ranks(world, body)
+
+
 def relative_errors(got, want):
     """Per tensor: |got - want| / |want| (2-norms)."""
     return [float((g - w).norm() / w.norm()) for g, w in zip(got, want)]

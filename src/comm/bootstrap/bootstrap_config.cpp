@@ -57,6 +57,12 @@ BootstrapConfig BootstrapConfig::from_env() {
     if (int_from({"SHARDOPT_MASTER_PORT", "MASTER_PORT"}, v)) c.master_port = int(v);
     if (const char *b = first_env({"SHARDOPT_BIND_ADDR"}, nullptr)) c.bind_addr = b;
     if (const char *t = std::getenv("SHARDOPT_JOB_TOKEN")) c.job_token = t;
+    else if (const char *run = first_env({"TORCHELASTIC_RUN_ID"}, nullptr)) {
+        // torchrun: its run id and restart count, so a worker of a group torchrun stopped (a stale
+        // process of an earlier restart) cannot join the group it restarted
+        const char *restart = first_env({"TORCHELASTIC_RESTART_COUNT"}, nullptr);
+        c.job_token = std::string("torchrun:") + run + ":" + (restart ? restart : "0");
+    }
     if (int_from({"SHARDOPT_BOOTSTRAP_TIMEOUT_MS", "SHARDOPT_TIMEOUT_MS"}, v)) {
         require(v > 0, ErrorCode::invalid_argument, "bootstrap: timeout must be positive");
         c.timeout = std::chrono::milliseconds(v);

@@ -118,7 +118,8 @@ def _make_backend(backend):
 
 def _torchrun_rendezvous():
     """Under torchrun the agent's TCPStore holds MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): rank 0 picks a free
-    port for the library's rendezvous and publishes it there; the run id becomes the job token."""
+    port for the library's rendezvous and publishes it there, under a key of this restart (the store outlives the
+    restarts of an elastic run, so a port a dead group used is never read again)."""
     env = os.environ
     if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or "SHARDOPT_MASTER_PORT" in env:
         return
@@ -131,8 +132,20 @@ def _torchrun_rendezvous():
         store.set(key, str(free_port(env["MASTER_ADDR"])))  # the launcher's: below the ephemeral range
     env["SHARDOPT_MASTER_PORT"] = store.get(key).decode()
     env.setdefault("SHARDOPT_MASTER_ADDR", env["MASTER_ADDR"])
-    if "TORCHELASTIC_RUN_ID" in env:
-        env.setdefault("SHARDOPT_JOB_TOKEN", env["TORCHELASTIC_RUN_ID"])
+    # the job token (torchrun's run id and restart count) and the elastic generation (its restart count) are the
+    # library's reading of torchrun's environment
+
+
+def _elastic_options(checkpoint_dir, checkpoint_every, min_workers, max_workers):
+    """The library's elastic options, each checked by it as it is set (None: its default)."""
+    e = _n.shardopt_elastic_options()
+    _n.shardopt_elastic_options_init(e)
+    for field, value in {"min_workers": min_workers, "max_workers": max_workers,
+                         "checkpoint_every": checkpoint_every}.items():
+        if value is not None:
+            set_checked(e, field, value, field, _n.shardopt_elastic_options_validate_strict)
+    e.checkpoint_dir = None if checkpoint_dir is None else os.fsdecode(os.fspath(checkpoint_dir))
+    return e
 
 
 def _check_same_everywhere(backend, named, dtype):
@@ -167,11 +180,17 @@ class ShardedOptimizer(torch.optim.Optimizer):
     their arguments bound), by default each submodule holding at least min_unit_params (1M) parameters its own units
     did not take; reshard_after_forward (True) frees a unit after its forward and gathers it again for its backward.
     Between steps its parameters hold no memory: read them inside summon_full_params(). Every rank must run the
-    same forwards and backwards (each gather is a collective). Collective: every rank constructs it alike."""
+    same forwards and backwards (each gather is a collective). Collective: every rank constructs it alike.
+
+    Elastic (docs/torch.md, docs/elastic.md): checkpoint_dir= (or elastic=True with $SHARDOPT_CHECKPOINT_DIR) makes
+    the library's ElasticOptimizer of it: a sharded checkpoint every checkpoint_every steps, written while training
+    goes on, and at construction the resume from the latest one in the directory at this world size (resharded);
+    train on from step_count. min_workers / max_workers bound the world size it accepts."""
 
     def __init__(self, module_or_params, optimizer="adamw", lr=1e-3, strategy="zero2", backend=None, *,
                  betas=None, max_grad_norm=0.0, bucket_cap_mb=25, overlap=True, compression=None,
-                 auto_wrap_policy=None, min_unit_params=1_000_000, reshard_after_forward=True, **options):
+                 auto_wrap_policy=None, min_unit_params=1_000_000, reshard_after_forward=True, elastic=None,
+                 checkpoint_dir=None, checkpoint_every=None, min_workers=None, max_workers=None, **options):
         named, group = _params_of(module_or_params)
         if optimizer not in _OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r} (one of {', '.join(_OPTIMIZERS)})")
@@ -242,7 +261,16 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
         initial = np.concatenate([p.detach().reshape(-1).numpy().astype(self._np_dtype, copy=False)
                                   for _, p in order]) if order else None
-        self._so = _STRATEGIES[strategy](wrapped, config, layout=layout, initial=initial)
+        self._so = _STRATEGIES[strategy](wrapped, config)
+        elastic = checkpoint_dir is not None if elastic is None else bool(elastic)
+        if elastic:  # the library's schedule and resume, made part of the collective creation
+            e = _elastic_options(checkpoint_dir, checkpoint_every, min_workers, max_workers)
+            self._so._created = lambda handle: _n.shardopt_optimizer_make_elastic(handle, e)
+        elif (checkpoint_every, min_workers, max_workers) != (None, None, None):
+            raise TypeError("checkpoint_every, min_workers and max_workers are elastic options: pass checkpoint_dir= "
+                            "(or elastic=True)")
+        self._so.initialize(layout, initial)
+        self._elastic = elastic
         # the layer keeps (layout, initial) for its reset(), which this class does not offer: a copy of every
         # parameter (400 MB per rank at 100M f32) freed here
         self._so._init, initial = None, None
@@ -253,10 +281,10 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self._bucket_of = [self._so.tensor_bucket(t) for t in range(len(order))]
         self._per_bucket = np.bincount(self._bucket_of, minlength=self._so.bucket_count).tolist()
         self._overlap, self._no_sync_depth, self._last = bool(overlap), 0, None
-        self._lr_set = float(lr)
+        self._lr_set = float(lr) if not self._elastic or self._so.step_count == 0 else self._so.learning_rate
         self._grad_views, self._gathered = [None] * len(order), False
         params = [p for _, p in named]
-        super().__init__([{"params": params, "lr": float(lr), "betas": tuple(betas), **hyper}],
+        super().__init__([{"params": params, "lr": self._lr_set, "betas": tuple(betas), **hyper}],
                          {"lr": float(lr)})
         self._units = FsdpUnits(self, unit_modules, unit_of, reshard_after_forward) if per_unit else None
         self._bind_parameters()
@@ -440,6 +468,79 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.param_groups[0]["lr"] = self._lr_set = self._so.learning_rate
         self._bind_parameters()
         self._begin()
+
+    def consolidated_state_dict(self):
+        """Collective: what torch.optim's matching optimizer (AdamW for adamw, SGD, Adam, RMSprop, Adagrad, Adamax,
+        Adadelta) would hold in one process after the same steps: {"state": {i: {"step", "exp_avg", ...}},
+        "param_groups": [...]}, each state tensor whole and shaped as its parameter, i in the order of the
+        parameters given. torch.save it; torch.optim.AdamW(model.parameters()).load_state_dict(it) trains on in plain
+        torch. The library names the state as shardopt-ckpt export does (shardopt_checkpoint_describe). The same on
+        every rank; the parameters (FSDP's units too) stay whole in the module."""
+        self._release_units()
+        try:
+            blob = bytes(self._so.serialize())
+        finally:
+            self._bind_parameters()
+        info = _n.shardopt_checkpoint_info()
+        _n.shardopt_checkpoint_describe(blob, info)
+        cls = getattr(torch.optim, info.torch_optimizer, None) if info.torch_optimizer else None
+        if cls is None:
+            raise ValueError(f"no torch.optim optimizer keeps {info.optimizer}'s state (slots "
+                             f"{info.state_names or 'none'}): export the library's checkpoint (state_dict(), save()) "
+                             "or its safetensors (shardopt.ckpt.export) instead")
+        if info.tensor_count != len(self._order) or info.element_count != sum(p.numel() for _, p in self._order):
+            raise RuntimeError(f"the checkpoint has {info.tensor_count} tensors of {info.element_count} elements, "
+                               f"this optimizer {len(self._order)} of {sum(p.numel() for _, p in self._order)}")
+        names = info.state_names.split(",") if info.state_slots else []
+        counts = [p.numel() for _, p in self._order]
+        slots = []
+        for k in range(info.state_slots):  # each slot packed in the library's (backward) order
+            packed = np.empty(info.element_count, self._np_dtype)
+            _n.shardopt_checkpoint_read(blob, k, packed)
+            slots.append(torch.from_numpy(packed).split(counts))
+        # torch's dtype of "step" (torch.optim.optimizer._get_scalar_dtype)
+        scalar = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+        n, state = len(self._order), {}
+        for t, (_, p) in enumerate(self._order):
+            i = n - 1 - t  # torch's index: the order the parameters were given
+            entry = {"step": torch.tensor(float(info.step_count), dtype=scalar)} if info.torch_step else {}
+            entry.update({name: slots[k][t].view(p.shape).clone() for k, name in enumerate(names)})
+            state[i] = entry
+        group = {k: v for k, v in cls([torch.nn.Parameter(torch.zeros(1))]).param_groups[0].items() if k != "params"}
+        group.update({k: v for k, v in self.param_groups[0].items() if k not in ("params", "state_precision")})
+        if "betas" in group:
+            group["betas"] = tuple(group["betas"])
+        group["params"] = list(range(n))
+        return {"state": dict(sorted(state.items())), "param_groups": [group]}
+
+    # ---- elastic (checkpoint_dir=): the library's ElasticOptimizer ----
+    def _elastic_status(self):
+        if not self._elastic:
+            raise RuntimeError("not elastic: construct it with checkpoint_dir= (or elastic=True)")
+        st = _n.shardopt_elastic_status()
+        _n.shardopt_optimizer_elastic_status(self._so._h, st)
+        return st
+
+    step_count = property(lambda self: self._so.step_count, doc="steps taken (a resumed run: from the checkpoint's)")
+    resumed_step = property(lambda self: self._elastic_status().resumed_step,
+                            doc="the step count the construction resumed from; -1: no checkpoint was there")
+    last_checkpoint_step = property(lambda self: self._elastic_status().last_checkpoint_step, doc="-1: none")
+    generation = property(lambda self: self._elastic_status().generation,
+                          doc="restarts before this run (shardopt-run --elastic's generation, torchrun's restarts)")
+
+    def checkpoint(self):
+        """Collective (elastic): a checkpoint now, at a step boundary, written while training goes on."""
+        self._elastic_status()
+        self._release_units()
+        try:
+            _n.shardopt_optimizer_checkpoint_now(self._so._h)
+        finally:
+            self._bind_parameters()
+
+    def finish_checkpoint(self):
+        """Collective (elastic): waits for the checkpoint being written and publishes it (call it at the end)."""
+        self._elastic_status()
+        _n.shardopt_optimizer_finish_checkpoint(self._so._h)
 
     # ---- the rest ----
     rank = property(lambda self: self._backend.rank)
