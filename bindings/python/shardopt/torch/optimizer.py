@@ -475,7 +475,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
         "param_groups": [...]}, each state tensor whole and shaped as its parameter, i in the order of the
         parameters given. torch.save it; torch.optim.AdamW(model.parameters()).load_state_dict(it) trains on in plain
         torch. The library names the state as shardopt-ckpt export does (shardopt_checkpoint_describe). The same on
-        every rank; the parameters (FSDP's units too) stay whole in the module."""
+        every rank. The module's parameters: model.state_dict() (a collective under FSDP over a module, whose units
+        hold nothing between steps)."""
         self._release_units()
         try:
             blob = bytes(self._so.serialize())
