@@ -50,6 +50,10 @@ if a.impl == "shardopt":
     train = model
 else:
     import torch.distributed as dist
+    if "RANK" not in os.environ and "SHARDOPT_RANK" in os.environ:  # started by our launcher (bench/torch_hosts.sh)
+        e = os.environ
+        e.update(RANK=e["SHARDOPT_RANK"], WORLD_SIZE=e["SHARDOPT_WORLD_SIZE"], MASTER_ADDR=e["SHARDOPT_MASTER_ADDR"],
+                 MASTER_PORT=e["SHARDOPT_MASTER_PORT"])
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     train = torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=True)
