@@ -5,6 +5,8 @@
 // launch.
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
+
 #include <random>
 #include <string>
 #include <vector>
@@ -28,8 +30,9 @@ OptimizerOptions with(OptimizerKind kind, void (*tweak)(OptimizerOptions &) = nu
     return o;
 }
 
-// Every variant each kernel branches on.
-std::vector<RuleCase> rule_cases() {
+// Every variant each kernel branches on (SHARDOPT_TEST_RULES=name,name,...: only those, for a
+// quick run while working on one kernel).
+std::vector<RuleCase> all_rule_cases() {
     return {
         {"sgd", with(OptimizerKind::sgd, [](OptimizerOptions &o) { o.lr = 0.05; })},
         {"sgd_momentum_dampening_decay", with(OptimizerKind::sgd, [](OptimizerOptions &o) {
@@ -61,7 +64,25 @@ std::vector<RuleCase> rule_cases() {
              o.weight_decay = 0.1;
              o.maximize = true;
          })},
+        {"adamax", with(OptimizerKind::adamax)},
+        {"adamax_decay_maximize", with(OptimizerKind::adamax, [](OptimizerOptions &o) {
+             o.weight_decay = 0.01;
+             o.maximize = true;
+         })},
+        {"adadelta", with(OptimizerKind::adadelta)},
+        {"adadelta_decay", with(OptimizerKind::adadelta, [](OptimizerOptions &o) { o.weight_decay = 0.01; })},
     };
+}
+
+std::vector<RuleCase> rule_cases() {
+    std::vector<RuleCase> cases = all_rule_cases();
+    const char *only = std::getenv("SHARDOPT_TEST_RULES");
+    if (!only || !*only) return cases;
+    const std::string wanted = std::string(",") + only + ",";
+    std::vector<RuleCase> picked;
+    for (auto &c : cases)
+        if (wanted.find("," + c.name + ",") != std::string::npos) picked.push_back(std::move(c));
+    return picked;
 }
 
 // Odd sizes back to back: with the shift, starts fall on every offset within 16 bytes; the

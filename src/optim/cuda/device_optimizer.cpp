@@ -54,7 +54,7 @@ void validate(const DeviceOptimizerOptions &o) {
     const OptimizerKind k = o.optimizer.kind;
     require(k == OptimizerKind::sgd || k == OptimizerKind::adam || k == OptimizerKind::adamw ||
                 k == OptimizerKind::rmsprop || k == OptimizerKind::adagrad || k == OptimizerKind::lamb ||
-                k == OptimizerKind::lion,
+                k == OptimizerKind::lion || k == OptimizerKind::adamax || k == OptimizerKind::adadelta,
             ErrorCode::unsupported,
             std::string("the CUDA optimizer has no kernels for ") + optimizer_kind_name(k) + " yet: use host memory");
     require(o.dtype == DType::f32 || o.dtype == DType::bf16 || o.dtype == DType::f16, ErrorCode::invalid_argument,
@@ -252,10 +252,10 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
     case OptimizerKind::adagrad: preload_adagrad(options.dtype); break;
     case OptimizerKind::lamb: preload_lamb(options.dtype); break;
     case OptimizerKind::lion: preload_lion(options.dtype); break;
+    case OptimizerKind::adamax: preload_adamax(options.dtype); break;
+    case OptimizerKind::adadelta: preload_adadelta(options.dtype); break;
     case OptimizerKind::adafactor:
     case OptimizerKind::nadam:
-    case OptimizerKind::adamax:
-    case OptimizerKind::adadelta:
     case OptimizerKind::muon: break; // no kernels yet: validate() refused them
     }
     bound_grads_.assign(params.size(), nullptr);
@@ -366,6 +366,7 @@ StepHyper CudaOptimizer::hyper() const {
     h.eps = o.eps;
     h.alpha = o.alpha;
     h.lr_decay = o.lr_decay;
+    h.rho = o.rho;
     h.have_norm = norm_pass_ ? 1 : 0;
     h.skip_nonfinite = options_.skip_nonfinite ? 1 : 0;
     h.dynamic_scaling = dynamic_scaling(options_) ? 1 : 0;
@@ -436,10 +437,10 @@ void CudaOptimizer::step(const void *const *grads, std::size_t grad_count, Strea
         break;
     }
     case OptimizerKind::lion: launch_lion(launch); break;
+    case OptimizerKind::adamax: launch_adamax(launch); break;
+    case OptimizerKind::adadelta: launch_adadelta(launch); break;
     case OptimizerKind::adafactor:
     case OptimizerKind::nadam:
-    case OptimizerKind::adamax:
-    case OptimizerKind::adadelta:
     case OptimizerKind::muon: break; // no kernels yet: validate() refused them
     }
 }

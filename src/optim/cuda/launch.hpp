@@ -47,6 +47,8 @@ void launch_rmsprop(const ChunkLaunch &launch);
 void launch_adagrad(const ChunkLaunch &launch);
 void launch_lamb(const ChunkLaunch &launch, const LambBuffers &lamb);
 void launch_lion(const ChunkLaunch &launch);
+void launch_adamax(const ChunkLaunch &launch);
+void launch_adadelta(const ChunkLaunch &launch);
 
 // The low-bit update (lowbit.cu): one block per group of kLowbitGroup elements of a quantized
 // tensor; the tensors under lowbit::kMinElements take the full-precision kernels.
@@ -89,6 +91,8 @@ void preload_rmsprop(DType dtype);
 void preload_adagrad(DType dtype);
 void preload_lamb(DType dtype);
 void preload_lion(DType dtype);
+void preload_adamax(DType dtype);
+void preload_adadelta(DType dtype);
 void preload_lowbit_adam(DType dtype, int bits);
 void preload_lowbit_sgd(DType dtype, int bits);
 void preload_tables();

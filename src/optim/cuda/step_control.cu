@@ -55,6 +55,16 @@ __device__ void rule_scalars(const StepHyper &h, int64_t step, StepScalars &s) {
         s.beta2 = float(h.beta2);
         s.one_minus_beta2 = float(1.0 - h.beta2);
         break;
+    case OptimizerKind::adamax: // adamax.cpp
+        s.one_minus_beta1 = float(1.0 - h.beta1);
+        s.beta2 = float(h.beta2);
+        s.step_size = float(h.lr / (1.0 - pow(h.beta1, t)));
+        break;
+    case OptimizerKind::adadelta: // adadelta.cpp
+        s.lr = float(h.lr);
+        s.rho = float(h.rho);
+        s.one_minus_rho = float(1.0 - h.rho);
+        break;
     case OptimizerKind::lamb:
         s.one_minus_beta1 = float(1.0 - h.beta1);
         s.beta2 = float(h.beta2);

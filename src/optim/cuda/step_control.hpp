@@ -25,7 +25,7 @@ struct StepHyper {
     int32_t kind = 0; // OptimizerKind
     int32_t maximize = 0;
     double lr = 0, weight_decay = 0, momentum = 0, dampening = 0;
-    double beta1 = 0, beta2 = 0, eps = 0, alpha = 0, lr_decay = 0;
+    double beta1 = 0, beta2 = 0, eps = 0, alpha = 0, lr_decay = 0, rho = 0;
     // Gradient handling.
     int32_t have_norm = 0;      // the sum-of-squares pass ran: partials hold this step's values
     int32_t skip_nonfinite = 0;
@@ -53,6 +53,7 @@ struct StepScalars {
     float inv_bias_correction2_sqrt = 1;              // low-bit Adam (lowbit_rules.cpp multiplies)
     float bias_correction1 = 1, bias_correction2 = 1; // LAMB
     float alpha = 0, one_minus_alpha = 0;             // RMSprop
+    float rho = 0, one_minus_rho = 0;                 // Adadelta
     double lr_double = 0; // LAMB: lr * trust ratio is formed in double
 };
 
