@@ -102,8 +102,8 @@ template <bool Signed>
         std::uint32_t code = (entry >> 24) + ((magnitude & lowbit::kKeyLowMask) > (entry & lowbit::kKeyLowMask) ? 1u : 0u);
         code = magnitude < lowbit::kKeyFirstBits ? zero : code;
         if constexpr (Signed) {
-            const std::uint32_t negative = code >= 254 ? (magnitude > book.negative_top ? 0u : 1u) : 254u - code;
-            code = (bits >> 31) ? negative : code; // lowbit::negative_code
+            const std::uint32_t negative = lowbit::negative_code(book, code, magnitude);
+            code = (bits >> 31) ? negative : code;
         }
         out[k] = std::uint8_t(code);
     }
