@@ -54,13 +54,13 @@ def assign_units(root, order, policy):
 
 
 class Unit:
-    """One unit: its tensors (indices into the optimizer's order), its parameters, its buckets, and the flat tensor
-    the parameters' .data view while gathered."""
+    """One unit: its tensors (indices into the optimizer's order), its parameters, its buckets (each with the
+    unit's tensors in it), and the flat tensor the parameters' .data view while gathered."""
 
     def __init__(self, index, module, tensors, params, buckets, flat, offsets):
         self.index, self.module, self.tensors, self.params, self.buckets = index, module, tensors, params, buckets
         self.flat, self.offsets = flat, offsets
-        self.sizes = [p.numel() for p in params]
+        self.sizes = {t: p.numel() for t, p in zip(tensors, params)}
         self.views = [flat[offsets[t]:offsets[t] + p.numel()].view(p.shape) for t, p in zip(tensors, params)]
         # what a freed parameter reads as: its shape (gradients and optimizers check it) over one NaN, no memory
         nan = flat.new_full((1,), float("nan"))
@@ -87,13 +87,14 @@ class FsdpUnits:
 
     def __init__(self, optimizer, modules, unit_of, reshard_after_forward=True):
         self._opt, self._reshard, self._root = optimizer, bool(reshard_after_forward), modules[-1]
-        so, order = optimizer._so, optimizer._order
+        order, bucket_of = optimizer._order, optimizer._bucket_of
         self.units, self.unit_of = [], unit_of
         for u, module in enumerate(modules):
             tensors = [t for t, v in enumerate(unit_of) if v == u]
             if not tensors:
                 continue
-            buckets = sorted({so.tensor_bucket(t) for t in tensors})
+            # per bucket, the unit's tensors in it: what each gather copies, worked out once
+            buckets = [(b, [t for t in tensors if bucket_of[t] == b]) for b in sorted({bucket_of[t] for t in tensors})]
             flat = torch.empty(sum(order[t][1].numel() for t in tensors), dtype=optimizer._dtype)
             offsets, at = {}, 0
             for t in tensors:
@@ -106,8 +107,8 @@ class FsdpUnits:
         for unit in self.units:
             for t in unit.tensors:
                 owner[t] = unit
-            for b in unit.buckets:  # the layout's bucket breaks make every bucket one unit's
-                others = [t for t in range(len(order)) if so.tensor_bucket(t) == b and unit_of[t] != unit.index]
+            for b, _ in unit.buckets:  # the layout's bucket breaks make every bucket one unit's
+                others = [t for t in range(len(order)) if bucket_of[t] == b and unit_of[t] != unit.index]
                 if others:
                     raise RuntimeError(f"internal: bucket {b} holds tensors of two FSDP units")
         self._owner = owner
@@ -129,12 +130,11 @@ class FsdpUnits:
         """Collective: the unit's full parameters from the library into its flat tensor (allocated)."""
         so = self._opt._so
         dst = unit.flat.data  # an alias with a version counter of its own: the saved tensors' stay as they were
-        for b in unit.buckets:
+        for b, tensors in unit.buckets:
             _n.shardopt_optimizer_gather(so._h, b)
             try:
-                for t, n in zip(unit.tensors, unit.sizes):
-                    if so.tensor_bucket(t) != b:
-                        continue
+                for t in tensors:
+                    n = unit.sizes[t]
                     src = so._view(_n.shardopt_optimizer_tensor_parameters(so._h, t), n)
                     dst[unit.offsets[t]:unit.offsets[t] + n].copy_(torch.from_numpy(src.view(np.ndarray)))
             finally:
