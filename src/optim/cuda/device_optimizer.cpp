@@ -21,7 +21,7 @@
 #include "cuda/cuda_event.hpp"
 #include "cuda/device_buffer.hpp"
 #include "launch.hpp"
-#include "lowbit_books.hpp"
+#include "lowbit_state.hpp"
 #include "shardopt/comm.hpp"
 #include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
@@ -95,14 +95,17 @@ template <typename T> DeviceBuffer upload(const std::vector<T> &host, const char
     return buffer;
 }
 
-class CudaOptimizer final : public DeviceOptimizer {
+class CudaOptimizer final : public SlicedOptimizer {
   public:
-    CudaOptimizer(const std::vector<DeviceTensor> &params, const DeviceOptimizerOptions &options, int device,
-                  Stream stream);
+    CudaOptimizer(const std::vector<DeviceTensor> &params, const std::vector<TensorSlice> &slices,
+                  const DeviceOptimizerOptions &options, int device, Stream stream);
     ~CudaOptimizer() override;
 
     using DeviceOptimizer::step;
     void step(const void *const *grads, std::size_t grad_count, Stream stream) override;
+    void begin_step(const void *const *grads, std::size_t grad_count, Stream stream, float *tops) override;
+    void finish_step(const float *tops, Stream stream) override;
+    bool shares_blocks() const noexcept override { return lowbit_.shares(); }
     void set_lr(double lr) override;
     const DeviceOptimizerOptions &options() const noexcept override { return options_; }
     int tensor_count() const noexcept override { return int(params_.size()); }
@@ -116,6 +119,7 @@ class CudaOptimizer final : public DeviceOptimizer {
     void read_state(int tensor, int slot, float *host) override;
     void write_master(int tensor, const float *host) override;
     void write_state(int tensor, int slot, const float *host) override;
+    void write_state(int tensor, int slot, const float *host, double first_top, double last_top) override;
     void set_step_count(int64_t steps) override;
     void set_loss_scale(double scale) override;
 
@@ -124,9 +128,14 @@ class CudaOptimizer final : public DeviceOptimizer {
     std::size_t checked(int tensor) const;
     float *master_of(std::size_t t) const;
     float *state_of(std::size_t t, int slot) const;
-    bool quantized(std::size_t t) const { return lowbit_index_[t] >= 0; }
-    void place_lowbit_state();
-    void read_lowbit(std::size_t t, int slot, std::vector<std::uint8_t> &codes, std::vector<float> &scales);
+    bool quantized(std::size_t t) const { return lowbit_.quantized(t); }
+    LowbitState::Copy copier() {
+        return [this](void *dst, const void *src, std::size_t bytes, cudaMemcpyKind kind, const char *what) {
+            copy(dst, src, bytes, kind, what);
+        };
+    }
+    void prepare(const void *const *grads, std::size_t grad_count, cudaStream_t stream);
+    void update(cudaStream_t stream);
     void bind_grads(const void *const *grads, cudaStream_t stream);
     StepHyper hyper() const;
     void wait_for(cudaStream_t stream, const char *what);
@@ -143,21 +152,18 @@ class CudaOptimizer final : public DeviceOptimizer {
     ChunkPlan state_plan_; // the tensors with full-precision state: their update chunks and fp32 state
     DeviceBuffer tensors_, chunks_, tensor_chunks_, master_, state_, norm_partials_, lamb_partials_, tensor_lr_;
     DeviceBuffer update_chunks_; // state_plan_'s chunks when some tensors are quantized (else chunks_ serves)
-    // Low-bit state (lowbit.hpp's format, whole tensors: no block is shared with anyone): per
-    // quantized tensor and slot its codes and scales in lowbit_, the kernels' tables.
+    // Low-bit state (lowbit.hpp's format over each tensor's slice; blocks that other ranks share
+    // are scaled by the maxima that finish_step is given).
     StatePrecision precision_ = StatePrecision::full;
-    std::vector<int> lowbit_index_;              // per tensor: its row in lowbit_entries_, or -1
-    std::vector<LowbitEntry> lowbit_entries_;    // host copy of the device table
-    std::vector<Chunk> lowbit_groups_;
-    DeviceBuffer lowbit_, lowbit_table_, lowbit_group_table_, lowbit_books_;
+    LowbitState lowbit_;
     DeviceBuffer control_, scalars_;
     std::vector<const void *> bound_grads_; // what the device table points at
     cudaStream_t last_stream_ = nullptr;    // where the last work on this optimizer was enqueued
     Event done_;                            // wait_for's
 };
 
-CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const DeviceOptimizerOptions &options,
-                             int device, Stream stream)
+CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const std::vector<TensorSlice> &slices,
+                             const DeviceOptimizerOptions &options, int device, Stream stream)
     : options_(options), device_(device), params_(params), last_stream_(stream) {
     done_.create();
     const std::unique_ptr<Optimizer> rule = Optimizer::create(options.optimizer); // slot count, initial values
@@ -178,22 +184,16 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
     plan_ = plan_chunks(counts, addresses, elem);
     // Quantized tensors keep codes and scales instead of fp32 state, and take the low-bit kernel.
     precision_ = options.optimizer.state_precision;
-    lowbit_index_.assign(params.size(), -1);
+    lowbit_ = LowbitState(precision_, slots_, counts, slices);
     std::vector<std::size_t> state_counts = counts;
     for (std::size_t t = 0; t < params.size(); ++t)
-        if (lowbit::quantizes(precision_, counts[t])) {
-            lowbit_index_[t] = int(lowbit_entries_.size());
-            lowbit_entries_.emplace_back();
-            lowbit_entries_.back().tensor = int32_t(t);
-            state_counts[t] = 0;
-        }
-    state_plan_ = lowbit_entries_.empty() ? plan_ : plan_chunks(state_counts, addresses, elem);
+        if (quantized(t)) state_counts[t] = 0;
+    state_plan_ = !lowbit_.any() ? plan_ : plan_chunks(state_counts, addresses, elem);
 
     const std::size_t fp32_bytes = std::size_t(plan_.fp32_elements) * sizeof(float);
     if (mixed()) master_ = DeviceBuffer(fp32_bytes, "master weights");
     state_ = DeviceBuffer(std::size_t(state_plan_.fp32_elements) * sizeof(float) * std::size_t(slots_),
                           "optimizer state");
-    place_lowbit_state();
 
     std::vector<TensorEntry> entries(params.size());
     for (std::size_t t = 0; t < params.size(); ++t) {
@@ -206,11 +206,9 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
     const std::size_t chunk_count = plan_.chunks.size();
     tensors_ = upload(entries, "tensor table", stream);
     chunks_ = upload(plan_.chunks, "chunk table", stream);
-    if (!lowbit_entries_.empty()) {
+    if (lowbit_.any()) {
         update_chunks_ = upload(state_plan_.chunks, "full-precision chunk table", stream);
-        lowbit_table_ = upload(lowbit_entries_, "low-bit tensor table", stream);
-        lowbit_group_table_ = upload(lowbit_groups_, "low-bit group table", stream);
-        lowbit_books_ = upload(std::vector<LowbitBooks>{make_lowbit_books()}, "low-bit codebooks", stream);
+        lowbit_.create(stream); // every code and scale 0, as the host space starts it (decodes to 0)
     }
     norm_partials_ = DeviceBuffer(std::max<std::size_t>(chunk_count, 1) * sizeof(double), "gradient norm partials");
     if (options.optimizer.kind == OptimizerKind::lamb) {
@@ -231,9 +229,6 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
     for (int k = 0; k < slots_; ++k)
         launch_fill(state_.as<float>() + std::size_t(k) * std::size_t(state_plan_.fp32_elements),
                     state_plan_.fp32_elements, float(rule->state_initial_value(k)), stream);
-    // Low-bit state 0: every code and scale 0, as the CPU's host space starts it (decodes to 0).
-    if (lowbit_.bytes() > 0)
-        check(cudaMemsetAsync(lowbit_.get(), 0, lowbit_.bytes(), stream), "zeroing the low-bit optimizer state");
 
     preload_tables();
     preload_step_control();
@@ -241,12 +236,12 @@ CudaOptimizer::CudaOptimizer(const std::vector<DeviceTensor> &params, const Devi
     switch (options.optimizer.kind) {
     case OptimizerKind::sgd:
         preload_sgd(options.dtype);
-        if (!lowbit_entries_.empty()) preload_lowbit_sgd(options.dtype, lowbit::code_bits(precision_));
+        if (lowbit_.any()) preload_lowbit_sgd(options.dtype, lowbit_.bits());
         break;
     case OptimizerKind::adam:
     case OptimizerKind::adamw:
         preload_adam(options.dtype);
-        if (!lowbit_entries_.empty()) preload_lowbit_adam(options.dtype, lowbit::code_bits(precision_));
+        if (lowbit_.any()) preload_lowbit_adam(options.dtype, lowbit_.bits());
         break;
     case OptimizerKind::rmsprop: preload_rmsprop(options.dtype); break;
     case OptimizerKind::adagrad: preload_adagrad(options.dtype); break;
@@ -266,9 +261,9 @@ CudaOptimizer::~CudaOptimizer() {
     try {
         DeviceGuard guard(device_); // the buffers are freed on their own device
         for (DeviceBuffer *buffer : {&tensors_, &chunks_, &tensor_chunks_, &master_, &state_, &norm_partials_,
-                                     &lamb_partials_, &tensor_lr_, &control_, &scalars_, &update_chunks_, &lowbit_,
-                                     &lowbit_table_, &lowbit_group_table_, &lowbit_books_})
+                                     &lamb_partials_, &tensor_lr_, &control_, &scalars_, &update_chunks_})
             *buffer = DeviceBuffer();
+        lowbit_.release();
         done_.destroy();
     } catch (...) { // the device is gone (process teardown): the buffers' destructors still run
     }
@@ -288,45 +283,6 @@ float *CudaOptimizer::master_of(std::size_t t) const {
 float *CudaOptimizer::state_of(std::size_t t, int slot) const {
     return state_.as<float>() + std::size_t(slot) * std::size_t(state_plan_.fp32_elements) +
            state_plan_.fp32_offsets[t];
-}
-
-// Codes and scales of every quantized tensor's slots in one buffer (each array 16-byte aligned),
-// and the group table of the low-bit launch: kLowbitGroup elements a row, counted from each
-// tensor's first element, so a group holds whole quantization blocks.
-void CudaOptimizer::place_lowbit_state() {
-    if (lowbit_entries_.empty()) return;
-    const auto aligned = [](std::size_t bytes) { return (bytes + 15) / 16 * 16; };
-    std::size_t total = 0;
-    std::vector<std::size_t> at;
-    for (const LowbitEntry &entry : lowbit_entries_) {
-        const std::size_t count = params_[std::size_t(entry.tensor)].count;
-        for (int k = 0; k < slots_; ++k) {
-            at.push_back(total);
-            total += aligned(lowbit::code_bytes(precision_, 0, count));
-            at.push_back(total);
-            total += aligned(lowbit::blocks_touched(precision_, 0, count) * sizeof(float));
-        }
-    }
-    lowbit_ = DeviceBuffer(total, "low-bit optimizer state");
-    std::size_t next = 0;
-    for (std::size_t i = 0; i < lowbit_entries_.size(); ++i) {
-        LowbitEntry &entry = lowbit_entries_[i];
-        for (int k = 0; k < slots_; ++k) {
-            entry.codes[k] = lowbit_.as<std::uint8_t>() + at[next++];
-            entry.scales[k] = reinterpret_cast<float *>(lowbit_.as<char>() + at[next++]);
-        }
-        const std::size_t count = params_[std::size_t(entry.tensor)].count;
-        for (std::size_t offset = 0; offset < count; offset += kLowbitGroup) {
-            Chunk group;
-            group.tensor = int32_t(i);
-            group.count = int32_t(std::min<std::size_t>(kLowbitGroup, count - offset));
-            group.offset = int64_t(offset);
-            lowbit_groups_.push_back(group);
-        }
-    }
-    require(lowbit_groups_.size() <= std::size_t(std::numeric_limits<int32_t>::max()), ErrorCode::invalid_argument,
-            "the quantized tensors need " + std::to_string(lowbit_groups_.size()) + " blocks of " +
-                std::to_string(kLowbitGroup) + " elements, more than one launch can cover");
 }
 
 // Validates every gradient pointer (only the ones that changed cost a driver query), then
@@ -378,13 +334,35 @@ StepHyper CudaOptimizer::hyper() const {
 }
 
 void CudaOptimizer::step(const void *const *grads, std::size_t grad_count, Stream stream) {
+    prepare(grads, grad_count, stream);
+    update(stream);
+}
+
+void CudaOptimizer::begin_step(const void *const *grads, std::size_t grad_count, Stream stream, float *tops) {
+    prepare(grads, grad_count, stream);
+    if (!lowbit_.shares() || params_.empty()) return;
+    DeviceGuard guard(device_);
+    const LowbitLaunch maxima = lowbit_.launch(tensors_.as<TensorEntry>(), scalars_.as<StepScalars>(), flags_,
+                                               options_.dtype, stream, true);
+    if (options_.optimizer.kind == OptimizerKind::sgd) launch_lowbit_sgd(maxima);
+    else launch_lowbit_adam(maxima);
+    lowbit_.read_tops(tops, copier());
+}
+
+void CudaOptimizer::finish_step(const float *tops, Stream stream) {
+    DeviceGuard guard(device_);
+    if (lowbit_.shares()) lowbit_.write_tops(tops, copier());
+    update(stream);
+}
+
+// Binds the gradients, the norm pass and the step's decisions (step control): what the update reads.
+void CudaOptimizer::prepare(const void *const *grads, std::size_t grad_count, cudaStream_t stream) {
     require(grad_count == params_.size(), ErrorCode::invalid_argument,
             "step got " + std::to_string(grad_count) + " gradients for " + std::to_string(params_.size()) +
                 " tensors");
     require(grads != nullptr, ErrorCode::invalid_argument, "grads must not be null");
     DeviceGuard guard(device_);
     bind_grads(grads, stream);
-
     ChunkLaunch launch;
     launch.tensors = tensors_.as<TensorEntry>();
     launch.chunks = chunks_.as<Chunk>();
@@ -393,37 +371,40 @@ void CudaOptimizer::step(const void *const *grads, std::size_t grad_count, Strea
     launch.flags = flags_;
     launch.dtype = options_.dtype;
     launch.stream = stream;
-    const bool any = launch.chunk_count > 0;
-    if (norm_pass_ && any) launch_grad_sumsq(launch, norm_partials_.as<double>());
+    if (norm_pass_ && launch.chunk_count > 0) launch_grad_sumsq(launch, norm_partials_.as<double>());
     launch_step_control(control_.as<StepControl>(), scalars_.as<StepScalars>(), norm_partials_.as<double>(),
                         norm_pass_ ? launch.chunk_count : 0, hyper(), stream);
     last_stream_ = stream;
-    if (!any) return;
+}
+
+// The update of every tensor, after prepare() on the same stream.
+void CudaOptimizer::update(cudaStream_t stream) {
+    DeviceGuard guard(device_);
+    ChunkLaunch launch;
+    launch.tensors = tensors_.as<TensorEntry>();
+    launch.chunks = chunks_.as<Chunk>();
+    launch.chunk_count = int(plan_.chunks.size());
+    launch.scalars = scalars_.as<StepScalars>();
+    launch.flags = flags_;
+    launch.dtype = options_.dtype;
+    launch.stream = stream;
+    last_stream_ = stream;
+    if (launch.chunk_count == 0) return;
     // The update: the full-precision tensors' chunks only, then the quantized tensors' groups.
-    if (!lowbit_entries_.empty()) {
+    if (lowbit_.any()) {
         launch.chunks = update_chunks_.as<Chunk>();
         launch.chunk_count = int(state_plan_.chunks.size());
     }
-    LowbitLaunch low;
-    low.tensors = launch.tensors;
-    low.entries = lowbit_table_.as<LowbitEntry>();
-    low.groups = lowbit_group_table_.as<Chunk>();
-    low.group_count = int(lowbit_groups_.size());
-    low.books = lowbit_books_.as<LowbitBooks>();
-    low.scalars = launch.scalars;
-    low.flags = launch.flags;
-    low.dtype = launch.dtype;
-    low.bits = lowbit::code_bits(precision_);
-    low.stream = stream;
+    const LowbitLaunch low = lowbit_.launch(launch.tensors, launch.scalars, launch.flags, launch.dtype, stream, false);
     switch (options_.optimizer.kind) {
     case OptimizerKind::sgd:
         if (launch.chunk_count > 0) launch_sgd(launch);
-        launch_lowbit_sgd(low);
+        if (lowbit_.any()) launch_lowbit_sgd(low);
         break;
     case OptimizerKind::adam:
     case OptimizerKind::adamw:
         if (launch.chunk_count > 0) launch_adam(launch);
-        launch_lowbit_adam(low);
+        if (lowbit_.any()) launch_lowbit_adam(low);
         break;
     case OptimizerKind::rmsprop: launch_rmsprop(launch); break;
     case OptimizerKind::adagrad: launch_adagrad(launch); break;
@@ -503,24 +484,8 @@ void CudaOptimizer::read_state(int tensor, int slot, float *host) {
             "state slot " + std::to_string(slot) + " out of range [0, " + std::to_string(slots_) + ")");
     require(host != nullptr || params_[t].count == 0, ErrorCode::invalid_argument, "host buffer must not be null");
     DeviceGuard guard(device_);
-    if (quantized(t)) { // decoded on the host, as the CPU's checkpoints hold low-bit state
-        std::vector<std::uint8_t> codes;
-        std::vector<float> scales;
-        read_lowbit(t, slot, codes, scales);
-        lowbit::decode_slice(LowBitArray{codes.data(), scales.data()}, precision_, slot == 0, 0, params_[t].count,
-                             host);
-        return;
-    }
+    if (quantized(t)) return lowbit_.read(t, slot, host, copier()); // decoded, as the CPU's checkpoints hold it
     copy(host, state_of(t, slot), params_[t].count * sizeof(float), cudaMemcpyDeviceToHost, "reading optimizer state");
-}
-
-void CudaOptimizer::read_lowbit(std::size_t t, int slot, std::vector<std::uint8_t> &codes, std::vector<float> &scales) {
-    const LowbitEntry &entry = lowbit_entries_[std::size_t(lowbit_index_[t])];
-    codes.resize(lowbit::code_bytes(precision_, 0, params_[t].count));
-    scales.resize(lowbit::blocks_touched(precision_, 0, params_[t].count));
-    copy(codes.data(), entry.codes[slot], codes.size(), cudaMemcpyDeviceToHost, "reading low-bit codes");
-    copy(scales.data(), entry.scales[slot], scales.size() * sizeof(float), cudaMemcpyDeviceToHost,
-         "reading low-bit scales");
 }
 
 void CudaOptimizer::write_master(int tensor, const float *host) {
@@ -535,24 +500,15 @@ void CudaOptimizer::write_master(int tensor, const float *host) {
     }
 }
 
-void CudaOptimizer::write_state(int tensor, int slot, const float *host) {
+void CudaOptimizer::write_state(int tensor, int slot, const float *host) { write_state(tensor, slot, host, -1.0, -1.0); }
+
+void CudaOptimizer::write_state(int tensor, int slot, const float *host, double first_top, double last_top) {
     const std::size_t t = checked(tensor);
     require(slot >= 0 && slot < slots_, ErrorCode::invalid_argument,
             "state slot " + std::to_string(slot) + " out of range [0, " + std::to_string(slots_) + ")");
     require(host != nullptr || params_[t].count == 0, ErrorCode::invalid_argument, "host buffer must not be null");
     DeviceGuard guard(device_);
-    if (quantized(t)) { // each block's scale its largest |value|, each value its nearest code (lowbit.hpp)
-        // (A 4-bit tensor of odd size leaves its last byte's high nibble 0: no element reads it.)
-        std::vector<std::uint8_t> codes(lowbit::code_bytes(precision_, 0, params_[t].count), 0);
-        std::vector<float> scales(lowbit::blocks_touched(precision_, 0, params_[t].count), 0.0f);
-        lowbit::encode_slice(LowBitArray{codes.data(), scales.data()}, precision_, slot == 0, 0, params_[t].count,
-                             host);
-        const LowbitEntry &entry = lowbit_entries_[std::size_t(lowbit_index_[t])];
-        copy(entry.codes[slot], codes.data(), codes.size(), cudaMemcpyHostToDevice, "writing low-bit codes");
-        copy(entry.scales[slot], scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice,
-             "writing low-bit scales");
-        return;
-    }
+    if (quantized(t)) return lowbit_.write(t, slot, host, first_top, last_top, copier());
     copy(state_of(t, slot), host, params_[t].count * sizeof(float), cudaMemcpyHostToDevice, "writing optimizer state");
 }
 
@@ -584,7 +540,23 @@ std::unique_ptr<DeviceOptimizer> DeviceOptimizer::create(const std::vector<Devic
     require(!params.empty(), ErrorCode::invalid_argument, "the optimizer needs at least one parameter tensor");
     const int device = resolve_device(options.device);
     DeviceGuard guard(device);
-    return std::make_unique<CudaOptimizer>(params, options, device, stream);
+    return std::make_unique<CudaOptimizer>(params, std::vector<TensorSlice>(params.size()), options, device, stream);
 }
+
+namespace detail {
+
+std::unique_ptr<SlicedOptimizer> create_sliced_optimizer(const std::vector<DeviceTensor> &params,
+                                                         const std::vector<TensorSlice> &slices,
+                                                         const DeviceOptimizerOptions &options, Stream stream) {
+    validate(options);
+    require(!params.empty(), ErrorCode::invalid_argument, "the optimizer needs at least one parameter tensor");
+    require(slices.size() == params.size(), ErrorCode::invalid_argument,
+            std::to_string(slices.size()) + " slices for " + std::to_string(params.size()) + " tensors");
+    const int device = resolve_device(options.device);
+    DeviceGuard guard(device);
+    return std::make_unique<CudaOptimizer>(params, slices, options, device, stream);
+}
+
+} // namespace detail
 
 } // namespace shardopt::cuda

@@ -89,16 +89,53 @@ __device__ __forceinline__ std::uint32_t block_top(std::uint32_t bits, std::uint
     return top;
 }
 
-// The new scale of x's block (every thread calls it), x's code stored, and the scale by the
-// block's first element. Scale 0 (an all-zero block) encodes with 1 / scale taken as 0.
+struct Element {
+    int64_t e;      // code index (the element's index in its tensor, for a whole tensor)
+    int64_t at;     // index in the entry's parameters, gradient and master weights: e - first
+    bool active;    // inside the slice
+    int count_left; // elements of the group from this one on
+};
+
+__device__ __forceinline__ Element this_element(const Chunk &group, const LowbitEntry &q) {
+    const int i = int(threadIdx.x);
+    const int64_t e = group.offset + i;
+    return {e, e - q.first, i < group.count && e >= q.first, group.count - i};
+}
+
+// Which end of the slice e's block is, where that block is shared with other ranks: 0 the first
+// block, 1 the last, -1 neither (or not shared).
+template <int Bits> __device__ __forceinline__ int shared_end(const LowbitEntry &q, int64_t e) {
+    const int64_t block = e / kQuantBlock<Bits>;
+    if (q.shared[0] && block == 0) return 0;
+    if (q.shared[1] && block == (q.end - 1) / kQuantBlock<Bits>) return 1;
+    return -1;
+}
+
+// The new maximum of x's block (every thread calls it). The maxima pass (`maxima`) stores it for
+// a shared block, by the block's first element in the slice, and nothing else. The update takes
+// for a shared block the maximum combined across ranks (the larger, as the CPU rule's std::max),
+// then stores x's code, and the scale by the block's first element in the slice. Scale 0 (an
+// all-zero block) encodes with 1 / scale taken as 0.
 template <int Bits, int Slot>
-__device__ __forceinline__ void encode_store(float x, bool active, int64_t e, int count_left,
-                                             const SharedBooks<Bits> &books, std::uint32_t (&tops)[kBlockThreads / 32],
-                                             std::uint8_t *codes, float *scales) {
+__device__ __forceinline__ void encode_store(float x, const Element &at, bool maxima, const LowbitEntry &q,
+                                             const SharedBooks<Bits> &books, std::uint32_t (&tops)[kBlockThreads / 32]) {
+    const bool active = at.active;
+    const int64_t e = at.e;
     const std::uint32_t top = block_top<Bits>(active ? lowbit_float_bits(x) & 0x7fffffffu : 0u, tops);
-    const float scale = lowbit_bits_float(top);
+    float scale = lowbit_bits_float(top);
+    const bool leads = active && (e % kQuantBlock<Bits> == 0 || e == q.first); // the block's first element here
+    const int end = shared_end<Bits>(q, e);
+    if (maxima) {
+        if (leads && end >= 0) q.tops[end * kLowbitSlots + Slot] = scale;
+        return;
+    }
+    if (end >= 0) {
+        const float combined = q.tops[end * kLowbitSlots + Slot];
+        scale = scale < combined ? combined : scale;
+    }
     const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
     const float y = x * inv;
+    std::uint8_t *codes = q.codes[Slot];
     if constexpr (Bits == 8) {
         const std::uint8_t code =
             encode8_search(books.thresholds[Slot], books.count[Slot], books.zero[Slot], Slot == 0,
@@ -109,22 +146,14 @@ __device__ __forceinline__ void encode_store(float x, bool active, int64_t e, in
         const unsigned high = __shfl_down_sync(0xffffffffu, code, 1); // the odd neighbour's (same warp)
         if (active && (e & 1) == 0) {
             std::uint8_t &byte = codes[e >> 1];
-            // A tensor's odd last element has no partner: the high nibble is left as it was.
-            byte = count_left > 1 ? std::uint8_t(code | high << 4) : std::uint8_t((byte & 0xf0u) | code);
+            // A slice's odd last element has no partner: the high nibble is left as it was.
+            byte = at.count_left > 1 ? std::uint8_t(code | high << 4) : std::uint8_t((byte & 0xf0u) | code);
+        } else if (active && e == q.first) { // a slice from an odd code: the low nibble is not its own
+            std::uint8_t &byte = codes[e >> 1];
+            byte = std::uint8_t((byte & 0x0fu) | code << 4);
         }
     }
-    if (active && e % kQuantBlock<Bits> == 0) scales[e / kQuantBlock<Bits>] = scale;
-}
-
-struct Element {
-    int64_t e;      // index in the tensor
-    bool active;    // inside the tensor
-    int count_left; // elements of the group from this one on
-};
-
-__device__ __forceinline__ Element this_element(const Chunk &group) {
-    const int i = int(threadIdx.x);
-    return {group.offset + i, i < group.count, group.count - i};
+    if (leads) q.scales[Slot][e / kQuantBlock<Bits>] = scale;
 }
 
 template <class P, int Bits>
@@ -143,26 +172,29 @@ __global__ void __launch_bounds__(kBlockThreads)
     const Chunk group = groups[blockIdx.x];
     const LowbitEntry q = entries[group.tensor];
     const TensorEntry &tensor = tensors[q.tensor];
-    const Element at = this_element(group);
+    const Element at = this_element(group, q);
     const int64_t e = at.e;
+    const bool maxima = flags & kLowbitMaxima; // the new moments' maxima only: nothing written
     float m_i = 0.0f, v_i = 0.0f;
     if (at.active) {
         const P *grad = static_cast<const P *>(tensor.grad);
-        float p = __ldcg(tensor.master + e);
+        float p = __ldcg(tensor.master + at.at);
         if (decoupled) p *= s.decay_factor;
-        float g = s.sign * (to_float(__ldcg(grad + e)) * s.grad_scale);
+        float g = s.sign * (to_float(__ldcg(grad + at.at)) * s.grad_scale);
         if (l2) g += s.weight_decay * p;
         const float m_old = code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>];
         const float v_old = code_value<Bits>(q.codes[1], e, book.values[1]) * q.scales[1][e / kQuantBlock<Bits>];
         m_i = m_old + s.one_minus_beta1 * (g - m_old);
         v_i = v_old * s.beta2 + s.one_minus_beta2 * g * g;
-        const float denom = sqrtf(v_i) * s.inv_bias_correction2_sqrt + s.eps;
-        p = p - s.step_size * m_i / denom;
-        __stcg(tensor.master + e, p);
-        if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + e, from_float<P>(p));
+        if (!maxima) {
+            const float denom = sqrtf(v_i) * s.inv_bias_correction2_sqrt + s.eps;
+            p = p - s.step_size * m_i / denom;
+            __stcg(tensor.master + at.at, p);
+            if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + at.at, from_float<P>(p));
+        }
     }
-    encode_store<Bits, 0>(m_i, at.active, e, at.count_left, book, tops[0], q.codes[0], q.scales[0]);
-    encode_store<Bits, 1>(v_i, at.active, e, at.count_left, book, tops[1], q.codes[1], q.scales[1]);
+    encode_store<Bits, 0>(m_i, at, maxima, q, book, tops[0]);
+    encode_store<Bits, 1>(v_i, at, maxima, q, book, tops[1]);
 }
 
 template <class P, int Bits>
@@ -181,25 +213,28 @@ __global__ void __launch_bounds__(kBlockThreads)
     const Chunk group = groups[blockIdx.x];
     const LowbitEntry q = entries[group.tensor];
     const TensorEntry &tensor = tensors[q.tensor];
-    const Element at = this_element(group);
+    const Element at = this_element(group, q);
     const int64_t e = at.e;
+    const bool maxima = flags & kLowbitMaxima; // the new buffer's maxima only: nothing written
     float b = 0.0f;
     if (at.active) {
         const P *grad = static_cast<const P *>(tensor.grad);
-        float p = __ldcg(tensor.master + e);
-        float g = s.sign * (to_float(__ldcg(grad + e)) * s.grad_scale);
+        float p = __ldcg(tensor.master + at.at);
+        float g = s.sign * (to_float(__ldcg(grad + at.at)) * s.grad_scale);
         if (decay) g += s.weight_decay * p;
         if (first)
             b = g;
         else
             b = (code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>]) * s.momentum +
                 s.one_minus_dampening * g;
-        const float direction = nesterov ? g + s.momentum * b : b;
-        p -= s.lr * direction;
-        __stcg(tensor.master + e, p);
-        if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + e, from_float<P>(p));
+        if (!maxima) {
+            const float direction = nesterov ? g + s.momentum * b : b;
+            p -= s.lr * direction;
+            __stcg(tensor.master + at.at, p);
+            if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + at.at, from_float<P>(p));
+        }
     }
-    encode_store<Bits, 0>(b, at.active, e, at.count_left, book, tops, q.codes[0], q.scales[0]);
+    encode_store<Bits, 0>(b, at, maxima, q, book, tops);
 }
 
 // launch_<name> and preload_<name> of a low-bit kernel template kernel<P, Bits>.

@@ -41,18 +41,29 @@ struct LowbitBooks {
     float thresholds4[kLowbitSlots][15];
 };
 
-// One quantized tensor: its row in the tensor table (parameters, gradient, master weights) and
-// per slot its codes (8-bit: a byte each; 4-bit: two a byte, the even element in the low
-// nibble) and block scales, blocks counted from the tensor's first element.
+// One quantized tensor, or a slice of one (the step engine's shards): its row in the tensor table
+// (parameters, gradient, master weights: the slice's elements) and per slot its codes (8-bit: a
+// byte each; 4-bit: two a byte, the even code in the low nibble) and block scales, blocks counted
+// from the tensor's first element (lowbit.hpp's LowBitArray: the arrays start at the slice's first
+// block, and element i of the slice has code index first + i).
+//
+// A slice's first or last block may be cut by a shard boundary (shared[0], shared[1]): its scale
+// is then the maximum over every rank's part. A maxima pass (kLowbitMaxima) writes this slice's
+// part of each such block's new maximum into tops[end * kLowbitSlots + slot] (end 0: the first
+// block, 1: the last); the update then reads the maxima combined across ranks from there.
 struct LowbitEntry {
     std::int32_t tensor = 0;
     std::uint8_t *codes[kLowbitSlots] = {};
     float *scales[kLowbitSlots] = {};
+    std::int64_t first = 0;           // the slice's offset in its tensor modulo the block (0: whole tensor)
+    std::int64_t end = 0;             // first + the slice's elements
+    std::int32_t shared[2] = {0, 0};  // first / last block shared with other ranks
+    float *tops = nullptr;            // [2][kLowbitSlots] where some block is shared, else null
 };
 
-// A launch has one block per group of kLowbitGroup elements of one quantized tensor (the
-// Chunk rows of the group table: tensor = the LowbitEntry's index): one 8-bit block or two
-// 4-bit blocks, one element per thread.
+// A launch has one block per group of kLowbitGroup code indices of one quantized tensor (the
+// Chunk rows of the group table: tensor = the LowbitEntry's index, offset a multiple of
+// kLowbitGroup from code index 0): one 8-bit block or two 4-bit blocks, one element per thread.
 constexpr int kLowbitGroup = 256;
 
 SHARDOPT_HOST_DEVICE std::uint32_t lowbit_float_bits(float x) {

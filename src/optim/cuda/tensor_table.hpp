@@ -41,6 +41,7 @@ enum UpdateFlags : uint32_t {
     kMomentum = 1u << 3,    // SGD / RMSprop momentum > 0
     kNesterov = 1u << 4,
     kCentered = 1u << 5,    // RMSprop
+    kLowbitMaxima = 1u << 6, // the low-bit kernels' maxima pass: shared blocks' new maxima, nothing written
 };
 
 } // namespace shardopt::cuda::detail
