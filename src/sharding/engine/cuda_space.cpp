@@ -22,6 +22,8 @@
 #include "cuda/cuda_device.hpp"
 #include "cuda/cuda_event.hpp"
 #include "cuda/device_buffer.hpp"
+#include "../../optim/cuda/sliced_optimizer.hpp"
+#include "../../optim/lowbit.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
 #include "comm/gpu/host_buffer_comm.hpp"
@@ -87,28 +89,47 @@ class CudaBuffer final : public SpaceBuffer {
     DeviceBuffer buffer_;
 };
 
-// DeviceOptimizer over the non-empty spans (it has nothing to do for an empty one, and needs at
-// least one tensor): span i is tensor tensor_of_[i], or -1. With every span empty there is no
+// The CUDA optimizer over the non-empty spans (it has nothing to do for an empty one, and needs
+// at least one tensor): span i is tensor tensor_of_[i], or -1. With every span empty there is no
 // optimizer and step() does nothing. The update rule is the plain one of OptimizerOptions:
 // clipping, the finite check and loss scaling are the engine's business, so they are off here.
+//
+// Low-bit state: each span is a slice of its tensor (TensorSlice: where it lies, the tensor's size,
+// which of its end blocks other ranks share), laid out and quantized as the host updater does. A
+// block that other ranks hold parts of is scaled by the maximum over every part: begin_step runs
+// the kernels' maxima pass and adds this rank's maxima into the step's statistics (the rule's
+// phase 0, as the CPU rule's begin_step), the engine combines them across the group, and apply
+// hands the combined maxima to the update. Checkpoints cross as decoded values; restoring a split
+// block takes its other parts' largest |value| (restore_parts / write_state), as the host does.
 class CudaUpdater final : public SpanUpdater {
   public:
     CudaUpdater(const std::vector<Span> &params, DType dtype, const OptimizerOptions &options, int device,
                 cudaStream_t stream)
-        : stream_(stream) {
-        slots_ = Optimizer::create(options)->state_slots(); // validates the options, optimizer or not
+        : stream_(stream), rule_(Optimizer::create(options)), precision_(options.state_precision) {
+        slots_ = rule_->state_slots(); // validates the options, optimizer or not
         require(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, ErrorCode::invalid_argument,
                 std::string("parameter dtype must be f32, bf16 or f16, got ") + dtype_name(dtype));
         std::vector<cuda::DeviceTensor> tensors;
-        std::size_t elements = 0;
+        std::vector<cuda::detail::TensorSlice> slices;
         for (const Span &span : params) {
-            counts_.push_back(span.count);
+            spans_.push_back(span);
             tensor_of_.push_back(span.count == 0 ? -1 : int(tensors.size()));
-            if (span.count > 0) tensors.push_back(cuda::DeviceTensor{span.data, span.count});
-            elements += span.count;
+            if (span.count == 0) continue;
+            tensors.push_back(cuda::DeviceTensor{span.data, span.count});
+            cuda::detail::TensorSlice slice;
+            slice.offset = span.offset;
+            slice.tensor_count = std::max(span.shape.count, span.offset + span.count);
+            slice.shared_first = span.shared_first != Span::npos;
+            slice.shared_last = span.shared_last != Span::npos;
+            slices.push_back(slice);
+            // Bytes as the host updater counts them: codes and scales of a quantized slot, else fp32.
+            for (int k = 0; k < slots_; ++k)
+                state_bytes_ += quantized(span, k) ? lowbit::code_bytes(precision_, span.offset, span.count) +
+                                                         lowbit::blocks_touched(precision_, span.offset, span.count) *
+                                                             sizeof(float)
+                                                   : span.count * sizeof(float);
+            if (dtype != DType::f32) state_bytes_ += span.count * sizeof(float); // master weights
         }
-        // fp32 state per slot, and fp32 master weights when the parameters are bf16/f16.
-        state_bytes_ = elements * sizeof(float) * std::size_t(slots_ + (dtype == DType::f32 ? 0 : 1));
         if (tensors.empty()) return;
         cuda::DeviceOptimizerOptions o;
         o.optimizer = options;
@@ -117,24 +138,34 @@ class CudaUpdater final : public SpanUpdater {
         o.skip_nonfinite = false;
         o.loss_scaling.mode = cuda::LossScaling::none;
         o.device = device;
-        optimizer_ = cuda::DeviceOptimizer::create(tensors, o, stream);
+        optimizer_ = cuda::detail::create_sliced_optimizer(tensors, slices, o, stream);
         grads_.reserve(tensors.size());
+        if (optimizer_->shares_blocks()) tops_.assign(tensors.size() * cuda::detail::kTopsPerTensor, 0.0f);
     }
 
     // The kernels compute LAMB's per-tensor norms themselves: the space only runs it on whole
-    // tensors (check_supported), so there is nothing to combine across ranks, and no other phase.
-    void begin_step(const std::vector<const void *> &grads, double *) override {
-        require(grads.size() == counts_.size(), ErrorCode::invalid_argument,
-                "step got " + std::to_string(grads.size()) + " gradients for " + std::to_string(counts_.size()) +
+    // tensors (check_supported). Low-bit blocks shared with other ranks: this rank's part of
+    // their new maxima into the statistics (Span::stats[0] + shared block * slots + slot, max).
+    void begin_step(const std::vector<const void *> &grads, double *stats) override {
+        require(grads.size() == spans_.size(), ErrorCode::invalid_argument,
+                "step got " + std::to_string(grads.size()) + " gradients for " + std::to_string(spans_.size()) +
                     " spans");
         grads_.clear();
         for (std::size_t i = 0; i < grads.size(); ++i)
             if (tensor_of_[i] >= 0) grads_.push_back(grads[i]);
+        if (!optimizer_ || tops_.empty()) return;
+        optimizer_->begin_step(grads_.data(), grads_.size(), stream_, tops_.data());
+        require(stats != nullptr, ErrorCode::internal, "low-bit state with shared blocks needs statistics");
+        each_shared_top([&](std::size_t at, float &top) { stats[at] = std::max(stats[at], double(top)); });
     }
 
     void continue_step(int, double *) override {}
-    void apply(const double *) override {
-        if (optimizer_) optimizer_->step(grads_.data(), grads_.size(), stream_);
+    void apply(const double *stats) override {
+        if (!optimizer_) return;
+        if (tops_.empty()) return optimizer_->step(grads_.data(), grads_.size(), stream_);
+        require(stats != nullptr, ErrorCode::internal, "low-bit state with shared blocks needs statistics");
+        each_shared_top([&](std::size_t at, float &top) { top = float(stats[at]); }); // a float's maximum: exact
+        optimizer_->finish_step(tops_.data(), stream_);
     }
 
     void set_lr(double lr) override {
@@ -150,9 +181,32 @@ class CudaUpdater final : public SpanUpdater {
         if (tensor >= 0) optimizer_->read_state(tensor, slot, static_cast<float *>(host));
     }
 
-    void write_state(int span, int slot, const void *host, const double *) override {
+    // A split low-bit block takes the largest |value| of its other parts (`restored`, combined
+    // across the group from every rank's restore_parts), as HostUpdater::write_state.
+    void write_state(int span, int slot, const void *host, const double *restored) override {
         const int tensor = tensor_of(span, slot);
-        if (tensor >= 0) optimizer_->write_state(tensor, slot, static_cast<const float *>(host));
+        if (tensor < 0) return;
+        const Span &s = spans_[std::size_t(span)];
+        const auto *in = static_cast<const float *>(host);
+        if (!quantized(s, slot)) return optimizer_->write_state(tensor, slot, in);
+        auto top = [&](std::size_t shared) {
+            if (shared == Span::npos) return -1.0;
+            require(restored != nullptr, ErrorCode::internal, "low-bit state of a split block written alone");
+            return restored[s.restore + shared * std::size_t(slots_) + std::size_t(slot)];
+        };
+        optimizer_->write_state(tensor, slot, in, top(s.shared_first), top(s.shared_last));
+    }
+
+    void restore_parts(int span, int slot, const void *host, double *parts) const override {
+        const Span &s = spans_.at(std::size_t(span));
+        if (s.count == 0 || !quantized(s, slot)) return;
+        const auto *in = static_cast<const float *>(host);
+        auto add = [&](std::size_t shared, double v) {
+            double &at = parts[s.restore + shared * std::size_t(slots_) + std::size_t(slot)];
+            at = std::max(at, v);
+        };
+        if (s.shared_first != Span::npos) add(s.shared_first, lowbit::head_top(precision_, s.offset, s.count, in));
+        if (s.shared_last != Span::npos) add(s.shared_last, lowbit::tail_top(precision_, s.offset, s.count, in));
     }
 
     void set_step_count(std::int64_t steps) override {
@@ -163,18 +217,37 @@ class CudaUpdater final : public SpanUpdater {
   private:
     // The optimizer's tensor of span `span` (-1 for an empty span), after range checks.
     int tensor_of(int span, int slot) const {
-        require(span >= 0 && std::size_t(span) < counts_.size(), ErrorCode::invalid_argument,
-                "span " + std::to_string(span) + " out of range [0, " + std::to_string(counts_.size()) + ")");
+        require(span >= 0 && std::size_t(span) < spans_.size(), ErrorCode::invalid_argument,
+                "span " + std::to_string(span) + " out of range [0, " + std::to_string(spans_.size()) + ")");
         require(slot >= 0 && slot < slots_, ErrorCode::invalid_argument,
                 "state slot " + std::to_string(slot) + " out of range [0, " + std::to_string(slots_) + ")");
         return tensor_of_[std::size_t(span)];
     }
+    bool quantized(const Span &span, int slot) const { return rule_->quantized(slot, span.shape); }
+
+    // f(where in the statistics, the optimizer's maximum) for each shared end block of each
+    // quantized span and each slot (SlicedOptimizer's tops layout).
+    template <typename F> void each_shared_top(F &&f) {
+        const std::size_t slots = std::size_t(slots_);
+        for (std::size_t i = 0; i < spans_.size(); ++i) {
+            const Span &s = spans_[i];
+            if (tensor_of_[i] < 0 || !quantized(s, 0)) continue;
+            float *tops = tops_.data() + std::size_t(tensor_of_[i]) * cuda::detail::kTopsPerTensor;
+            for (std::size_t k = 0; k < slots; ++k) {
+                if (s.shared_first != Span::npos) f(s.stats[0] + s.shared_first * slots + k, tops[k]);
+                if (s.shared_last != Span::npos) f(s.stats[0] + s.shared_last * slots + k, tops[2 + k]);
+            }
+        }
+    }
 
     cudaStream_t stream_;
-    std::vector<std::size_t> counts_;
+    std::unique_ptr<Optimizer> rule_; // which slots of which tensors are quantized
+    StatePrecision precision_;
+    std::vector<Span> spans_;
     std::vector<int> tensor_of_;
-    std::unique_ptr<cuda::DeviceOptimizer> optimizer_;
+    std::unique_ptr<cuda::detail::SlicedOptimizer> optimizer_;
     std::vector<const void *> grads_; // step()'s gradients of the non-empty spans (kept: no allocation per step)
+    std::vector<float> tops_;         // the shared blocks' maxima (SlicedOptimizer::begin_step), or empty
     int slots_ = 0;
     std::size_t state_bytes_ = 0;
 };
@@ -216,11 +289,6 @@ class CudaSpace final : public Space {
         require(!(optimizer.kind == OptimizerKind::lamb && tensors_split), ErrorCode::unsupported,
                 "LAMB in cuda memory needs whole tensors on each rank: use ddp or local_sgd (or host memory, which "
                 "reduces LAMB's per-tensor norms across shards)");
-        require(optimizer.state_precision == StatePrecision::full, ErrorCode::unsupported,
-                std::string("state_precision ") + state_precision_name(optimizer.state_precision) +
-                    " in cuda memory: the sharded CUDA space keeps full-precision state (a block cut by a shard "
-                    "boundary needs its maximum combined across ranks; use full, host memory, or "
-                    "cuda::DeviceOptimizer for whole tensors)");
     }
 
     SpaceBufferPtr allocate(std::size_t bytes, const char *what) override {
