@@ -5,10 +5,11 @@
 // compiled for the host, so the CUDA space must give the very bits of host memory.
 //
 // For 8-bit and 4-bit state, Adam, AdamW (weight decay) and SGD with momentum, and DDP, ZeRO-1,
-// ZeRO-2 and FSDP over the whole world: the same layout as unit.lowbit_engine (quantized tensors of
-// 5000, 9017 and 4096 elements, no multiple of either block but the last, and a small one that keeps
-// full state), so at 2 and 3 ranks shard boundaries cut blocks and their scales are the maxima over
-// every rank's part. Every rank steps on the same coarse gradients (mixed signs, exactly
+// ZeRO-2 and FSDP over the whole world, and ZeRO-2 with ZeRO-Offload (cpu_offload_optimizer: the
+// CPU rule over host copies of the state): the same layout as unit.lowbit_engine (quantized
+// tensors of 5000, 9017 and 4096 elements, no multiple of either block but the last, and a small
+// one that keeps full state), so at 2 and 3 ranks shard boundaries cut blocks and their scales
+// are the maxima over every rank's part. Every rank steps on the same coarse gradients (mixed signs, exactly
 // representable: the average is the same at any world size), so the reference is one host-memory
 // DDP rank (unit.lowbit_engine shows host memory the same bits under every strategy and world size).
 // Checked, after `steps` steps:
@@ -21,7 +22,8 @@
 //     part): a fresh CUDA optimizer that loaded the CUDA bytes, and one that loaded the host
 //     reference's bytes, then 2 more steps on each, on the trained one and on the reference: all
 //     the same parameters bit for bit;
-//   - at one rank, memory_stats().optimizer_state_bytes equal to host memory's (codes and scales).
+//   - at one rank, memory_stats().optimizer_state_bytes equal to host memory's (codes and scales;
+//     without offload, which moves the state to host memory).
 // One line per case: "PASS 8bit adam zero2 ranks=3".
 //
 //   lowbit_engine_main --backend staged|nccl [--steps N] [--verbose]
@@ -183,13 +185,14 @@ int skip_reason(const std::string &backend) {
 // One case on every rank alike; failures are recorded, never acted on, so every rank makes the
 // same collective calls.
 std::vector<std::string> run_case(const CommunicatorPtr &comm, StatePrecision precision, OptimizerKind kind,
-                                  Strategy strategy, int steps) {
+                                  Strategy strategy, bool offload, int steps) {
     std::vector<std::string> failures;
     const OptimizerOptions o = rule(kind, precision);
     const std::vector<float> init = initial_values(element_count());
     ShardingOptions device;
     device.strategy = strategy;
     device.memory = MemorySpace::cuda; // on the legacy default stream: the cudaMemcpy calls here are ordered with it
+    device.cpu_offload_optimizer = offload;
     ShardingOptions host;
     host.strategy = Strategy::ddp;
     auto host_optimizer = [&](const float *params) {
@@ -206,7 +209,7 @@ std::vector<std::string> run_case(const CommunicatorPtr &comm, StatePrecision pr
     if (same_bits(parameters(*reference), init)) failures.push_back("the reference did not train");
     const std::string params_diff = first_difference(parameters(*trained), parameters(*reference));
     if (params_diff != "none") failures.push_back("parameters after " + std::to_string(steps) + " steps: " + params_diff);
-    if (comm->size() == 1 && trained->memory_stats().optimizer_state_bytes != reference->memory_stats().optimizer_state_bytes)
+    if (comm->size() == 1 && !offload && trained->memory_stats().optimizer_state_bytes != reference->memory_stats().optimizer_state_bytes)
         failures.push_back("optimizer_state_bytes " + std::to_string(trained->memory_stats().optimizer_state_bytes) +
                            ", host memory's " + std::to_string(reference->memory_stats().optimizer_state_bytes));
 
@@ -283,13 +286,18 @@ int main(int argc, char **argv) {
     int failed = 0, cases = 0;
     for (StatePrecision precision : {StatePrecision::bits8, StatePrecision::bits4})
         for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::sgd})
-            for (Strategy strategy : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::fsdp}) {
+            for (int variant = 0; variant < 5; ++variant) {
+                // ddp, zero1, zero2, fsdp; then zero2 with ZeRO-Offload (the CPU rule on host copies)
+                const Strategy strategies[] = {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::fsdp,
+                                               Strategy::zero2};
+                const Strategy strategy = strategies[variant];
+                const bool offload = variant == 4;
                 const std::string name = std::string(state_precision_name(precision)) + " " +
                                          optimizer_kind_name(kind) + " " + strategy_name(strategy) +
-                                         " ranks=" + std::to_string(comm->size());
+                                         (offload ? "+offload" : "") + " ranks=" + std::to_string(comm->size());
                 std::vector<std::string> failures;
                 try {
-                    failures = run_case(comm, precision, kind, strategy, args.steps);
+                    failures = run_case(comm, precision, kind, strategy, offload, args.steps);
                     cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the case");
                 } catch (const std::exception &e) {
                     std::printf("FAIL %s rank=%d: %s\n", name.c_str(), comm->rank(), e.what());
