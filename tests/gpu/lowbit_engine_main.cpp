@@ -2,7 +2,9 @@
 // against host memory, bit for bit. Every process of the job runs this as one rank
 // (tools/shardopt-run -n N -- lowbit_engine_main --backend staged); on the CUDA stand-in
 // (gpu_emulated.lowbit_engine.staged.np1/np2/np3) the kernels are the CPU rules' arithmetic
-// compiled for the host, so the CUDA space must give the very bits of host memory.
+// compiled for the host, so with --exact the CUDA space must give the very bits of host memory. On
+// a GPU, whose low-bit kernels match the CPU rule within 2 ulp of the parameters per step (tests/gpu),
+// the parameters must agree within kTolerance and the state is not compared value for value.
 //
 // For 8-bit and 4-bit state, Adam, AdamW (weight decay) and SGD with momentum, and DDP, ZeRO-1,
 // ZeRO-2 and FSDP over the whole world, and ZeRO-2 with ZeRO-Offload (cpu_offload_optimizer: the
@@ -26,7 +28,7 @@
 //     without offload, which moves the state to host memory).
 // One line per case: "PASS 8bit adam zero2 ranks=3".
 //
-//   lowbit_engine_main --backend staged|nccl [--steps N] [--verbose]
+//   lowbit_engine_main --backend staged|nccl [--exact] [--steps N] [--verbose]
 //
 // Exit codes: 0 passed; 77 (skipped) without a CUDA device or the backend, decided by every rank
 // alike before joining; 1 on a failure; 2 on bad arguments.
@@ -54,6 +56,10 @@
 using namespace shardopt;
 
 namespace {
+
+// max |cuda - host| / (1 + |host|) on a GPU: a few steps at lr 0.01 moved by ulps stay far below it,
+// while a block scaled by a wrong maximum moves its elements by about a code's step (1e-3 and more).
+constexpr double kTolerance = 1e-5;
 
 void cuda_ok(cudaError_t status, const char *what) {
     if (status != cudaSuccess)
@@ -134,14 +140,16 @@ bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Where the first differing element is, for the report.
-std::string first_difference(const std::vector<float> &got, const std::vector<float> &want) {
+// "none", or how many elements differ (exact: in any bit; else by more than kTolerance) and the first.
+std::string first_difference(const std::vector<float> &got, const std::vector<float> &want, bool exact) {
     if (got.size() != want.size()) return "sizes " + std::to_string(got.size()) + " and " + std::to_string(want.size());
     std::size_t count = 0, first = got.size();
-    for (std::size_t i = 0; i < got.size(); ++i)
-        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const double d = std::abs(double(got[i]) - double(want[i])) / (1.0 + std::abs(double(want[i])));
+        if (exact ? std::memcmp(&got[i], &want[i], sizeof(float)) != 0 : !(d <= kTolerance)) {
             if (count++ == 0) first = i;
         }
+    }
     if (count == 0) return "none";
     char text[160];
     std::snprintf(text, sizeof text, "%zu elements differ, the first at %zu: %.9g, want %.9g", count, first,
@@ -163,6 +171,7 @@ std::vector<unsigned char> data_of(const std::vector<unsigned char> &bytes) {
 struct Args {
     std::string backend;
     int steps = 3;
+    bool exact = false;
     bool verbose = false;
 };
 
@@ -185,7 +194,7 @@ int skip_reason(const std::string &backend) {
 // One case on every rank alike; failures are recorded, never acted on, so every rank makes the
 // same collective calls.
 std::vector<std::string> run_case(const CommunicatorPtr &comm, StatePrecision precision, OptimizerKind kind,
-                                  Strategy strategy, bool offload, int steps) {
+                                  Strategy strategy, bool offload, int steps, bool exact) {
     std::vector<std::string> failures;
     const OptimizerOptions o = rule(kind, precision);
     const std::vector<float> init = initial_values(element_count());
@@ -207,7 +216,7 @@ std::vector<std::string> run_case(const CommunicatorPtr &comm, StatePrecision pr
         step_with(*reference, g, false);
     }
     if (same_bits(parameters(*reference), init)) failures.push_back("the reference did not train");
-    const std::string params_diff = first_difference(parameters(*trained), parameters(*reference));
+    const std::string params_diff = first_difference(parameters(*trained), parameters(*reference), exact);
     if (params_diff != "none") failures.push_back("parameters after " + std::to_string(steps) + " steps: " + params_diff);
     if (comm->size() == 1 && !offload && trained->memory_stats().optimizer_state_bytes != reference->memory_stats().optimizer_state_bytes)
         failures.push_back("optimizer_state_bytes " + std::to_string(trained->memory_stats().optimizer_state_bytes) +
@@ -218,7 +227,7 @@ std::vector<std::string> run_case(const CommunicatorPtr &comm, StatePrecision pr
     const std::vector<unsigned char> host_bytes = reference->serialize();
     auto through_host = host_optimizer(nullptr);
     through_host->deserialize(device_bytes);
-    if (data_of(through_host->serialize()) != data_of(host_bytes))
+    if (exact && data_of(through_host->serialize()) != data_of(host_bytes))
         failures.push_back("the state serialized from cuda memory differs from host memory's");
 
     // Restores into cuda memory, from either's bytes; then 2 more steps everywhere.
@@ -241,7 +250,7 @@ std::vector<std::string> run_case(const CommunicatorPtr &comm, StatePrecision pr
                    {"a cuda optimizer restored from its own bytes", *from_device},
                    {"a cuda optimizer restored from host memory's bytes", *from_host}};
     for (const auto &r : resumed) {
-        const std::string diff = first_difference(parameters(r.opt), want);
+        const std::string diff = first_difference(parameters(r.opt), want, exact);
         if (diff != "none") failures.push_back(std::string(r.name) + ", 2 steps later: " + diff);
     }
     return failures;
@@ -257,13 +266,15 @@ int main(int argc, char **argv) {
             args.backend = argv[++i];
         else if (a == "--steps" && i + 1 < argc)
             args.steps = std::atoi(argv[++i]);
+        else if (a == "--exact")
+            args.exact = true;
         else if (a == "--verbose")
             args.verbose = true;
         else
             args.backend.clear(), i = argc;
     }
     if ((args.backend != "staged" && args.backend != "nccl") || args.steps < 1) {
-        std::fprintf(stderr, "usage: %s --backend staged|nccl [--steps N] [--verbose]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s --backend staged|nccl [--exact] [--steps N] [--verbose]\n", argv[0]);
         return 2;
     }
     BootstrapConfig config;
@@ -297,7 +308,7 @@ int main(int argc, char **argv) {
                                          (offload ? "+offload" : "") + " ranks=" + std::to_string(comm->size());
                 std::vector<std::string> failures;
                 try {
-                    failures = run_case(comm, precision, kind, strategy, offload, args.steps);
+                    failures = run_case(comm, precision, kind, strategy, offload, args.steps, args.exact);
                     cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the case");
                 } catch (const std::exception &e) {
                     std::printf("FAIL %s rank=%d: %s\n", name.c_str(), comm->rank(), e.what());
