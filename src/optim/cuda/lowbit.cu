@@ -7,7 +7,14 @@
 // (code value times the block's scale), advance them and move the parameter, reduce the new
 // moments' absolute maxima over the quantization block (the new scales, on the float bits as the
 // CPU does, a NaN the largest), then encode each moment as its nearest code (lowbit_codes.hpp).
-// Slot 0 (m, SGD's momentum) uses the signed maps, slot 1 (v) the unsigned ones. Bytes per f32
+// Slot 0 (m, SGD's momentum) uses the signed maps, slot 1 (v) the unsigned ones.
+//
+// An entry may be a slice of a bigger tensor (the step engine's shards, LowbitEntry::first): its
+// groups count code indices from the tensor's block boundaries, and a block cut by the slice's
+// ends whose other parts other ranks hold (LowbitEntry::shared) takes the maximum over every part.
+// The maxima pass (kLowbitMaxima) computes the new moments of those blocks' groups and stores
+// only their maxima (LowbitEntry::tops); the update then scales each such block by the larger of
+// its own maximum and the combined one the host wrote back there. Bytes per f32
 // parameter: 8-bit Adam reads p, g (8), m and v codes (2) and their scales (8/256), and writes p,
 // m, v codes and scales: about 16.06; 4-bit: about 14.12.
 #include "cuda/cuda_check.hpp"
