@@ -59,6 +59,7 @@ class NcclComm final : public Communicator, public gpu::detail::DeviceComm {
     // Enqueues on the lane's stream (under the handle's mutex; handle null: a copy, no NCCL
     // call) and waits, bounded by the timeout, for completion with every check between polls.
     void issue(Handle *handle, Lane &lane, const Call &call, const char *what, const Enqueue &enqueue);
+    void run_alone(const Call &call); // world size 1: the result is the input
     void run_collective(const Call &call);
     void run_send(const Call &call);
     void run_recv(const Call &call);
