@@ -15,13 +15,15 @@ import sys
 
 
 def parse_ours(path):
-    """params -> params_per_s of shardopt's f32 Adam without gradient checks."""
+    """params -> params_per_s of shardopt's f32 Adam with full-precision state, without gradient checks (the low-bit
+    rows, state=8bit / 4bit, are another comparison)."""
     ours = {}
     with open(path) as f:
         for line in f:
             fields = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', line))
             if (fields.get("name") == "optim_gpu" and fields.get("optimizer") == "adam"
-                    and fields.get("dtype") == "f32" and fields.get("grad_checks") == "off"):
+                    and fields.get("dtype") == "f32" and fields.get("grad_checks") == "off"
+                    and fields.get("state", "full") == "full"):
                 ours[int(fields["params"])] = float(fields["params_per_s"])
     return ours
 
