@@ -2,7 +2,8 @@
 # ./dev bench calibrate: this machine's alpha (latency) and beta (bandwidth) per level and its CPU
 # update rate, written as planner profiles (docs/planning.md):
 #   intra     2 UCX ranks on this host, the shared-memory paths: alpha = an 8-byte allreduce,
-#             bandwidth from a 64 MiB allreduce as the bytes it moves through memory ((3n-1) S = 5 S)
+#             bandwidth from a 64 MiB allreduce as the bytes it moves through memory ((3n-1) S = 5 S);
+#             and with two ranks per core (crowded_Bps): the 64 MiB allreduce's (3n-1) S over its time
 #   loopback  2 UCX ranks over TCP on this host (SHARDOPT_SHM=0 UCX_TLS=tcp): alpha, and the ring's
 #             S / (T - 2 alpha) (written under "measured"; the planner's levels are intra and inter)
 #   inter     2 network namespaces (bench/hosts.sh's netns_hosts.sh) with links shaped to RATE by tc:
@@ -40,6 +41,9 @@ ar() { # label env... -- : allreduce at 8 B and BIG over 2 local ranks
 }
 ar intra SHARDOPT_SHM=1
 ar loopback SHARDOPT_SHM=0 UCX_TLS=tcp
+CROWD=$((2 * $(nproc))) # ranks outnumbering the cores: they take turns on them
+"$RUN" -n "$CROWD" --timeout 300 -- "$BIN" --mode allreduce --bytes "$BIG" --iters "$ITERS" | strip |
+  sed "s/^/level=intra_crowded /" | tee -a "$LOG"
 "$BIN" --mode update --params 16e6 --iters 5 | sed 's/^/level=update ranks=1 /' | tee -a "$LOG"
 cores=$(nproc)
 pids=()
@@ -71,9 +75,9 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "bench/calibrate: not root: no namespaces, no inter level"
 fi
-python3 - "$LOG" "$OUT" "$BIG" "$MID" $RATES <<'PY'
+python3 - "$LOG" "$OUT" "$BIG" "$MID" "$CROWD" $RATES <<'PY'
 import json, re, sys, os
-log, out, big, mid, rates = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5:]
+log, out, big, mid, crowd, rates = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6:]
 rows = []
 for line in open(log):
     d = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', line))
@@ -90,6 +94,9 @@ def fit(level, moved, rate=None):  # T(S) = steps alpha + moved S / B from the m
     B = moved * (s2 - s1) / max(T2 - T1, 1e-9)
     return {"latency_s": max(0.0, T1 - moved * s1 / B), "bandwidth_Bps": B, "small_latency_s": small}
 intra = fit('intra', 5.0)  # 2 ranks: (3n - 1) S through memory
+crowded_T = t('intra_crowded', big)
+if intra and crowded_T:  # crowd ranks on half as many cores, the same bytes through memory
+    intra["crowded_Bps"] = (3 * crowd - 1) * big / crowded_T
 intra_a, intra_T = t('intra', 8), t('intra', big)
 def ring2(level, rate=None):  # 2 ranks, a ring: 2 steps, S each way over the link
     f = fit(level, 1.0, rate)
@@ -113,7 +120,8 @@ for rate in rates or ['none']:
          "measured": {"loopback": ring2('loopback'), "intra_allreduce_s": {"8": intra_a, str(int(big)): intra_T}}}
     path = os.path.join(out, f"profile-{rate}.json")
     json.dump(p, open(path, 'w'), indent=2)
-    print(f"profile {path}: intra {intra['latency_s']*1e6:.1f} us {intra['bandwidth_Bps']/1e9:.2f} GB/s, "
+    print(f"profile {path}: intra {intra['latency_s']*1e6:.1f} us {intra['bandwidth_Bps']/1e9:.2f} GB/s "
+          f"(crowded {intra.get('crowded_Bps', 0)/1e9:.2f}), "
           f"inter {inter['latency_s']*1e6:.1f} us {inter['bandwidth_Bps']/1e9:.3f} GB/s (one flow {inter['single_flow_Bps']/1e9:.3f}), "
           f"update {p['update']['bandwidth_Bps']/1e9:.2f} GB/s per rank, {sum(host)/1e9:.2f} GB/s per host")
 PY

@@ -26,6 +26,14 @@ fi
 # Muon against AdamW on the same MLPs.
 "$BUILD/bench/bench_optim_lowbit"
 "$BUILD/bench/bench_optimizer_quality"
+# The same kind of problem in torch, against the peers: shardopt's 8-bit / 4-bit Adam (through
+# shardopt.torch) and torchao's Adam8bit / Adam4bit, each against fp32 torch.optim.Adam
+# (bench/lowbit_peers.py; ./dev bench optim installs torchao).
+if python3 -c "import torch" >/dev/null 2>&1 && [ -d "$BUILD/bindings/python/shardopt" ]; then
+  PYTHONPATH="$BUILD/bindings/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$HERE/lowbit_peers.py" 2>/dev/null
+else
+  echo 'name=lowbit_peer skipped=yes reason="no torch, or no Python package in the build"'
+fi
 
 if [ ! -x "$BUILD/bench/bench_optim_gpu" ]; then
   echo 'name=optim_gpu skipped=yes reason="shardopt was built without CUDA"'

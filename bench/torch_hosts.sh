@@ -2,9 +2,11 @@
 # ./dev bench torch_hosts: bench/torch.sh's training step across hosts: 2 network namespaces x 2 ranks joined by
 # links shaped to RATE (tests/hosts/netns_hosts.sh: veth through a bridge, netem or tbf), shardopt.torch over UCX
 # (TCP between the namespaces, shared memory inside one; hierarchical allreduce) against
-# torch.nn.parallel.DistributedDataParallel over Gloo (TCP), then shardopt with int8 gradient compression. The
-# ratios of the median step times against DDP, met against the issue's 2x and 3x, and the final losses (the same
-# within 1%), interleaved over ROUNDS rounds (the median of each side's rounds).
+# torch.nn.parallel.DistributedDataParallel over Gloo (TCP), then shardopt ZeRO-2 with its parameter gathers
+# overlapping the next forward (overlap_param_gather: the link busy during the forward too), then shardopt with
+# int8 gradient compression. The ratios of the median step times against DDP, met against the issue's 2x (either
+# uncompressed configuration) and 3x (int8), and the final losses (the same within 1%), interleaved over ROUNDS
+# rounds (the median of each side's rounds).
 #   BUILD=build bash bench/torch_hosts.sh   (RATE=1gbit DELAY=150us ROUNDS=2;
 #                                            TORCH_BENCH_ARGS="--width 2048 --layers 6 --steps 4", the model's size)
 set -uo pipefail
@@ -46,6 +48,8 @@ trap 'rm -f "$OUT"' EXIT
     one ddp GLOO_SOCKET_IFNAME=eth0 -- python3 "$ROOT/bench/torch_step.py" --impl ddp $ARGS
     # shellcheck disable=SC2086
     one int8 -- python3 "$ROOT/bench/torch_step.py" --impl shardopt --strategy ddp --compression int8 $ARGS
+    # shellcheck disable=SC2086
+    one zero2_overlap -- python3 "$ROOT/bench/torch_step.py" --impl shardopt --strategy zero2 --overlap-gather $ARGS
   done
 )
 python3 - "$OUT" "$RATE" <<'PY'
@@ -55,7 +59,7 @@ rows = {}
 for line in open(sys.argv[1]):
     kv = dict(f.split("=", 1) for f in line.split())
     rows.setdefault(kv["impl"], []).append(kv)
-need = ("shardopt_ddp", "ddp", "shardopt_ddp_int8")
+need = ("shardopt_ddp", "ddp", "shardopt_ddp_int8", "shardopt_zero2_overlap")
 if any(k not in rows for k in need):
     print(f"name=torch_hosts rate={sys.argv[2]} incomplete: have {sorted(rows)}")
     sys.exit(1)
@@ -66,6 +70,10 @@ r, r8 = step["ddp"] / step["shardopt_ddp"], step["ddp"] / step["shardopt_ddp_int
 print(f"name=torch_hosts_vs_ddp shape=2x2 rate={sys.argv[2]} params={rows['ddp'][0]['params']} rounds={len(rows['ddp'])} "
       f"shardopt_step_s={step['shardopt_ddp']:.3f} ddp_gloo_step_s={step['ddp']:.3f} ratio={r:.2f} target=2 "
       f"met={'yes' if r >= 2 else 'no'} same_loss={'yes' if same('shardopt_ddp') else 'no'}")
+rz = step["ddp"] / step["shardopt_zero2_overlap"]
+print(f"name=torch_hosts_zero2_overlap_vs_ddp shape=2x2 rate={sys.argv[2]} "
+      f"shardopt_zero2_overlap_step_s={step['shardopt_zero2_overlap']:.3f} ratio={rz:.2f} target=2 "
+      f"met={'yes' if rz >= 2 else 'no'} same_loss={'yes' if same('shardopt_zero2_overlap') else 'no'}")
 print(f"name=torch_hosts_int8_vs_ddp shape=2x2 rate={sys.argv[2]} shardopt_int8_step_s={step['shardopt_ddp_int8']:.3f} "
       f"ratio={r8:.2f} target=3 met={'yes' if r8 >= 3 else 'no'} same_loss={'yes' if same('shardopt_ddp_int8') else 'no'}")
 PY

@@ -24,6 +24,8 @@ p.add_argument("--batch", type=int, default=16, help="samples per rank")
 p.add_argument("--steps", type=int, default=6)
 p.add_argument("--warmup", type=int, default=2)
 p.add_argument("--compression", default=None, help="shardopt: int8, top_k, bf16, ...")
+p.add_argument("--overlap-gather", action="store_true",
+               help="shardopt ZeRO-1/2: the parameter gathers overlap the next forward (overlap_param_gather)")
 a = p.parse_args()
 torch.set_num_threads(int(os.environ.get("BENCH_TORCH_THREADS", "1")))
 
@@ -38,7 +40,8 @@ n_params = sum(p.numel() for p in model.parameters())
 if a.impl == "shardopt":
     from shardopt.torch import ShardedOptimizer
     opt = ShardedOptimizer(model, "adamw", lr=1e-4, strategy=a.strategy, update_threads=1,
-                           **({"compression": a.compression} if a.compression else {}))
+                           **({"compression": a.compression} if a.compression else {}),
+                           **({"overlap_param_gather": True} if a.overlap_gather else {}))
     rank, world = opt.rank, opt.world_size
 
     def mean_over_ranks(v):
@@ -95,7 +98,8 @@ rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 rss_max = mean_over_ranks(rss) * world  # sum over ranks, for the mean below
 if rank == 0:
     label = a.impl if a.impl != "shardopt" else f"shardopt_{a.strategy}" + (f"_{a.compression}" if a.compression
-                                                                              else "")
+                                                                              else "") + (
+        "_overlap" if a.overlap_gather else "")
     print(f"name=torch impl={label} ranks={world} params={n_params} batch_per_rank={a.batch} "
           f"step_s={statistics.median(times):.4f} min_step_s={min(times):.4f} steps={len(times)} "
           f"loss={final:.6f} mem_mb={held / 2**20:.1f} rss_mb={rss_max / world:.0f}", flush=True)

@@ -42,6 +42,10 @@ struct Link {
     // The latency of collectives up to 64 KiB (the shared-memory arena, recursive doubling);
     // 0: latency.
     double small_latency = 0.0;
+    // Inside a host of CPU ranks: what the shared-memory collectives move through memory per second
+    // when the host's ranks outnumber its cores (they take turns on the cores, and every hand-off
+    // waits for a scheduler round); calibrated with two ranks per core. 0: bandwidth.
+    double crowded_bandwidth = 0.0;
 };
 
 // hosts x ranks_per_host ranks. Ranks of one host reach each other through `intra` (shared

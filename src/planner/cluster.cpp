@@ -3,7 +3,7 @@
 //
 //   {"name": "...", "hosts": 2, "ranks_per_host": 4, "memory": "host" | "cuda",
 //    "device_memory_bytes": 0, "host_memory_bytes": 25769803776, "cores_per_host": 2,
-//    "intra": {"latency_s": 2e-6, "bandwidth_Bps": 8e9, "small_latency_s": 5e-7},
+//    "intra": {"latency_s": 2e-6, "bandwidth_Bps": 8e9, "small_latency_s": 5e-7, "crowded_Bps": 5e9},
 //    "inter": {"latency_s": 6e-5, "bandwidth_Bps": 1.25e8, "single_flow_Bps": 6e7},
 //    "update": {"bandwidth_Bps": 1.8e10, "host_bandwidth_Bps": 2.4e10, "gpu_bandwidth_Bps": 0},
 //    "pcie": {"latency_s": 1e-5, "bandwidth_Bps": 2.5e10}}
@@ -34,14 +34,16 @@ Link link(const json &j, const char *key, Link fallback) {
     require(l.is_object(), ErrorCode::invalid_argument, std::string("cluster profile: \"") + key + "\" must be an object");
     return Link{number(l, "latency_s", fallback.latency), number(l, "bandwidth_Bps", fallback.bandwidth),
                 number(l, "single_flow_Bps", fallback.single_flow_bandwidth),
-                number(l, "small_latency_s", fallback.small_latency)};
+                number(l, "small_latency_s", fallback.small_latency),
+                number(l, "crowded_Bps", fallback.crowded_bandwidth)};
 }
 
 json link_json(const Link &l) {
     return json{{"latency_s", l.latency},
                 {"bandwidth_Bps", l.bandwidth},
                 {"single_flow_Bps", l.single_flow_bandwidth},
-                {"small_latency_s", l.small_latency}};
+                {"small_latency_s", l.small_latency},
+                {"crowded_Bps", l.crowded_bandwidth}};
 }
 
 void positive(double v, const std::string &what) {
@@ -63,6 +65,7 @@ void validate_cluster(const Cluster &c) {
     if (c.ranks_per_host > 1) {
         positive(c.intra.bandwidth, "the bandwidth between ranks of a host (intra)");
         not_negative(c.intra.latency, "the latency between ranks of a host (intra)");
+        not_negative(c.intra.crowded_bandwidth, "the bandwidth between ranks of a crowded host (intra crowded_Bps)");
     }
     if (c.hosts > 1) {
         positive(c.inter.bandwidth, "the bandwidth between hosts (inter)");

@@ -13,7 +13,7 @@ constexpr double kSmallBytes = 64 << 10; // Tuning::small_bytes, ShmArena::kCapa
 
 // n ranks of one host. CPU ranks: the shared-memory paths, a latency per call (scaled when ranks
 // outnumber the cores: every wait is a scheduler round) and the memory traffic at the host's copy
-// bandwidth. GPUs: a ring over NVLink.
+// bandwidth (its crowded one when ranks outnumber the cores). GPUs: a ring over NVLink.
 Cost one_host(const Cluster &c, Collective kind, double bytes, int n) {
     Cost cost;
     if (n <= 1 || bytes <= 0) return cost;
@@ -39,7 +39,9 @@ Cost one_host(const Cluster &c, Collective kind, double bytes, int n) {
     const int cores = c.cores_per_host > 0 ? c.cores_per_host : n;
     const double crowd = std::max(1.0, double(n) / cores);
     const bool small = bytes / n <= kSmallBytes && c.intra.small_latency > 0; // in the arena
-    cost.seconds = (small ? c.intra.small_latency : c.intra.latency) * crowd + traffic / c.intra.bandwidth;
+    // Ranks outnumbering the cores copy in turns: the bandwidth measured that way, where known.
+    const double bandwidth = n > cores && c.intra.crowded_bandwidth > 0 ? c.intra.crowded_bandwidth : c.intra.bandwidth;
+    cost.seconds = (small ? c.intra.small_latency : c.intra.latency) * crowd + traffic / bandwidth;
     return cost;
 }
 

@@ -219,3 +219,92 @@ def test_tensor_on_another_device_and_other_mistakes():
         one_rank(lambda b: ShardedOptimizer(torch.nn.Linear(2, 2), strategy="zero4", backend=b))
     with pytest.raises(so.InvalidArgumentError, match="update_threads"):
         one_rank(lambda b: ShardedOptimizer(torch.nn.Linear(2, 2), backend=b, update_threads=-1))
+
+
+@pytest.mark.parametrize("strategy", ["zero1", "zero2"])
+@pytest.mark.parametrize("kind", ["mlp", "transformer"])
+def test_overlapped_parameter_gathers_train_the_same_bits(kind, strategy):
+    """overlap_param_gather: step() returns with the gathers in flight, each module's forward waits for its own;
+    f64 training is bit for bit the run without overlap, at 2 and 3 ranks."""
+    template, data = make_model(kind, torch.float64), make_data(kind, torch.float64)
+    for world in (2, 3):
+        want = train_ranks(template, data, world, strategy, **LR)
+        got = train_ranks(template, data, world, strategy, overlap_param_gather=True, **LR)
+        for g, w in zip(got, want):
+            assert all(torch.equal(a, b) for a, b in zip(g, w)), f"{kind} {strategy} at {world} ranks differs"
+
+
+def test_overlapped_gathers_are_waited_for_module_by_module_in_forward_order(mlp):
+    """After step() every bucket is pending; the forward gathers them one module at a time, first layer first, and
+    a checkpoint between step() and the forward completes them (it reads every parameter)."""
+    template, (x, y) = mlp
+
+    def body(backend):
+        model = copy.deepcopy(template)
+        opt = ShardedOptimizer(model, "adamw", strategy="zero2", backend=backend, overlap_param_gather=True,
+                               bucket_cap_mb=1e-4, **LR)  # a bucket per tensor
+        r = backend.rank
+        loss_fn(model, shard_of(x[0], r, 2), shard_of(y[0], r, 2)).backward()
+        opt.step()
+        gathers = opt._gathers
+        assert gathers.pending == frozenset(range(opt._so.bucket_count))
+        waited, real_wait = [], gathers.wait
+
+        def spy(buckets):
+            waited.append([b for b in buckets if b in gathers.pending])
+            real_wait(buckets)
+        gathers.wait = spy
+        loss_fn(model, shard_of(x[1], r, 2), shard_of(y[1], r, 2)).backward()
+        assert not gathers.pending
+        order = [b for w in waited for b in w]
+        assert order == sorted(order) and len(order) == opt._so.bucket_count, waited  # forward order, each once
+        first = [opt._bucket_of[opt._tensor_of[id(p)]] for p in model.parameters()]
+        assert first == sorted(first), "buckets are not in the modules' forward order"
+        opt.step()
+        state = opt.state_dict()  # between step() and the forward: waits for the gathers
+        assert not gathers.pending and state["shardopt"]["names"] == [n for n, _ in model.named_parameters()]
+        opt.close()
+    run_ranks(2, body)
+
+
+def test_overlap_param_gather_needs_zero1_or_zero2_over_a_module(mlp):
+    template, _ = mlp
+    with pytest.raises(ValueError, match="zero1' or 'zero2"):
+        ShardedOptimizer(copy.deepcopy(template), "adamw", strategy="fsdp", overlap_param_gather=True)
+    with pytest.raises(ValueError, match="nn.Module"):
+        ShardedOptimizer(list(copy.deepcopy(template).parameters()), "adamw", strategy="zero2",
+                         overlap_param_gather=True)
+
+
+def test_a_checkpoint_moves_between_bucket_orders():
+    """Overlapped gathers lay the buckets out in forward order, the default in backward order: a state_dict saved by
+    one loads into the other (the library matches tensors by name) and training goes on bit for bit (f64)."""
+    template, (x, y) = make_model("mlp", torch.float64), make_data("mlp", torch.float64)
+
+    def train(opt, model, r, steps):
+        for s in steps:
+            opt.zero_grad()
+            loss_fn(model, shard_of(x[s], r, 2), shard_of(y[s], r, 2)).backward()
+            opt.step()
+
+    def final(opt, model):
+        with opt.summon_full_params():
+            out = [p.detach().clone() for p in model.parameters()]
+        opt.close()
+        return out
+
+    def body(backend):
+        r = backend.rank
+        first = copy.deepcopy(template)
+        plain = ShardedOptimizer(first, "adamw", strategy="zero2", backend=backend, **LR)
+        train(plain, first, r, range(3))
+        state = plain.state_dict()
+        train(plain, first, r, range(3, 6))
+        want = final(plain, first)
+        second = copy.deepcopy(template)
+        overlapped = ShardedOptimizer(second, "adamw", strategy="zero2", backend=backend, overlap_param_gather=True,
+                                      **LR)
+        overlapped.load_state_dict(state)
+        train(overlapped, second, r, range(3, 6))
+        assert all(torch.equal(a, b) for a, b in zip(final(overlapped, second), want))
+    run_ranks(2, body)

@@ -19,6 +19,7 @@ from ..configuration import ParameterLayout, ShardingConfiguration
 from .. import optimizers as _opt
 from .. import sharding as _sh
 from .fsdp_units import FsdpUnits, assign_units, size_policy
+from .param_gather import OverlappedGathers
 
 _STRATEGIES = {"ddp": _sh.DDPOptimizer, "zero1": _sh.ZeRO1Optimizer, "zero2": _sh.ZeRO2Optimizer,
                "fsdp": _sh.FSDPOptimizer, "zero3": _sh.FSDPOptimizer, "local_sgd": _sh.LocalSGDOptimizer,
@@ -179,6 +180,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
     auto_wrap_policy (torch FSDP's signature, e.g. size_based_auto_wrap_policy or transformer_auto_wrap_policy with
     their arguments bound), by default each submodule holding at least min_unit_params (1M) parameters its own units
     did not take; reshard_after_forward (True) frees a unit after its forward and gathers it again for its backward.
+    overlap_param_gather (ZeRO-1/2 over a module; False): step() returns with the parameter gathers in flight and
+    each module's forward waits for its own parameters (param_gather.py), so the gathers overlap the next forward.
     Between steps its parameters hold no memory: read them inside summon_full_params(). Every rank must run the
     same forwards and backwards (each gather is a collective). Collective: every rank constructs it alike.
 
@@ -189,7 +192,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
     def __init__(self, module_or_params, optimizer="adamw", lr=1e-3, strategy="zero2", backend=None, *,
                  betas=None, max_grad_norm=0.0, bucket_cap_mb=25, overlap=True, compression=None,
-                 auto_wrap_policy=None, min_unit_params=1_000_000, reshard_after_forward=True, elastic=None,
+                 auto_wrap_policy=None, min_unit_params=1_000_000, reshard_after_forward=True,
+                 overlap_param_gather=False, elastic=None,
                  checkpoint_dir=None, checkpoint_every=None, min_workers=None, max_workers=None, **options):
         named, group = _params_of(module_or_params)
         if optimizer not in _OPTIMIZERS:
@@ -223,8 +227,13 @@ class ShardedOptimizer(torch.optim.Optimizer):
         _check_same_everywhere(self._backend, named, self._dtype)
         self._np_dtype = np.dtype(_DTYPES[self._dtype])
 
-        # backward order (as DDP buckets): the last layer's gradients come first
-        order = list(reversed(named))
+        if overlap_param_gather and (strategy not in ("zero1", "zero2") or not isinstance(module_or_params,
+                                                                                            torch.nn.Module)):
+            raise ValueError("overlap_param_gather overlaps ZeRO-1/2's parameter gathers with the next forward, "
+                             "module by module: it needs strategy 'zero1' or 'zero2' and an nn.Module")
+        # backward order (as DDP buckets): the last layer's gradients come first; with the parameter gathers
+        # overlapping the forward, forward order (the first bucket updated and gathered is the first one needed)
+        order = list(named) if overlap_param_gather else list(reversed(named))
         # FSDP over a module: units from its tree (fsdp_units.py), each one or more whole buckets
         per_unit = _STRATEGIES[strategy] is _sh.FSDPOptimizer and isinstance(module_or_params, torch.nn.Module)
         if per_unit:
@@ -239,6 +248,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
             else:
                 layout.add(name, p.numel())
         config = ShardingConfiguration(self._backend)
+        if overlap_param_gather:
+            config._s.overlap_param_gather = _n.SHARDOPT_ENABLE
         group_elems = max(1, int(bucket_cap_mb * 2 ** 20) // self._np_dtype.itemsize)
         config.minimum_parameter_group_size = group_elems
         if max_grad_norm:
@@ -278,6 +289,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self._strategy, self._fsdp = strategy, _STRATEGIES[strategy] is _sh.FSDPOptimizer
         self._order, self._max_grad_norm = order, float(max_grad_norm)
         self._tensor_of = {id(p): t for t, (_, p) in enumerate(order)}
+        given = {id(p): i for i, (_, p) in enumerate(named)}
+        self._torch_index = [given[id(p)] for _, p in order]  # torch's index: the order the parameters were given
+        self._names = [n for n, _ in named]
         self._bucket_of = [self._so.tensor_bucket(t) for t in range(len(order))]
         self._per_bucket = np.bincount(self._bucket_of, minlength=self._so.bucket_count).tolist()
         self._overlap, self._no_sync_depth, self._last = bool(overlap), 0, None
@@ -290,6 +304,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self._bind_parameters()
         self._begin()
         self._hooks = [p.register_post_accumulate_grad_hook(self._grad_accumulated) for _, p in order]
+        self._gathers = OverlappedGathers(self, module_or_params) if overlap_param_gather else None
 
     # ---- views of library memory ----
     def _view(self, address, count, shape):
@@ -362,8 +377,10 @@ class ShardedOptimizer(torch.optim.Optimizer):
     @contextlib.contextmanager
     def summon_full_params(self):
         """Collective: inside, every parameter holds its full current values (FSDP over a module frees its units
-        between uses; the other strategies hold them anyway). Read-only: changes are not written back."""
+        between uses; the other strategies hold them anyway, once overlapped gathers arrived). Read-only: changes are
+        not written back."""
         if self._units is None:
+            self._params_whole()
             yield
             return
         with torch.no_grad():
@@ -409,9 +426,17 @@ class ShardedOptimizer(torch.optim.Optimizer):
                 view.copy_(g.reshape(view.shape))
         self._release_units()
         self._last = self._so.step()
-        self._bind_parameters()
+        if self._gathers is not None:
+            self._gathers.issued()  # the parameters' addresses stay; their modules' forwards wait for them
+        else:
+            self._bind_parameters()
         self._begin()
         return loss
+
+    def _params_whole(self):
+        """Waits for the parameter gathers step() left in flight (overlap_param_gather)."""
+        if getattr(self, "_gathers", None) is not None:
+            self._gathers.wait_all()
 
     def clip_grad_norm_(self, max_norm, norm_type=2.0):
         """Global-norm clipping across shards happens inside step() (the library computes the norm of the averaged
@@ -434,12 +459,13 @@ class ShardedOptimizer(torch.optim.Optimizer):
     def state_dict(self):
         """Collective: the consolidated checkpoint (the same bytes on every rank, loadable at any world size and
         strategy) with torch's param_groups; torch.save writes it."""
+        self._params_whole()
         groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
         for g in groups:
             g["params"] = list(range(len(self._order)))
         return {"state": {}, "param_groups": groups,
                 "shardopt": {"checkpoint": bytes(self._so.serialize()), "world_size": self._backend.world_size,
-                             "strategy": self._strategy, "names": [n for n, _ in reversed(self._order)]}}
+                             "strategy": self._strategy, "names": list(self._names)}}
 
     def load_state_dict(self, state_dict):
         """Collective: loads state_dict()'s checkpoint, saved at any world size and strategy."""
@@ -447,6 +473,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         if not so_state or "checkpoint" not in so_state:
             raise ValueError("not a shardopt.torch state_dict (it has no 'shardopt' checkpoint): load a plain "
                              "torch.optim state_dict into a torch optimizer")
+        self._params_whole()
         self._release_units()
         self._so.deserialize(so_state["checkpoint"])
         for g, saved in zip(self.param_groups, state_dict.get("param_groups", [])):
@@ -457,12 +484,14 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
     def save(self, path, consolidated=False):
         """Collective: the library's checkpoint directory (every rank its shard, or one consolidated file)."""
+        self._params_whole()
         self._release_units()
         self._so.save_model(path, consolidated)
         self._bind_parameters()
 
     def load(self, path):
         """Collective: loads a checkpoint directory of either form, saved at any world size and strategy."""
+        self._params_whole()
         self._release_units()
         self._so.load_model(path)
         self.param_groups[0]["lr"] = self._lr_set = self._so.learning_rate
@@ -477,6 +506,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         torch. The library names the state as shardopt-ckpt export does (shardopt_checkpoint_describe). The same on
         every rank. The module's parameters: model.state_dict() (a collective under FSDP over a module, whose units
         hold nothing between steps)."""
+        self._params_whole()
         self._release_units()
         try:
             blob = bytes(self._so.serialize())
@@ -495,7 +525,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         names = info.state_names.split(",") if info.state_slots else []
         counts = [p.numel() for _, p in self._order]
         slots = []
-        for k in range(info.state_slots):  # each slot packed in the library's (backward) order
+        for k in range(info.state_slots):  # each slot packed in the library's order (self._order)
             packed = np.empty(info.element_count, self._np_dtype)
             _n.shardopt_checkpoint_read(blob, k, packed)
             slots.append(torch.from_numpy(packed).split(counts))
@@ -503,7 +533,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         scalar = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
         n, state = len(self._order), {}
         for t, (_, p) in enumerate(self._order):
-            i = n - 1 - t  # torch's index: the order the parameters were given
+            i = self._torch_index[t]
             entry = {"step": torch.tensor(float(info.step_count), dtype=scalar)} if info.torch_step else {}
             entry.update({name: slots[k][t].view(p.shape).clone() for k, name in enumerate(names)})
             state[i] = entry
@@ -555,6 +585,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
             return
         for h in self._hooks:
             h.remove()
+        if self._gathers is not None:
+            self._gathers.remove_hooks()
+            self._gathers.wait_all()
         if self._units is not None:
             self._units.remove_hooks()
             self._units.gather_all()
