@@ -267,6 +267,13 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
         initial = np.concatenate([p.detach().reshape(-1).numpy().astype(self._np_dtype, copy=False)
                                   for _, p in order]) if order else None
+        # the parameters become views of that copy until they are the library's (_bind_parameters): torch's own
+        # storage is freed now, not held beside the library's buffer through its creation (peak memory)
+        packed, at = torch.from_numpy(initial), 0
+        with torch.no_grad():
+            for _, p in order:
+                p.data, at = packed[at:at + p.numel()].view(p.shape), at + p.numel()
+        del packed
         self._so = _STRATEGIES[strategy](wrapped, config)
         elastic = checkpoint_dir is not None if elastic is None else bool(elastic)
         if elastic:  # the library's schedule and resume, made part of the collective creation
@@ -283,6 +290,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
         layout.close()
         self._strategy, self._fsdp = strategy, _STRATEGIES[strategy] is _sh.FSDPOptimizer
         self._order, self._max_grad_norm = order, float(max_grad_norm)
+        if not self._fsdp:  # the parameters the library's now, and the copy freed before anything else is allocated
+            self._units = None
+            self._bind_parameters()
         self._tensor_of = {id(p): t for t, (_, p) in enumerate(order)}
         self._bucket_of = [self._so.tensor_bucket(t) for t in range(len(order))]
         self._per_bucket = np.bincount(self._bucket_of, minlength=self._so.bucket_count).tolist()
