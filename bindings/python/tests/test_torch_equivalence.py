@@ -52,3 +52,7 @@ def test_f64_strategies_and_world_sizes_bit_for_bit(kind):
             runs[s, n] = got = train_ranks(template, data, n, s, bucket_cap_mb=0.004, min_unit_params=64, **LR)[0]
             assert all(torch.equal(a, b) for a, b in zip(got, runs["ddp", n])), f"{s} x{n} differs from ddp"
             assert max(relative_errors(got, want)) <= 1e-12, f"{s} x{n}: {relative_errors(got, want)}"
+        for s in ("zero2", "fsdp"):  # one gradient staging buffer: gradients wait for it as torch's own
+            got = train_ranks(template, data, n, s, bucket_cap_mb=0.004, min_unit_params=64, staging_buffers=1,
+                              **LR)[0]
+            assert all(torch.equal(a, b) for a, b in zip(got, runs["ddp", n])), f"{s} x{n}, 1 buffer, differs"

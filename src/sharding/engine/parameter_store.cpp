@@ -196,6 +196,25 @@ std::vector<unsigned char> ParameterStore::compose(const void *packed_host) cons
     return host;
 }
 
+void ParameterStore::unpack_in_place() {
+    require(!ctx_.plan.params_sharded(), ErrorCode::internal, "unpack_in_place: the parameters are sharded");
+    unsigned char *p = params_->data();
+    const std::size_t elem = ctx_.elem();
+    const std::vector<BucketLayout> &buckets = ctx_.layout.buckets();
+    std::size_t in = ctx_.layout.element_count();
+    // Last bucket first: each moves up (offset >= packed position), past packed bytes not yet moved.
+    for (auto bl = buckets.rbegin(); bl != buckets.rend(); ++bl) {
+        in -= bl->count;
+        std::memmove(p + bl->offset * elem, p + in * elem, bl->count * elem);
+    }
+    std::size_t at = 0; // the padding between and after the buckets
+    for (const BucketLayout &bl : buckets) {
+        std::memset(p + at, 0, bl.offset * elem - at);
+        at = (bl.offset + bl.count) * elem;
+    }
+    std::memset(p + at, 0, params_->bytes() - at);
+}
+
 void ParameterStore::write(const unsigned char *host) {
     if (ctx_.offload.params) std::memcpy(params_->data(), host, params_->bytes());
     else ctx_.space.copy_from_host(params_->data(), host, params_->bytes());

@@ -41,6 +41,9 @@ class ParameterStore {
     std::vector<unsigned char> compose(const void *packed_host) const;
     // Replaces the parameters at rest with `host` (bytes() bytes laid out as the resident buffer).
     void write(const unsigned char *host);
+    // Full buffer in host-accessible memory holding the packed parameters at its start: lays them
+    // out in place as the resident buffer (each bucket at its offset, padding 0).
+    void unpack_in_place();
 
     // --- the update's side ---
     // Segment s of the resident buffer.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "../../training/synchronous_epoch.hpp"
@@ -96,6 +97,20 @@ void StepEngine::set_initial_parameters(const void *initial) {
     // Every replica starts from rank 0's values, as PyTorch DDP does: ranks that were given
     // different initial values would otherwise drift apart for good.
     const std::size_t count = layout_.element_count();
+    if (!plan_.params_sharded() && space_->host_accessible() && !offload_.params) {
+        // Rank 0's packed values broadcast in the buffer where they will rest, then laid out there:
+        // creating holds no host copy of the parameters besides the caller's (two before: the
+        // packed copy broadcast, then the composed buffer). The same bytes sent, the same values.
+        params_->wait_gathers();
+        update_->before_params_replaced();
+        unsigned char *params = static_cast<unsigned char *>(params_->data());
+        std::memcpy(params, initial, count * ctx_.elem());
+        host_comms_.of(*grid_.data).broadcast(params, count, layout_.dtype(), 0);
+        params_->unpack_in_place();
+        update_->after_params_replaced();
+        reduction_->params_set(params, params_->bytes());
+        return;
+    }
     std::vector<unsigned char> packed(static_cast<const unsigned char *>(initial),
                                       static_cast<const unsigned char *>(initial) + count * ctx_.elem());
     host_comms_.of(*grid_.data).broadcast(packed.data(), count, layout_.dtype(), 0);

@@ -6,7 +6,6 @@ place where the library reduces. A post-accumulate-grad hook counts each bucket'
 starts the bucket's reduction (grad_ready) as soon as its last one arrived, overlapping the rest of backward."""
 import contextlib
 import hashlib
-import math
 import os
 
 import numpy as np
@@ -50,6 +49,9 @@ _HYPER = {"weight_decay": ("weight_decay", "weight_decay"), "momentum": ("moment
 # Muon's ns_coefficients = (a, b, c).
 _TUPLES = {"eps": ("epsilon", "epsilon2"), "ns_coefficients": ("newton_schulz_a", "newton_schulz_b", "newton_schulz_c")}
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+# ZeRO-2 and FSDP: the library's gradient staging buffers (each the size of the largest bucket) a rank holds: the
+# bucket backward is writing and the one before it, whose reduce-scatter runs meanwhile (docs/torch.md).
+_STAGING_POOL = 2
 
 
 def _params_of(module_or_params):
@@ -257,10 +259,14 @@ class ShardedOptimizer(torch.optim.Optimizer):
         if compression is not None:
             config.enable_gradient_compression = True
             config.gradient_compression = compression
-        total = sum(p.numel() for _, p in named)
-        # every bucket may be open at once (backward fills them in any order; no_sync keeps them open)
-        staging = len(named) + math.ceil(total / group_elems) + 1
-        options.setdefault("staging_buffers", staging)
+        # Sharded gradients (ZeRO-2, FSDP) go through the library's staging buffers, one per bucket being written:
+        # a bounded pool. A bucket takes one when backward first hands it a gradient and gives it back once its
+        # reduce-scatter is done; a gradient whose bucket finds the pool full of buckets still being written stays
+        # torch's own until one is free (or until step()), so no order of backward, unused parameter or no_sync()
+        # ever needs more (_grad_accumulated).
+        self._pooled = _STRATEGIES[strategy] in (_sh.ZeRO2Optimizer, _sh.FSDPOptimizer)
+        if self._pooled:
+            options.setdefault("staging_buffers", _STAGING_POOL)
         for field, value in options.items():
             public = getattr(ShardingConfiguration, field, None)
             if isinstance(public, property) or hasattr(public, "__set__"):
@@ -272,6 +278,13 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
         initial = np.concatenate([p.detach().reshape(-1).numpy().astype(self._np_dtype, copy=False)
                                   for _, p in order]) if order else None
+        # the parameters become views of that copy until they are the library's (_bind_parameters): torch's own
+        # storage is freed now, not held beside the library's buffer through its creation (peak memory)
+        packed, at = torch.from_numpy(initial), 0
+        with torch.no_grad():
+            for _, p in order:
+                p.data, at = packed[at:at + p.numel()].view(p.shape), at + p.numel()
+        del packed
         self._so = _STRATEGIES[strategy](wrapped, config)
         elastic = checkpoint_dir is not None if elastic is None else bool(elastic)
         if elastic:  # the library's schedule and resume, made part of the collective creation
@@ -288,15 +301,22 @@ class ShardedOptimizer(torch.optim.Optimizer):
         layout.close()
         self._strategy, self._fsdp = strategy, _STRATEGIES[strategy] is _sh.FSDPOptimizer
         self._order, self._max_grad_norm = order, float(max_grad_norm)
+        if not self._fsdp:  # the parameters the library's now, and the copy freed before anything else is allocated
+            self._units = None
+            self._bind_parameters()
         self._tensor_of = {id(p): t for t, (_, p) in enumerate(order)}
         given = {id(p): i for i, (_, p) in enumerate(named)}
         self._torch_index = [given[id(p)] for _, p in order]  # torch's index: the order the parameters were given
         self._names = [n for n, _ in named]
         self._bucket_of = [self._so.tensor_bucket(t) for t in range(len(order))]
         self._per_bucket = np.bincount(self._bucket_of, minlength=self._so.bucket_count).tolist()
+        self._bucket_tensors = [[] for _ in range(self._so.bucket_count)]
+        for t, b in enumerate(self._bucket_of):
+            self._bucket_tensors[b].append(t)
+        self._pool = int(options.get("staging_buffers", 1)) if self._pooled else 0
         self._overlap, self._no_sync_depth, self._last = bool(overlap), 0, None
         self._lr_set = float(lr) if not self._elastic or self._so.step_count == 0 else self._so.learning_rate
-        self._grad_views, self._gathered = [None] * len(order), False
+        self._grad_views, self._cached_views, self._gathered = [None] * len(order), {}, False
         params = [p for _, p in named]
         super().__init__([{"params": params, "lr": self._lr_set, "betas": tuple(betas), **hyper}],
                          {"lr": float(lr)})
@@ -337,10 +357,23 @@ class ShardedOptimizer(torch.optim.Optimizer):
             self._gathered = False
 
     def _begin(self):
-        """A new micro-step in the library: its buckets opened (zeroed), the grad views bound to them."""
+        """A new micro-step in the library: its buckets opened (zeroed), the grad views bound to them. Pooled
+        (ZeRO-2, FSDP): nothing is opened until backward reaches a bucket (_bind); p.grad is None."""
         so = self._so
         so.zero_grad()
-        for b in range(so.bucket_count):
+        nb = so.bucket_count
+        self._arrived = [0] * nb
+        self._ready = [False] * nb
+        self._fresh = True
+        if self._pooled:
+            self._bound = [None] * nb  # the staging buffer (its address) a bucket has taken in this micro-step
+            self._open = 0             # buckets holding a staging buffer, not yet marked ready
+            self._pending = []         # buckets whose gradients are all there, waiting for a staging buffer
+            self._grad_views = [None] * len(self._order)
+            for _, p in self._order:
+                p.grad = None
+            return
+        for b in range(nb):
             _n.shardopt_optimizer_bucket_grad(so._h, b)
         for t, (_, p) in enumerate(self._order):
             address, count = _n.shardopt_optimizer_tensor_grad(so._h, t)
@@ -349,27 +382,72 @@ class ShardedOptimizer(torch.optim.Optimizer):
                 self._grad_views[t] = self._view(address, count, p.shape)
             if p.grad is not None:
                 p.grad = self._grad_views[t]
-        self._arrived = [0] * so.bucket_count
-        self._ready = [False] * so.bucket_count
-        self._fresh = True
+
+    def _bind(self, b):
+        """Pooled: bucket b takes a staging buffer (the library recycles the one whose reduction was issued first,
+        waiting for that reduction); its tensors' grad views are bound there, and the gradients torch held for them
+        so far copied in. The bucket that had this buffer before loses its views (p.grad None)."""
+        so, views = self._so, self._grad_views
+        address, _ = _n.shardopt_optimizer_bucket_grad(so._h, b)
+        for other, at in enumerate(self._bound):
+            if at == address:  # recycled: its reduced shard is in the library, its views are another's now
+                self._bound[other] = None
+                for t in self._bucket_tensors[other]:
+                    p = self._order[t][1]
+                    if p.grad is not None and p.grad.data_ptr() == views[t].data_ptr():
+                        p.grad = None
+                    views[t] = None
+        self._bound[b] = address
+        self._open += 1
+        for t in self._bucket_tensors[b]:
+            p = self._order[t][1]
+            at, count = _n.shardopt_optimizer_tensor_grad(so._h, t)
+            v = self._cached_views.get(t)
+            if v is None or v.data_ptr() != at:
+                v = self._cached_views[t] = self._view(at, count, p.shape)
+            views[t] = v
+            if p.grad is not None:
+                v.copy_(p.grad.reshape(v.shape))
+                p.grad = v
+
+    def _mark_ready(self, b):
+        """Bucket b's gradients are final in this micro-step: its reduction starts. Pooled: a bucket not holding a
+        staging buffer takes one first (or waits in _pending while every buffer holds a bucket still written)."""
+        if self._pooled:
+            if self._bound[b] is None:
+                if self._open >= self._pool:
+                    self._pending.append(b)
+                    return
+                self._bind(b)
+            self._open -= 1
+        self._ready[b] = True
+        self._so.grad_ready(b)
+        while self._pooled and self._pending and self._open < self._pool:
+            b = self._pending.pop(0)
+            self._bind(b)
+            self._open -= 1
+            self._ready[b] = True
+            self._so.grad_ready(b)
 
     def _grad_accumulated(self, p):  # post-accumulate-grad hook: p.grad holds this backward's sum
         t = self._tensor_of[id(p)]
-        view, b = self._grad_views[t], self._bucket_of[t]
-        if self._ready[b]:
+        b = self._bucket_of[t]
+        if self._ready[b] or (self._pooled and b in self._pending):
             raise RuntimeError(f"a second backward reached parameter '{self._order[t][0]}' after its bucket's "
                                "reduction started: call step() (or zero_grad()) between backward passes, or run "
                                "the earlier ones under optimizer.no_sync()")
         self._fresh = False
-        if p.grad is not view:
+        if self._pooled and self._bound[b] is None and self._open < self._pool:
+            self._bind(b)
+        view = self._grad_views[t]
+        if view is not None and p.grad is not view:  # else (pooled, no staging buffer free): torch's own for now
             if p.grad.data_ptr() != view.data_ptr():
                 view.copy_(p.grad)  # the first gradient after zero_grad(set_to_none=True)
             p.grad = view
         if self._overlap and not self._no_sync_depth:
             self._arrived[b] += 1
             if self._arrived[b] == self._per_bucket[b]:
-                self._ready[b] = True
-                self._so.grad_ready(b)
+                self._mark_ready(b)
         if self._units is not None:
             self._units.gradient_arrived(t)
 
@@ -404,7 +482,12 @@ class ShardedOptimizer(torch.optim.Optimizer):
         if not self._fresh:
             self._begin()
         for t, (_, p) in enumerate(self._order):
-            p.grad = None if set_to_none else self._grad_views[t]
+            if set_to_none:
+                p.grad = None
+            elif self._pooled:  # zeros of torch's, handed to the buckets as backward reaches them
+                p.grad = torch.zeros_like(p)
+            else:
+                p.grad = self._grad_views[t]
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -419,11 +502,18 @@ class ShardedOptimizer(torch.optim.Optimizer):
             self._so.learning_rate = self._lr_set = lr
         for t, (_, p) in enumerate(self._order):  # gradients the user set by hand
             g, view = p.grad, self._grad_views[t]
-            if g is not None and g is not view and g.data_ptr() != view.data_ptr():
+            if g is not None and g is not view and (view is None or g.data_ptr() != view.data_ptr()):
                 if self._ready[self._bucket_of[t]]:
                     raise RuntimeError(f"parameter '{self._order[t][0]}': its gradient was replaced after its "
                                        "bucket's reduction started")
-                view.copy_(g.reshape(view.shape))
+                if view is not None:  # else (pooled) the bucket takes it as it takes a staging buffer, below
+                    view.copy_(g.reshape(view.shape))
+        if self._pooled:  # every bucket's reduction, within the pool: those holding a buffer first
+            order = [b for b in range(len(self._ready)) if self._bound[b] is not None and not self._ready[b]]
+            order += [b for b in range(len(self._ready)) if self._bound[b] is None and not self._ready[b]
+                      and b not in self._pending]
+            for b in order:
+                self._mark_ready(b)
         self._release_units()
         self._last = self._so.step()
         if self._gathers is not None:
