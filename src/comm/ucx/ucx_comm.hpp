@@ -31,11 +31,13 @@ struct Tuning {
     std::size_t recv_slots = 4;              // ring reduce-scatter: chunks received ahead
     std::chrono::microseconds spin{50};      // busy-poll this long before sleeping on the event fd
     bool cma = true;                         // ranks on one host copy from each other's buffers
-    // One-host allreduce at least this: hand-off rings. 0 (default): 1 MiB when every rank has
-    // a core of its own, 16 MiB when ranks outnumber the cores (the hand-off's per-piece waits
-    // then cost a scheduler round each, and cross-process copies, which need no peer running, win).
+    // One-host allreduce at least this: hand-off rings. 0 (default): 4 MiB when every rank has
+    // a core of its own (below it the cross-process copies are faster: 2 ranks, interleaved,
+    // 1.4-1.5x at 1 and 2 MiB, even at 4, the rings 1.5x at 8; collectives.md), 16 MiB when ranks
+    // outnumber the cores (the hand-off's per-piece waits then cost a scheduler round each, and
+    // cross-process copies, which need no peer running, win).
     std::size_t handoff_bytes = 0;
-    static constexpr std::size_t kHandoffOwnCores = 1 << 20, kHandoffSharedCores = 16 << 20;
+    static constexpr std::size_t kHandoffOwnCores = 4 << 20, kHandoffSharedCores = 16 << 20;
     bool stage_inputs = true;                // hand-off in groups of up to 4: inputs through staging rings
     // Hierarchical allreduce over more than this: pieces of this size, each piece's inter-host
     // step overlapping the host steps of its neighbours. Unset: from a probe of the links at
