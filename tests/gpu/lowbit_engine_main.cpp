@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/lowbit_layout.hpp"
 #include "shardopt/bootstrap.hpp"
 #include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
@@ -54,6 +55,8 @@
 #include "shardopt/sharded_optimizer.hpp"
 
 using namespace shardopt;
+using shardopt::testing::lowbit_element_count;
+using shardopt::testing::lowbit_layout;
 
 namespace {
 
@@ -65,23 +68,6 @@ void cuda_ok(cudaError_t status, const char *what) {
     if (status != cudaSuccess)
         throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
                                  cudaGetErrorString(status) + ")");
-}
-
-// unit.lowbit_engine's layout: sizes no multiple of either block (but 4096), one small tensor.
-ParameterSet lowbit_layout() {
-    ParameterSet layout(DType::f32, 24 * 1024);
-    layout.add("a", 5000);
-    layout.add("small", 300);
-    layout.add("c", 9017);
-    layout.end_bucket();
-    layout.add("d", 4096);
-    return layout;
-}
-
-std::size_t element_count() {
-    ParameterSet layout = lowbit_layout();
-    layout.plan(1);
-    return layout.element_count();
 }
 
 std::vector<float> initial_values(std::size_t n) {
@@ -131,7 +117,7 @@ void step_with(ShardedOptimizer &opt, const std::vector<float> &grad, bool devic
 }
 
 std::vector<float> parameters(ShardedOptimizer &opt) {
-    std::vector<float> p(element_count());
+    std::vector<float> p(lowbit_element_count());
     opt.get_parameters(p.data());
     return p;
 }
@@ -197,7 +183,7 @@ std::vector<std::string> run_case(const CommunicatorPtr &comm, StatePrecision pr
                                   Strategy strategy, bool offload, int steps, bool exact) {
     std::vector<std::string> failures;
     const OptimizerOptions o = rule(kind, precision);
-    const std::vector<float> init = initial_values(element_count());
+    const std::vector<float> init = initial_values(lowbit_element_count());
     ShardingOptions device;
     device.strategy = strategy;
     device.memory = MemorySpace::cuda; // on the legacy default stream: the cudaMemcpy calls here are ordered with it

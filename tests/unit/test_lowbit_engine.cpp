@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lowbit_layout.hpp"
 #include "optim/lowbit.hpp"
 #include "rule_training_support.hpp"
 #include "sharding_test_support.hpp"
@@ -22,30 +23,14 @@ using shardopt::testing::assertion_mutex;
 using shardopt::testing::expect_error;
 using shardopt::testing::Gradients;
 using shardopt::testing::initial_values;
+using shardopt::testing::lowbit_element_count;
+using shardopt::testing::lowbit_layout;
 using shardopt::testing::same_bits;
 using shardopt::testing::train_rank0;
 using shardopt::testing::TrainRun;
 using shardopt::testing::with;
 
 namespace {
-
-// Quantized tensors of sizes that are no multiple of either block (and one exactly the smallest
-// quantized size), a small one that keeps full state, in buckets that cut them across ranks.
-ParameterSet lowbit_layout() {
-    ParameterSet layout(DType::f32, 24 * 1024);
-    layout.add("a", 5000);
-    layout.add("small", 300);
-    layout.add("c", 9017);
-    layout.end_bucket();
-    layout.add("d", 4096);
-    return layout;
-}
-
-std::size_t elements() {
-    ParameterSet layout = lowbit_layout();
-    layout.plan(1);
-    return layout.element_count();
-}
 
 OptimizerOptions rule(OptimizerKind kind, StatePrecision precision) {
     OptimizerOptions o = OptimizerOptions::defaults(kind);
@@ -78,7 +63,7 @@ BOOST_AUTO_TEST_CASE(every_strategy_and_world_size_trains_the_same_bits) {
             const std::string name = std::string(optimizer_kind_name(kind)) + " " + state_precision_name(precision);
             for (int ranks : {1, 2, 3, 5}) {
                 const std::vector<float> reference = train(o, Strategy::ddp, ranks, 1);
-                BOOST_TEST(!same_bits(reference, initial_values(elements())), name << ": it trained");
+                BOOST_TEST(!same_bits(reference, initial_values(lowbit_element_count())), name << ": it trained");
                 for (Strategy s : {Strategy::zero1, Strategy::zero2, Strategy::fsdp})
                     BOOST_TEST(same_bits(train(o, s, ranks, 1), reference),
                                name << " x" << ranks << ": " << strategy_name(s) << " differs from ddp");
