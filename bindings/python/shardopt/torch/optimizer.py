@@ -321,7 +321,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
         super().__init__([{"params": params, "lr": self._lr_set, "betas": tuple(betas), **hyper}],
                          {"lr": float(lr)})
         self._units = FsdpUnits(self, unit_modules, unit_of, reshard_after_forward) if per_unit else None
-        self._bind_parameters()
+        if self._fsdp:  # the other strategies' parameters were bound above, as soon as the library held them
+            self._bind_parameters()
         self._begin()
         self._hooks = [p.register_post_accumulate_grad_hook(self._grad_accumulated) for _, p in order]
         self._gathers = OverlappedGathers(self, module_or_params) if overlap_param_gather else None
