@@ -414,21 +414,20 @@ class ShardedOptimizer(torch.optim.Optimizer):
     def _mark_ready(self, b):
         """Bucket b's gradients are final in this micro-step: its reduction starts. Pooled: a bucket not holding a
         staging buffer takes one first (or waits in _pending while every buffer holds a bucket still written)."""
+        if self._pooled and self._bound[b] is None and self._open >= self._pool:
+            self._pending.append(b)
+            return
+        self._start_reduction(b)
+        while self._pooled and self._pending and self._open < self._pool:
+            self._start_reduction(self._pending.pop(0))
+
+    def _start_reduction(self, b):
         if self._pooled:
             if self._bound[b] is None:
-                if self._open >= self._pool:
-                    self._pending.append(b)
-                    return
                 self._bind(b)
-            self._open -= 1
+            self._open -= 1  # its buffer is the reduction's now, no longer being written
         self._ready[b] = True
         self._so.grad_ready(b)
-        while self._pooled and self._pending and self._open < self._pool:
-            b = self._pending.pop(0)
-            self._bind(b)
-            self._open -= 1
-            self._ready[b] = True
-            self._so.grad_ready(b)
 
     def _grad_accumulated(self, p):  # post-accumulate-grad hook: p.grad holds this backward's sum
         t = self._tensor_of[id(p)]
