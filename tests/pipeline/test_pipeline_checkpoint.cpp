@@ -64,6 +64,7 @@ std::vector<double> resume_as_ddp(const std::string &dir, int ranks) {
     const auto data = examples::make_blobs(setup.samples, setup.shape.inputs, setup.shape.classes);
     const auto tensors = examples::mlp_tensors(setup.shape);
     std::vector<double> result;
+    std::vector<std::int64_t> loaded_steps(std::size_t(ranks), -1);
     std::mutex mu;
     run_inprocess(ranks, [&](Communicator &comm) {
         ParameterSet layout(DType::f64);
@@ -72,7 +73,7 @@ std::vector<double> resume_as_ddp(const std::string &dir, int ranks) {
         o.gradient_accumulation_steps = kMicro;
         auto opt = ShardedOptimizer::create(comm.shared_from_this(), layout, setup.optimizer, o);
         opt->load(dir);
-        BOOST_TEST(opt->step_count() == kBefore);
+        loaded_steps[std::size_t(comm.rank())] = opt->step_count(); // checked below: Boost.Test is not thread-safe
         const std::size_t n = setup.shape.parameter_count();
         std::vector<double> params(n), grad(n);
         const std::int64_t samples = std::int64_t(setup.samples);
@@ -96,14 +97,22 @@ std::vector<double> resume_as_ddp(const std::string &dir, int ranks) {
         std::lock_guard<std::mutex> lock(mu);
         if (comm.rank() == 0) result = params;
     });
+    for (const auto step : loaded_steps) BOOST_TEST(step == kBefore);
     return result;
 }
 
 std::vector<double> resume_pipeline(const std::string &dir, const PipelineSetup &to) {
-    return train_pipeline(setup_of(kAfter), to, [&](ShardedOptimizer &opt, examples::MlpPipelineStage &) {
+    // Rank threads only record (Boost.Test's assertions are not thread-safe); the checks follow.
+    std::mutex mu;
+    std::vector<std::int64_t> loaded_steps;
+    auto result = train_pipeline(setup_of(kAfter), to, [&](ShardedOptimizer &opt, examples::MlpPipelineStage &) {
         opt.load(dir);
-        BOOST_TEST(opt.step_count() == kBefore);
+        std::lock_guard<std::mutex> lock(mu);
+        loaded_steps.push_back(opt.step_count());
     });
+    BOOST_TEST(loaded_steps.size() == std::size_t(to.pp * to.dp));
+    for (const auto step : loaded_steps) BOOST_TEST(step == kBefore);
+    return result;
 }
 
 } // namespace
