@@ -8,11 +8,13 @@
 //    relative difference from full precision's (targets: 1% for 8-bit, 3% for 4-bit), accuracy
 //    (on the noisy labels: 0.8 is perfect), and rank 0's optimizer-state bytes against full
 //    precision's. Two MLPs with matrices above the 4096 elements low-bit state starts at:
-//    64 -> 256 -> 10 (18.9K parameters) and 128 -> 512 -> 16 (74.3K).
+//    64 -> 256 -> 10 (18.9K parameters) and 128 -> 512 -> 16 (74.3K), the larger twice: on 8192
+//    samples, which it memorizes (flipped labels included: the hardest case for low-bit state), and
+//    on 65536 (4 epochs), more samples than parameters, as models usually train.
 // 2. Muon against AdamW at equal steps, the weights as matrices (ParameterSet::add_matrix; AdamW
 //    on the biases inside Muon): each at its own usual rate (Muon 0.02, AdamW 2e-3), final loss.
 //
-//   bench_optimizer_quality [--epochs 12]
+//   bench_optimizer_quality [--epochs N]   (N for every problem; default 12, 12, 4)
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -77,8 +79,8 @@ Outcome run(const examples::MlpShape &shape, const examples::Dataset &data, cons
     return out;
 }
 
-examples::Dataset noisy_blobs(const examples::MlpShape &shape) {
-    examples::Dataset data = examples::make_blobs(8192, shape.inputs, shape.classes);
+examples::Dataset noisy_blobs(const examples::MlpShape &shape, std::size_t samples) {
+    examples::Dataset data = examples::make_blobs(samples, shape.inputs, shape.classes);
     for (std::size_t i = 0; i < data.size(); ++i) // label noise: every fifth sample, in a scrambled order
         if ((i * 2654435761u) % 5 == 0) data.y[i] = (data.y[i] + 1 + int(i % std::size_t(shape.classes - 1))) % shape.classes;
     return data;
@@ -93,26 +95,47 @@ OptimizerOptions adam_with(StatePrecision precision) {
 
 } // namespace
 
+// One problem: the MLP's shape, how many noisy blobs, for how many epochs; whether Muon is compared too.
+struct Problem {
+    examples::MlpShape shape;
+    std::size_t samples;
+    int epochs;
+    bool muon;
+    const char *regime;
+};
+
 int main(int argc, char **argv) {
-    int epochs = 12;
-    for (int i = 1; i < argc; ++i)
-        if (std::strcmp(argv[i], "--epochs") == 0 && i + 1 < argc) epochs = std::atoi(argv[++i]);
-    for (const examples::MlpShape &shape : {examples::MlpShape{64, 256, 10}, examples::MlpShape{128, 512, 16}}) {
-        const examples::Dataset data = noisy_blobs(shape);
+    // 1-2: fewer samples than the larger MLP has parameters, which it memorizes (flipped labels
+    // included); 3: eight times the samples, more than its parameters, as models usually train.
+    std::vector<Problem> problems = {{{64, 256, 10}, 8192, 12, true, "generalizes"},
+                                     {{128, 512, 16}, 8192, 12, true, "memorizes"},
+                                     {{128, 512, 16}, 65536, 4, false, "generalizes"}};
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--epochs") == 0 && i + 1 < argc) {
+            const int epochs = std::atoi(argv[++i]);
+            for (Problem &p : problems) p.epochs = epochs;
+        }
+    }
+    for (const Problem &problem : problems) {
+        const examples::MlpShape &shape = problem.shape;
+        const int epochs = problem.epochs;
+        const examples::Dataset data = noisy_blobs(shape, problem.samples);
         const Outcome full = run(shape, data, adam_with(StatePrecision::full), false, epochs);
         for (StatePrecision p : {StatePrecision::full, StatePrecision::bits8, StatePrecision::bits4}) {
             const Outcome o = p == StatePrecision::full ? full : run(shape, data, adam_with(p), false, epochs);
             const double diff = (o.loss - full.loss) / full.loss;
             const double target = p == StatePrecision::bits8 ? 0.01 : p == StatePrecision::bits4 ? 0.03 : 0.0;
-            std::printf("name=lowbit_accuracy mlp=%dx%dx%d params=%zu precision=%s epochs=%d final_loss=%.6g "
-                        "loss_vs_full=%+.4f%% accuracy=%.4f state_bytes_rank0=%zu state_vs_full=%.3f",
-                        shape.inputs, shape.hidden, shape.classes, shape.parameter_count(), state_precision_name(p),
-                        epochs, o.loss, 100.0 * diff, o.accuracy, o.state_bytes,
-                        double(o.state_bytes) / double(full.state_bytes));
+            std::printf("name=lowbit_accuracy mlp=%dx%dx%d params=%zu samples=%zu regime=%s precision=%s epochs=%d "
+                        "final_loss=%.6g loss_vs_full=%+.4f%% accuracy=%.4f state_bytes_rank0=%zu state_vs_full=%.3f",
+                        shape.inputs, shape.hidden, shape.classes, shape.parameter_count(), problem.samples,
+                        problem.regime, state_precision_name(p), epochs, o.loss, 100.0 * diff, o.accuracy,
+                        o.state_bytes, double(o.state_bytes) / double(full.state_bytes));
             if (p != StatePrecision::full)
                 std::printf(" target=%.0f%% met=%s", 100.0 * target, std::fabs(diff) <= target ? "yes" : "no");
             std::printf("\n");
+            std::fflush(stdout);
         }
+        if (!problem.muon) continue;
         OptimizerOptions adamw = OptimizerOptions::defaults(OptimizerKind::adamw);
         adamw.lr = 2e-3;
         OptimizerOptions muon = OptimizerOptions::defaults(OptimizerKind::muon);
@@ -123,6 +146,7 @@ int main(int argc, char **argv) {
                     "adamw_accuracy=%.4f muon_accuracy=%.4f muon_lower=%s\n",
                     shape.inputs, shape.hidden, shape.classes, epochs, a.loss, m.loss, 100.0 * (m.loss - a.loss) / a.loss,
                     a.accuracy, m.accuracy, m.loss < a.loss ? "yes" : "no");
+        std::fflush(stdout);
     }
     return 0;
 }
