@@ -22,7 +22,15 @@ using gpu_test::DeviceMemory;
 
 namespace {
 
-const std::vector<std::size_t> kSizes = {5000, 1000, 9017};
+// The tensors' sizes: not multiples of the blocks, one under the 4096 elements quantization starts
+// at. A case may swap in others for its length (SizesFor).
+const std::vector<std::size_t> kDefaultSizes = {5000, 1000, 9017};
+std::vector<std::size_t> tensor_sizes = kDefaultSizes;
+
+struct SizesFor {
+    explicit SizesFor(std::vector<std::size_t> sizes) { tensor_sizes = std::move(sizes); }
+    ~SizesFor() { tensor_sizes = kDefaultSizes; }
+};
 
 struct Case {
     std::string name;
@@ -192,7 +200,7 @@ std::vector<std::vector<float>> normals(uint32_t seed, uint64_t stream, float st
     std::vector<std::vector<float>> out;
     uint64_t index = 0;
     const uint64_t key = gpu_test::stream_key(seed, stream);
-    for (std::size_t size : kSizes) {
+    for (std::size_t size : tensor_sizes) {
         out.emplace_back(size);
         for (float &x : out.back())
             x = gpu_test::from_bits(gpu_test::to_bits(gpu_test::standard_normal(key, index++) * stddev, dtype), dtype);
@@ -207,18 +215,18 @@ struct Mismatch {
 
 Mismatch compare(Device &device, const Reference &ref, StatePrecision p, DType dtype, int slots) {
     Mismatch m;
-    for (std::size_t t = 0; t < kSizes.size(); ++t) {
-        const std::vector<float> master = device.master(t, kSizes[t]);
-        for (std::size_t i = 0; i < kSizes[t]; ++i)
+    for (std::size_t t = 0; t < tensor_sizes.size(); ++t) {
+        const std::vector<float> master = device.master(t, tensor_sizes[t]);
+        for (std::size_t i = 0; i < tensor_sizes[t]; ++i)
             m.master_ulp = std::max(m.master_ulp, gpu_test::ulp_distance(master[i], ref.params[t][i]));
-        const std::vector<uint32_t> bits = device.param_bits(t, kSizes[t]);
+        const std::vector<uint32_t> bits = device.param_bits(t, tensor_sizes[t]);
         for (std::size_t i = 0; i < bits.size(); ++i)
             m.param_ulp = std::max(m.param_ulp, gpu_test::ulp_distance_16(uint16_t(bits[i]),
                                                                           uint16_t(gpu_test::to_bits(ref.params[t][i], dtype)),
                                                                           dtype == DType::bf16));
         for (int k = 0; k < slots; ++k) {
-            const std::vector<float> got = device.state(t, k, kSizes[t]), want = ref.values(t, k, p);
-            for (std::size_t i = 0; i < kSizes[t]; ++i) m.state_differ += std::memcmp(&got[i], &want[i], 4) != 0;
+            const std::vector<float> got = device.state(t, k, tensor_sizes[t]), want = ref.values(t, k, p);
+            for (std::size_t i = 0; i < tensor_sizes[t]; ++i) m.state_differ += std::memcmp(&got[i], &want[i], 4) != 0;
         }
     }
     return m;
@@ -242,7 +250,7 @@ void run_case(const Case &c, DType dtype, int steps, uint32_t seed) {
             device.step(grads);
             ref.step(s, grads);
             const Mismatch m = compare(device, ref, c.options.state_precision, dtype, slots);
-            for (std::size_t t = 0; t < kSizes.size() && !negative_m; ++t)
+            for (std::size_t t = 0; t < tensor_sizes.size() && !negative_m; ++t)
                 for (float x : ref.values(t, 0, c.options.state_precision)) negative_m = negative_m || x < 0.0f;
             BOOST_TEST_CONTEXT(c.name << " " << dtype_name(dtype) << ", step " << s) {
                 BOOST_TEST(device.optimizer->step_info().steps == s);
@@ -275,6 +283,14 @@ BOOST_AUTO_TEST_CASE(mixed_precision_matches_the_cpu_rule) {
     run_case(cases(StatePrecision::bits4)[0], DType::f16, 3, 24);
 }
 
+// More groups of 256 elements than a launch has blocks (2048): each block takes several groups in
+// turn, with the books loaded once, and a block cut by the tensor's end among the later ones.
+BOOST_AUTO_TEST_CASE(blocks_take_several_groups) {
+    const SizesFor sizes({2048 * 256 + 3 * 256 + 77, 5000});
+    run_case(cases(StatePrecision::bits8)[0], DType::f32, 2, 25);
+    run_case(cases(StatePrecision::bits4)[2], DType::f32, 2, 26);
+}
+
 // read_state / write_state carry the decoded state into another optimizer as the CPU's
 // checkpoints do (lowbit::decode_slice out, encode_slice in): it holds what a CPU restore of
 // those values holds, and steps on as the CPU rule does from there. (Not always the first
@@ -293,21 +309,21 @@ BOOST_AUTO_TEST_CASE(checkpoint_round_trip) {
                 Device second(c.options, DType::f32, normals(32, 0, 1.0f, DType::f32), stream);
                 const int slots = first.optimizer->state_slots();
                 std::vector<std::vector<float>> masters;
-                for (std::size_t t = 0; t < kSizes.size(); ++t) masters.push_back(first.master(t, kSizes[t]));
+                for (std::size_t t = 0; t < tensor_sizes.size(); ++t) masters.push_back(first.master(t, tensor_sizes[t]));
                 Reference restored(c.options, masters); // the CPU restore of the same checkpoint
-                for (std::size_t t = 0; t < kSizes.size(); ++t) {
+                for (std::size_t t = 0; t < tensor_sizes.size(); ++t) {
                     second.optimizer->write_master(int(t), masters[t].data());
                     for (int k = 0; k < slots; ++k) {
-                        const std::vector<float> values = first.state(t, k, kSizes[t]);
+                        const std::vector<float> values = first.state(t, k, tensor_sizes[t]);
                         second.optimizer->write_state(int(t), k, values.data());
                         auto &codes = restored.codes[t][std::size_t(k)];
                         if (codes.empty())
                             restored.state[t][std::size_t(k)] = values;
                         else
                             lowbit::encode_slice(LowBitArray{codes.data(), restored.scales[t][std::size_t(k)].data()}, p,
-                                                 k == 0, 0, kSizes[t], values.data());
+                                                 k == 0, 0, tensor_sizes[t], values.data());
                         BOOST_TEST_CONTEXT(c.name << " tensor " << t << " slot " << k) {
-                            BOOST_TEST(second.state(t, k, kSizes[t]) == restored.values(t, k, p));
+                            BOOST_TEST(second.state(t, k, tensor_sizes[t]) == restored.values(t, k, p));
                         }
                     }
                 }

@@ -50,8 +50,8 @@ void launch_lion(const ChunkLaunch &launch);
 void launch_adamax(const ChunkLaunch &launch);
 void launch_adadelta(const ChunkLaunch &launch);
 
-// The low-bit update (lowbit.cu): one block per group of kLowbitGroup elements of a quantized
-// tensor; the tensors under lowbit::kMinElements take the full-precision kernels.
+// The low-bit update (lowbit.cu): groups of kLowbitGroup elements of a quantized tensor, each taken by
+// one block in turn; the tensors under lowbit::kMinElements take the full-precision kernels.
 struct LowbitLaunch {
     const TensorEntry *tensors = nullptr;
     const LowbitEntry *entries = nullptr;

@@ -2,8 +2,10 @@
 // of src/optim/lowbit.hpp); the element arithmetic is src/optim/lowbit_rules.cpp's, operation for
 // operation (Adam's denominator multiplies by 1 / sqrt(bias correction 2), as the CPU rule does).
 //
-// One block of kBlockThreads threads per group of kLowbitGroup elements of a quantized tensor (one
-// 8-bit quantization block, or two 4-bit ones), one element per thread: decode the old moments
+// A block of kBlockThreads threads takes groups of kLowbitGroup elements of a quantized tensor (one
+// 8-bit quantization block, or two 4-bit ones) in turn, one element per thread, with the codebooks
+// loaded into shared memory once for all of them (the 8-bit books are 4 KiB: loaded per group they
+// cost as much traffic as the group's own 16 bytes per element). Per group: decode the old moments
 // (code value times the block's scale), advance them and move the parameter, reduce the new
 // moments' absolute maxima over the quantization block (the new scales, on the float bits as the
 // CPU does, a NaN the largest), then encode each moment as its nearest code (lowbit_codes.hpp).
@@ -17,6 +19,8 @@
 // its own maximum and the combined one the host wrote back there. Bytes per f32
 // parameter: 8-bit Adam reads p, g (8), m and v codes (2) and their scales (8/256), and writes p,
 // m, v codes and scales: about 16.06; 4-bit: about 14.12.
+#include <algorithm>
+
 #include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
@@ -26,6 +30,10 @@ namespace shardopt::cuda::detail {
 namespace {
 
 static_assert(kLowbitGroup == kBlockThreads, "one element per thread");
+
+// Blocks of a launch: enough to fill every SM of current GPUs (132-148 SMs, 8 blocks of 256
+// threads each), few enough that the books' loads stay a few percent of the groups' traffic.
+constexpr int kLowbitMaxBlocks = 2048;
 
 template <int Bits> struct SharedBooks;
 template <> struct SharedBooks<8> {
@@ -165,7 +173,7 @@ __device__ __forceinline__ void encode_store(float x, const Element &at, bool ma
 
 template <class P, int Bits>
 __global__ void __launch_bounds__(kBlockThreads)
-    lowbit_adam_kernel(const TensorEntry *tensors, const LowbitEntry *entries, const Chunk *groups,
+    lowbit_adam_kernel(const TensorEntry *tensors, const LowbitEntry *entries, const Chunk *groups, int group_count,
                        const LowbitBooks *books, const StepScalars *scalars, uint32_t flags) {
     const StepScalars s = *scalars;
     if (s.skip) return;
@@ -175,38 +183,41 @@ __global__ void __launch_bounds__(kBlockThreads)
     __shared__ SharedBooks<Bits> book;
     __shared__ std::uint32_t tops[2][kBlockThreads / 32];
     load_books<Bits, 2>(books, book);
-
-    const Chunk group = groups[blockIdx.x];
-    const LowbitEntry q = entries[group.tensor];
-    const TensorEntry &tensor = tensors[q.tensor];
-    const Element at = this_element(group, q);
-    const int64_t e = at.e;
     const bool maxima = flags & kLowbitMaxima; // the new moments' maxima only: nothing written
-    float m_i = 0.0f, v_i = 0.0f;
-    if (at.active) {
-        const P *grad = static_cast<const P *>(tensor.grad);
-        float p = __ldcg(tensor.master + at.at);
-        if (decoupled) p *= s.decay_factor;
-        float g = s.sign * (to_float(__ldcg(grad + at.at)) * s.grad_scale);
-        if (l2) g += s.weight_decay * p;
-        const float m_old = code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>];
-        const float v_old = code_value<Bits>(q.codes[1], e, book.values[1]) * q.scales[1][e / kQuantBlock<Bits>];
-        m_i = m_old + s.one_minus_beta1 * (g - m_old);
-        v_i = v_old * s.beta2 + s.one_minus_beta2 * g * g;
-        if (!maxima) {
-            const float denom = sqrtf(v_i) * s.inv_bias_correction2_sqrt + s.eps;
-            p = p - s.step_size * m_i / denom;
-            __stcg(tensor.master + at.at, p);
-            if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + at.at, from_float<P>(p));
+
+    for (int index = int(blockIdx.x); index < group_count; index += int(gridDim.x)) {
+        const Chunk group = groups[index];
+        const LowbitEntry q = entries[group.tensor];
+        const TensorEntry &tensor = tensors[q.tensor];
+        const Element at = this_element(group, q);
+        const int64_t e = at.e;
+        float m_i = 0.0f, v_i = 0.0f;
+        if (at.active) {
+            const P *grad = static_cast<const P *>(tensor.grad);
+            float p = __ldcg(tensor.master + at.at);
+            if (decoupled) p *= s.decay_factor;
+            float g = s.sign * (to_float(__ldcg(grad + at.at)) * s.grad_scale);
+            if (l2) g += s.weight_decay * p;
+            const float m_old = code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>];
+            const float v_old = code_value<Bits>(q.codes[1], e, book.values[1]) * q.scales[1][e / kQuantBlock<Bits>];
+            m_i = m_old + s.one_minus_beta1 * (g - m_old);
+            v_i = v_old * s.beta2 + s.one_minus_beta2 * g * g;
+            if (!maxima) {
+                const float denom = sqrtf(v_i) * s.inv_bias_correction2_sqrt + s.eps;
+                p = p - s.step_size * m_i / denom;
+                __stcg(tensor.master + at.at, p);
+                if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + at.at, from_float<P>(p));
+            }
         }
+        encode_store<Bits, 0>(m_i, at, maxima, q, book, tops[0]);
+        encode_store<Bits, 1>(v_i, at, maxima, q, book, tops[1]);
+        __syncthreads(); // every thread has read this group's maxima before the next group's are written
     }
-    encode_store<Bits, 0>(m_i, at, maxima, q, book, tops[0]);
-    encode_store<Bits, 1>(v_i, at, maxima, q, book, tops[1]);
 }
 
 template <class P, int Bits>
 __global__ void __launch_bounds__(kBlockThreads)
-    lowbit_sgd_kernel(const TensorEntry *tensors, const LowbitEntry *entries, const Chunk *groups,
+    lowbit_sgd_kernel(const TensorEntry *tensors, const LowbitEntry *entries, const Chunk *groups, int group_count,
                       const LowbitBooks *books, const StepScalars *scalars, uint32_t flags) {
     const StepScalars s = *scalars;
     if (s.skip) return;
@@ -216,32 +227,35 @@ __global__ void __launch_bounds__(kBlockThreads)
     __shared__ SharedBooks<Bits> book;
     __shared__ std::uint32_t tops[kBlockThreads / 32];
     load_books<Bits, 1>(books, book);
-
-    const Chunk group = groups[blockIdx.x];
-    const LowbitEntry q = entries[group.tensor];
-    const TensorEntry &tensor = tensors[q.tensor];
-    const Element at = this_element(group, q);
-    const int64_t e = at.e;
     const bool maxima = flags & kLowbitMaxima; // the new buffer's maxima only: nothing written
-    float b = 0.0f;
-    if (at.active) {
-        const P *grad = static_cast<const P *>(tensor.grad);
-        float p = __ldcg(tensor.master + at.at);
-        float g = s.sign * (to_float(__ldcg(grad + at.at)) * s.grad_scale);
-        if (decay) g += s.weight_decay * p;
-        if (first)
-            b = g;
-        else
-            b = (code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>]) * s.momentum +
-                s.one_minus_dampening * g;
-        if (!maxima) {
-            const float direction = nesterov ? g + s.momentum * b : b;
-            p -= s.lr * direction;
-            __stcg(tensor.master + at.at, p);
-            if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + at.at, from_float<P>(p));
+
+    for (int index = int(blockIdx.x); index < group_count; index += int(gridDim.x)) {
+        const Chunk group = groups[index];
+        const LowbitEntry q = entries[group.tensor];
+        const TensorEntry &tensor = tensors[q.tensor];
+        const Element at = this_element(group, q);
+        const int64_t e = at.e;
+        float b = 0.0f;
+        if (at.active) {
+            const P *grad = static_cast<const P *>(tensor.grad);
+            float p = __ldcg(tensor.master + at.at);
+            float g = s.sign * (to_float(__ldcg(grad + at.at)) * s.grad_scale);
+            if (decay) g += s.weight_decay * p;
+            if (first)
+                b = g;
+            else
+                b = (code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>]) * s.momentum +
+                    s.one_minus_dampening * g;
+            if (!maxima) {
+                const float direction = nesterov ? g + s.momentum * b : b;
+                p -= s.lr * direction;
+                __stcg(tensor.master + at.at, p);
+                if constexpr (kMixed) __stcg(static_cast<P *>(tensor.param) + at.at, from_float<P>(p));
+            }
         }
+        encode_store<Bits, 0>(b, at, maxima, q, book, tops);
+        __syncthreads(); // every thread has read this group's maximum before the next group's is written
     }
-    encode_store<Bits, 0>(b, at, maxima, q, book, tops);
 }
 
 // launch_<name> and preload_<name> of a low-bit kernel template kernel<P, Bits>.
@@ -251,8 +265,9 @@ __global__ void __launch_bounds__(kBlockThreads)
         with_param_type(launch.dtype, [&](auto *tag) {                                                         \
             using P = std::remove_pointer_t<decltype(tag)>;                                                    \
             auto run = [&](auto *k) {                                                                          \
-                SHARDOPT_LAUNCH(k, launch.group_count, kBlockThreads, 0, launch.stream)(                        \
-                    launch.tensors, launch.entries, launch.groups, launch.books, launch.scalars, launch.flags);  \
+                SHARDOPT_LAUNCH(k, std::min(launch.group_count, kLowbitMaxBlocks), kBlockThreads, 0,            \
+                                launch.stream)(launch.tensors, launch.entries, launch.groups, launch.group_count,     \
+                                               launch.books, launch.scalars, launch.flags);                           \
             };                                                                                                 \
             if (launch.bits == 8) run(kernel<P, 8>);                                                           \
             else run(kernel<P, 4>);                                                                            \

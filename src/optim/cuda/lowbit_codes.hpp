@@ -61,9 +61,10 @@ struct LowbitEntry {
     float *tops = nullptr;            // [2][kLowbitSlots] where some block is shared, else null
 };
 
-// A launch has one block per group of kLowbitGroup code indices of one quantized tensor (the
+// A launch works through groups of kLowbitGroup code indices of one quantized tensor (the
 // Chunk rows of the group table: tensor = the LowbitEntry's index, offset a multiple of
-// kLowbitGroup from code index 0): one 8-bit block or two 4-bit blocks, one element per thread.
+// kLowbitGroup from code index 0), a block per group at a time: one 8-bit block or two 4-bit
+// blocks, one element per thread.
 constexpr int kLowbitGroup = 256;
 
 SHARDOPT_HOST_DEVICE std::uint32_t lowbit_float_bits(float x) {
