@@ -5,13 +5,14 @@ that string in CI (std::length_error from inside Boost). Rank threads therefore 
 saw and the test thread checks it, or they hold a lock around the assertion.
 
 This check finds assertions written inside a lambda that runs on several rank threads
-(run_inprocess with more than one rank, run_on_ranks, train_pipeline, std::thread) without a
+(run_inprocess with more than one rank, run_on_ranks, train_pipeline, std::thread, std::async, a
+thread emplaced from a lambda) without a
 lock taken earlier in an enclosing scope. Usage: check_rank_assertions.py TESTS_DIR"""
 import pathlib
 import re
 import sys
 
-RANK_LAMBDA = re.compile(r"\b(run_inprocess|run_on_ranks|train_pipeline|std::thread)\b.*\[")
+RANK_LAMBDA = re.compile(r"(\b(run_inprocess|run_on_ranks|train_pipeline|std::thread|std::async)\b.*\[|emplace_back\(\[)")
 ONE_RANK = re.compile(r"\brun_inprocess\(\s*1\s*,")
 ASSERTION = re.compile(r"\bBOOST_(TEST|CHECK|REQUIRE|FAIL|ERROR|WARN)")
 LOCK = re.compile(r"\b(lock_guard|unique_lock|scoped_lock)\b")
