@@ -6,8 +6,7 @@ saw and the test thread checks it, or they hold a lock around the assertion.
 
 This check finds assertions written inside a lambda that runs on several rank threads
 (run_inprocess with more than one rank, run_on_ranks, train_pipeline, std::thread, std::async, a
-thread emplaced from a lambda) without a
-lock taken earlier in an enclosing scope. Usage: check_rank_assertions.py TESTS_DIR"""
+thread emplaced from a lambda) without a lock taken earlier in an enclosing scope. Usage: check_rank_assertions.py TESTS_DIR"""
 import pathlib
 import re
 import sys
