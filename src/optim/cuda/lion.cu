@@ -5,7 +5,7 @@
 #include "cuda/cuda_check.hpp"
 #include "dtype_dispatch.cuh"
 #include "launch.hpp"
-#include "multi_tensor.cuh"
+#include "rule_frame.cuh"
 
 namespace shardopt::cuda::detail {
 namespace {
@@ -13,39 +13,17 @@ namespace {
 template <class P>
 __global__ void __launch_bounds__(kBlockThreads)
     lion_kernel(const TensorEntry *tensors, const Chunk *chunks, const StepScalars *scalars, uint32_t flags) {
-    const StepScalars s = *scalars;
-    if (s.skip) return;
-    constexpr bool kMixed = sizeof(P) != sizeof(float);
     const bool decay = flags & kWeightDecay;
-
-    const ChunkRef ref = this_chunk(tensors, chunks);
-    const int64_t offset = ref.chunk.offset;
-    const int n = ref.chunk.count;
-    const P *grad = static_cast<const P *>(ref.tensor.grad) + offset;
-    P *param = static_cast<P *>(ref.tensor.param) + offset;
-    float *master = ref.tensor.master + offset;
-    float *m = ref.tensor.state[0] + offset;
-
-    const int head = vector_head(n, grad, kMixed ? param : nullptr, master, m);
-    for_chunk<kVectorWidth<P>>(n, head, [&](auto lanes, int i) {
-        constexpr int L = decltype(lanes)::value;
-        float g[L], p[L], m_i[L];
-        load<L>(grad + i, g);
-        load<L>(master + i, p);
-        load<L>(m + i, m_i);
-#pragma unroll
-        for (int k = 0; k < L; ++k) {
-            const float gk = s.sign * (g[k] * s.grad_scale);
-            const float c = m_i[k] * s.beta1 + s.one_minus_beta1 * gk;
-            float pk = p[k];
-            if (decay) pk *= s.decay_factor;
-            const float sign = c > 0.0f ? 1.0f : c < 0.0f ? -1.0f : c * 0.0f; // torch.sign (NaN stays NaN)
-            p[k] = pk - s.lr * sign;
-            m_i[k] = m_i[k] * s.beta2 + s.one_minus_beta2 * gk;
-        }
-        store<L>(m + i, m_i);
-        store<L>(master + i, p);
-        if constexpr (kMixed) store<L>(param + i, p);
+    const StateSlots slots{0b1u};
+    rule_frame<P, 1>(tensors, chunks, scalars, slots, [=](float &p, float g, float (&state)[1], const StepScalars &s) {
+        float &m = state[0];
+        const float gk = s.sign * (g * s.grad_scale);
+        const float c = m * s.beta1 + s.one_minus_beta1 * gk;
+        float pk = p;
+        if (decay) pk *= s.decay_factor;
+        const float sign = c > 0.0f ? 1.0f : c < 0.0f ? -1.0f : c * 0.0f; // torch.sign (NaN stays NaN)
+        p = pk - s.lr * sign;
+        m = m * s.beta2 + s.one_minus_beta2 * gk;
     });
 }
 
