@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "codebooks.hpp"
+#include "lowbit_keys.hpp"
 #include "shardopt/optim.hpp"
 
 namespace shardopt::lowbit {
@@ -59,16 +60,7 @@ struct SharedEnds {
 SharedEnds shared_ends(std::size_t block, const std::vector<std::size_t> &shared, std::size_t offset,
                        std::size_t count, std::size_t tensor_count);
 
-// --- 8-bit codes: nearest code by one table lookup ---------------------------------------------
-// |x|'s float bits, shifted right by kKeyShift, index a table of cells (24 binades from 2^-23 up
-// to 2, kKeyMantissaBits mantissa bits each) that each hold at most one threshold between codes:
-// entry = (code of the cell's low end) << 24 | (the threshold's low bits, or all ones for none).
-constexpr int kKeyMantissaBits = 7;
-constexpr int kKeyShift = 23 - kKeyMantissaBits;
-constexpr std::uint32_t kKeyLowMask = (std::uint32_t(1) << kKeyShift) - 1;
-constexpr std::uint32_t kKeyFirstBits = std::uint32_t(127 - 23) << 23; // 2^-23
-constexpr std::uint32_t kKeyBase = kKeyFirstBits >> kKeyShift;
-constexpr int kKeyCells = 24 << kKeyMantissaBits;
+// --- 8-bit codes: nearest code by one table lookup (the keys: lowbit_keys.hpp) -----------------
 
 struct Codebook8 {
     const float *values;           // 256 codes' values, ascending

@@ -124,11 +124,11 @@ BOOST_AUTO_TEST_CASE(lowbit_state_refuses_what_the_cpu_rule_refuses) {
     expect_invalid(o, "lamb");
 }
 
-// The low-bit kernels' nearest-code searches (lowbit_codes.hpp, binary search over the
-// thresholds' float bits) against the CPU's encoders (lowbit::encode8's table, encode4) on every
+// The low-bit kernels' nearest-code encoders (lowbit_codes.hpp: the cell table copied into the
+// device books, the 4-bit thresholds) against the CPU's (lowbit::encode8, encode4) on every
 // threshold and its neighbours, every code value, the specials (zeros, 2^-23's neighbours,
 // subnormals, +-1, beyond 1, infinities, NaNs), random values and a stride through all floats.
-BOOST_AUTO_TEST_CASE(lowbit_device_searches_equal_the_cpu_encoders) {
+BOOST_AUTO_TEST_CASE(lowbit_device_encoders_equal_the_cpu_encoders) {
     using namespace cuda::detail;
     const LowbitBooks books = make_lowbit_books();
     auto from_bits = [](std::uint32_t b) {
@@ -171,10 +171,9 @@ BOOST_AUTO_TEST_CASE(lowbit_device_searches_equal_the_cpu_encoders) {
     const lowbit::Codebook4 *four[2] = {&lowbit::signed4(), &lowbit::unsigned4()};
     for (float x : xs)
         for (int b = 0; b < 2; ++b) {
-            const std::uint8_t got = encode8_search(books.thresholds8[b], books.threshold_count8[b], books.zero8[b],
-                                                    b == 0, books.negative_top8[b], x);
+            const std::uint8_t got = encode8_cells(books.cells8[b], books.zero8[b], b == 0, books.negative_top8[b], x);
             if (got != lowbit::encode8(*eight[b], x) && ++wrong8[b] <= 5)
-                BOOST_TEST_MESSAGE("8-bit book " << b << ": x " << x << " search " << int(got) << " cpu "
+                BOOST_TEST_MESSAGE("8-bit book " << b << ": x " << x << " device " << int(got) << " cpu "
                                                  << int(lowbit::encode8(*eight[b], x)));
             wrong4[b] += encode4_search(books.thresholds4[b], x) != lowbit::encode4(*four[b], x);
         }

@@ -4,8 +4,9 @@
 //
 // A block of kBlockThreads threads takes groups of kLowbitGroup elements of a quantized tensor (one
 // 8-bit quantization block, or two 4-bit ones) in turn, one element per thread, with the codebooks
-// loaded into shared memory once for all of them (the 8-bit books are 4 KiB: loaded per group they
-// cost as much traffic as the group's own 16 bytes per element). Per group: decode the old moments
+// loaded into shared memory once for all of them (the 8-bit books, with their cell tables, are 26
+// KiB: loaded per group they would cost more traffic than the group's own 16 bytes per element).
+// Per group: decode the old moments
 // (code value times the block's scale), advance them and move the parameter, reduce the new
 // moments' absolute maxima over the quantization block (the new scales, on the float bits as the
 // CPU does, a NaN the largest), then encode each moment as its nearest code (lowbit_codes.hpp).
@@ -36,10 +37,9 @@ static_assert(kLowbitGroup == kBlockThreads, "one element per thread");
 constexpr int kLowbitMaxBlocks = 2048;
 
 template <int Bits> struct SharedBooks;
-template <> struct SharedBooks<8> {
+template <> struct SharedBooks<8> { // 26 KiB: within the 48 KiB of static shared memory a block may have
     float values[kLowbitSlots][256];
-    std::uint32_t thresholds[kLowbitSlots][256];
-    std::int32_t count[kLowbitSlots];
+    std::uint32_t cells[kLowbitSlots][lowbit::kKeyCells];
     std::uint32_t zero[kLowbitSlots];
     std::uint32_t negative_top[kLowbitSlots];
 };
@@ -56,12 +56,9 @@ __device__ __forceinline__ void load_books(const LowbitBooks *books, SharedBooks
     const int i = int(threadIdx.x);
     for (int b = 0; b < Slots; ++b) {
         if constexpr (Bits == 8) {
-            for (int j = i; j < 256; j += int(blockDim.x)) {
-                shared.values[b][j] = books->values8[b][j];
-                shared.thresholds[b][j] = books->thresholds8[b][j];
-            }
+            for (int j = i; j < 256; j += int(blockDim.x)) shared.values[b][j] = books->values8[b][j];
+            for (int j = i; j < lowbit::kKeyCells; j += int(blockDim.x)) shared.cells[b][j] = books->cells8[b][j];
             if (i == 0) {
-                shared.count[b] = books->threshold_count8[b];
                 shared.zero[b] = books->zero8[b];
                 shared.negative_top[b] = books->negative_top8[b];
             }
@@ -153,8 +150,7 @@ __device__ __forceinline__ void encode_store(float x, const Element &at, bool ma
     std::uint8_t *codes = q.codes[Slot];
     if constexpr (Bits == 8) {
         const std::uint8_t code =
-            encode8_search(books.thresholds[Slot], books.count[Slot], books.zero[Slot], Slot == 0,
-                           books.negative_top[Slot], y);
+            encode8_cells(books.cells[Slot], books.zero[Slot], Slot == 0, books.negative_top[Slot], y);
         if (active) codes[e] = code;
     } else {
         const unsigned code = encode4_search(books.thresholds[Slot], y);

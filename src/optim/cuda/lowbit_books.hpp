@@ -1,5 +1,5 @@
 // Host side: the codebooks of lowbit.hpp laid out as the low-bit kernels read them
-// (LowbitBooks), thresholds computed in float exactly as lowbit.cpp computes its own.
+// (LowbitBooks): the same values, cells and thresholds.
 #pragma once
 
 #include "../lowbit.hpp"
@@ -17,10 +17,7 @@ inline LowbitBooks make_lowbit_books() {
         for (int c = 0; c < 256; ++c) books.values8[b][c] = v[c];
         books.zero8[b] = std::uint32_t(zero);
         books.negative_top8[b] = eight[b]->negative_top;
-        books.threshold_count8[b] = 255 - zero;
-        for (int j = 0; j < 255 - zero; ++j)
-            books.thresholds8[b][j] = lowbit_float_bits((v[zero + j] + v[zero + j + 1]) / 2.0f);
-        for (int j = 255 - zero; j < 256; ++j) books.thresholds8[b][j] = 0xffffffffu; // never searched
+        for (int c = 0; c < lowbit::kKeyCells; ++c) books.cells8[b][c] = eight[b]->cells[c];
         for (int c = 0; c < 16; ++c) books.values4[b][c] = four[b]->values[c];
         for (int i = 0; i < 15; ++i) books.thresholds4[b][i] = four[b]->thresholds[i];
     }

@@ -3,17 +3,15 @@
 // Plain C++ shared by the host code, the .cu files and the CPU unit test that checks the
 // searches against lowbit::encode8 / encode4 (tests/unit/test_lowbit_device_codes.cpp).
 //
-// 8-bit: lowbit.hpp's encoder looks a cell up in a 12 KiB table indexed by |x|'s float bits; a
-// kernel would gather it from global memory. Here the same code comes from a binary search over
-// the thresholds between consecutive codes, held in shared memory as float bits: for the
-// non-negative floats the order of the bits is the order of the values, so the number of
-// thresholds strictly below |x| counted from the zero code is the CPU's code, NaN included (its
-// bits lie above every threshold: the top code, as the CPU's last cell gives). Below 2^-23 there
-// is no threshold (lowbit.cpp refuses a codebook with one), so those values get the zero code.
+// 8-bit: the same cell table as lowbit.hpp's encoder (one lookup by |x|'s float bits, one compare
+// with the cell's threshold), which the kernels hold in shared memory: the code is the CPU's by
+// construction, NaN included (its key is past the last cell, which gives the top code).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+
+#include "../lowbit_keys.hpp"
 
 #if defined(__CUDACC__)
 #define SHARDOPT_HOST_DEVICE __host__ __device__ __forceinline__
@@ -27,13 +25,9 @@ namespace shardopt::cuda::detail {
 constexpr int kLowbitSlots = 2;
 
 struct LowbitBooks {
-    // 8-bit: book b's 256 values, and its thresholds from the zero code up as float bits
-    // (thresholds8[b][j] = bits of (values[zero + j] + values[zero + j + 1]) / 2, computed in
-    // float as lowbit.cpp does): 128 of them for the signed map (zero code 127), 255 for the
-    // unsigned one (zero code 0).
+    // 8-bit: book b's 256 values and its cell table (lowbit::Codebook8::cells).
     float values8[kLowbitSlots][256];
-    std::uint32_t thresholds8[kLowbitSlots][256];
-    std::int32_t threshold_count8[kLowbitSlots];
+    std::uint32_t cells8[kLowbitSlots][lowbit::kKeyCells];
     std::uint32_t zero8[kLowbitSlots];
     std::uint32_t negative_top8[kLowbitSlots]; // signed: lowbit::Codebook8::negative_top
     // 4-bit: 16 values and their 15 thresholds, as lowbit::Codebook4.
@@ -87,28 +81,18 @@ SHARDOPT_HOST_DEVICE float lowbit_bits_float(std::uint32_t b) {
 #endif
 }
 
-// How many of the ascending thresholds[0 .. count) are strictly below key.
-SHARDOPT_HOST_DEVICE std::uint32_t count_below(const std::uint32_t *thresholds, int count, std::uint32_t key) {
-    int low = 0, length = count;
-    while (length > 0) {
-        const int half = length / 2;
-        if (thresholds[low + half] < key) {
-            low += half + 1;
-            length -= half + 1;
-        } else {
-            length = half;
-        }
-    }
-    return std::uint32_t(low);
-}
-
-// lowbit::encode8: the nearest code of y; ties to the code nearer zero; the signed map's
-// negative half mirrors the positive one (code 254 - c) but at its end (lowbit::negative_code:
-// -1 or the next code, by negative_top).
-SHARDOPT_HOST_DEVICE std::uint8_t encode8_search(const std::uint32_t *thresholds, int count, std::uint32_t zero,
-                                                 bool is_signed, std::uint32_t negative_top, float y) {
+// lowbit::encode8, operation for operation: the nearest code of y; ties to the code nearer zero;
+// the signed map's negative half mirrors the positive one (code 254 - c) but at its end
+// (lowbit::negative_code: -1 or the next code, by negative_top).
+SHARDOPT_HOST_DEVICE std::uint8_t encode8_cells(const std::uint32_t *cells, std::uint32_t zero, bool is_signed,
+                                                std::uint32_t negative_top, float y) {
     const std::uint32_t bits = lowbit_float_bits(y), magnitude = bits & 0x7fffffffu;
-    std::uint32_t code = zero + count_below(thresholds, count, magnitude);
+    std::uint32_t key = (magnitude >> lowbit::kKeyShift) - lowbit::kKeyBase; // wraps below 2^-23
+    const bool tiny = magnitude < lowbit::kKeyFirstBits;
+    key = key < std::uint32_t(lowbit::kKeyCells) ? key : std::uint32_t(lowbit::kKeyCells - 1);
+    const std::uint32_t entry = cells[key];
+    std::uint32_t code = (entry >> 24) + ((magnitude & lowbit::kKeyLowMask) > (entry & lowbit::kKeyLowMask) ? 1u : 0u);
+    code = tiny ? zero : code;
     if (is_signed && (bits >> 31)) code = code >= 254 ? (magnitude > negative_top ? 0u : 1u) : 254u - code;
     return std::uint8_t(code);
 }
