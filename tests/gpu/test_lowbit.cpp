@@ -283,8 +283,9 @@ BOOST_AUTO_TEST_CASE(mixed_precision_matches_the_cpu_rule) {
     run_case(cases(StatePrecision::bits4)[0], DType::f16, 3, 24);
 }
 
-// More groups of 256 elements than a launch has blocks (2048): each block takes several groups in
-// turn, with the books loaded once, and a block cut by the tensor's end among the later ones.
+// More groups of 256 elements than an 8-bit launch has blocks (2048): each block takes several
+// groups in turn, with the books loaded once, and a block cut by the tensor's end among the later
+// ones. (4-bit launches a block per group: the same tensors at that precision.)
 BOOST_AUTO_TEST_CASE(blocks_take_several_groups) {
     const SizesFor sizes({2048 * 256 + 3 * 256 + 77, 5000});
     run_case(cases(StatePrecision::bits8)[0], DType::f32, 2, 25);

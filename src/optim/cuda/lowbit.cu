@@ -3,10 +3,10 @@
 // operation (Adam's denominator multiplies by 1 / sqrt(bias correction 2), as the CPU rule does).
 //
 // A block of kBlockThreads threads takes groups of kLowbitGroup elements of a quantized tensor (one
-// 8-bit quantization block, or two 4-bit ones) in turn, one element per thread, with the codebooks
-// loaded into shared memory once for all of them (the 8-bit books, with their cell tables, are 26
-// KiB: loaded per group they would cost more traffic than the group's own 16 bytes per element).
-// Per group: decode the old moments
+// 8-bit quantization block, or two 4-bit ones), one element per thread, with the codebooks loaded
+// into shared memory first: 8-bit, groups in turn (its books, with the cell tables, are 26 KiB:
+// loaded per group they would cost more traffic than the group's own 16 bytes per element);
+// 4-bit, one group (lowbit_blocks). Per group: decode the old moments
 // (code value times the block's scale), advance them and move the parameter, reduce the new
 // moments' absolute maxima over the quantization block (the new scales, on the float bits as the
 // CPU does, a NaN the largest), then encode each moment as its nearest code (lowbit_codes.hpp).
@@ -32,9 +32,21 @@ namespace {
 
 static_assert(kLowbitGroup == kBlockThreads, "one element per thread");
 
-// Blocks of a launch: enough to fill every SM of current GPUs (132-148 SMs, 8 blocks of 256
-// threads each), few enough that the books' loads stay a few percent of the groups' traffic.
-constexpr int kLowbitMaxBlocks = 2048;
+// Blocks of an 8-bit launch: enough to fill every SM of current GPUs (132-148 SMs, up to 8 blocks
+// of 256 threads each), few enough that the 26 KiB books' loads stay a few percent of the groups'
+// traffic. 4-bit books are 256 bytes: a block per group, which measured faster (H200, 64M
+// parameters: 5.9e10 against 4.8e10 parameters/s capped at 2048 blocks; 8-bit capped with the cell
+// tables: 5.1e10, against 4.2e10 with a block per group and a binary search).
+constexpr int kLowbitMaxBlocks8 = 2048;
+
+// Blocks of a launch of `groups` groups of `bits`-bit codes.
+int lowbit_blocks(int groups, int bits) { return bits == 8 ? std::min(groups, kLowbitMaxBlocks8) : groups; }
+
+// After a group, before the block's next: every thread has read the group's block maxima (shared
+// memory the next group's reductions write). Uniform over the block; none after its last group.
+__device__ __forceinline__ void before_next_group(int index, int group_count) {
+    if (index + int(gridDim.x) < group_count) __syncthreads();
+}
 
 template <int Bits> struct SharedBooks;
 template <> struct SharedBooks<8> { // 26 KiB: within the 48 KiB of static shared memory a block may have
@@ -207,7 +219,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         }
         encode_store<Bits, 0>(m_i, at, maxima, q, book, tops[0]);
         encode_store<Bits, 1>(v_i, at, maxima, q, book, tops[1]);
-        __syncthreads(); // every thread has read this group's maxima before the next group's are written
+        before_next_group(index, group_count);
     }
 }
 
@@ -250,7 +262,7 @@ __global__ void __launch_bounds__(kBlockThreads)
             }
         }
         encode_store<Bits, 0>(b, at, maxima, q, book, tops);
-        __syncthreads(); // every thread has read this group's maximum before the next group's is written
+        before_next_group(index, group_count);
     }
 }
 
@@ -261,7 +273,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         with_param_type(launch.dtype, [&](auto *tag) {                                                         \
             using P = std::remove_pointer_t<decltype(tag)>;                                                    \
             auto run = [&](auto *k) {                                                                          \
-                SHARDOPT_LAUNCH(k, std::min(launch.group_count, kLowbitMaxBlocks), kBlockThreads, 0,            \
+                SHARDOPT_LAUNCH(k, lowbit_blocks(launch.group_count, launch.bits), kBlockThreads, 0,            \
                                 launch.stream)(launch.tensors, launch.entries, launch.groups, launch.group_count,     \
                                                launch.books, launch.scalars, launch.flags);                           \
             };                                                                                                 \
