@@ -1,5 +1,6 @@
 // Low-bit optimizer state (src/optim/lowbit.hpp, lowbit_rules.cpp): the codebooks' nearest-code
-// search against brute force, and the rules' results independent of how a tensor is cut: slices
+// search against brute force, the rules' batched encoders against it, and the rules' results
+// independent of how a tensor is cut: slices
 // that each hold their own codes and combine the maxima of the blocks they share give the very
 // bits of one whole slice, in the baseline and the AVX2 loops, threaded or not.
 #define BOOST_TEST_MODULE lowbit
@@ -382,6 +383,53 @@ BOOST_AUTO_TEST_CASE(state_tracks_full_precision_adam) {
             worst = std::max(worst, std::fabs(full.params()[i] - low.params()[i]));
         BOOST_TEST_MESSAGE(state_precision_name(p) << ": largest parameter difference after 20 steps " << worst);
         BOOST_TEST(worst < 20 * o.lr); // each step moves a parameter by about lr at most
+    }
+}
+
+// The rule's own batched encoders (lowbit_rules.cpp) against lowbit::encode8 / encode4: after one
+// Adam step from zero state the moments are (1 - beta1) g and (1 - beta2) g g exactly, so every
+// block's scale and every code follow from the gradient alone; the decoded state must be those
+// codes' values times those scales, bit for bit (signed and unsigned maps, both precisions).
+BOOST_AUTO_TEST_CASE(first_step_codes_are_the_encoders) {
+    for (StatePrecision p : {StatePrecision::bits8, StatePrecision::bits4}) {
+        OptimizerOptions o = OptimizerOptions::defaults(OptimizerKind::adam);
+        o.state_precision = p;
+        std::mt19937 rng(11);
+        const std::size_t total = 8192 + 77; // the last block cut short
+        const std::vector<double> initial = spread_values(rng, total), g = spread_values(rng, total);
+        const std::vector<float> grad(g.begin(), g.end());
+        LowBitTrainer<float> trainer(o, total, {}, initial);
+        trainer.step(1, grad);
+        const std::size_t block = lowbit::block_elements(p);
+        const float one_minus[2] = {float(1.0 - o.beta1), float(1.0 - o.beta2)};
+        for (int k = 0; k < 2; ++k) {
+            std::vector<float> moment(total);
+            for (std::size_t i = 0; i < total; ++i)
+                moment[i] = k == 0 ? one_minus[0] * grad[i] : one_minus[1] * grad[i] * grad[i];
+            const std::vector<float> got = trainer.state(k);
+            std::size_t wrong = 0, negative = 0;
+            for (std::size_t first = 0; first < total; first += block) {
+                const std::size_t n = std::min(block, total - first);
+                std::uint32_t top = 0;
+                for (std::size_t j = 0; j < n; ++j) top = std::max(top, lowbit::float_bits(moment[first + j]) & 0x7fffffffu);
+                float scale;
+                std::memcpy(&scale, &top, sizeof scale);
+                const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+                for (std::size_t j = 0; j < n; ++j) {
+                    const float y = moment[first + j] * inv;
+                    negative += y < 0.0f;
+                    const float value = p == StatePrecision::bits8
+                                            ? (k == 0 ? lowbit::signed8() : lowbit::unsigned8())
+                                                  .values[lowbit::encode8(k == 0 ? lowbit::signed8() : lowbit::unsigned8(), y)]
+                                            : (k == 0 ? lowbit::signed4() : lowbit::unsigned4())
+                                                  .values[lowbit::encode4(k == 0 ? lowbit::signed4() : lowbit::unsigned4(), y)];
+                    const float want = value * scale;
+                    wrong += std::memcmp(&want, &got[first + j], sizeof want) != 0;
+                }
+            }
+            BOOST_TEST(wrong == 0u, state_precision_name(p) << " slot " << k);
+            if (k == 0) BOOST_TEST(negative > total / 4, "the signed map's negative half is used");
+        }
     }
 }
 
