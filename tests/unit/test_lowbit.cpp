@@ -1,8 +1,8 @@
 // Low-bit optimizer state (src/optim/lowbit.hpp, lowbit_rules.cpp): the codebooks' nearest-code
 // search against brute force, the rules' batched encoders against it, and the rules' results
-// independent of how a tensor is cut: slices
-// that each hold their own codes and combine the maxima of the blocks they share give the very
-// bits of one whole slice, in the baseline and the AVX2 loops, threaded or not.
+// independent of how a tensor is cut: slices that each hold their own codes and combine the maxima
+// of the blocks they share give the very bits of one whole slice, in the baseline and the AVX2
+// loops, threaded or not.
 #define BOOST_TEST_MODULE lowbit
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
