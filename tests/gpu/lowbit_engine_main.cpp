@@ -57,6 +57,7 @@
 using namespace shardopt;
 using shardopt::testing::lowbit_element_count;
 using shardopt::testing::lowbit_layout;
+using shardopt::testing::lowbit_rule;
 
 namespace {
 
@@ -86,15 +87,6 @@ std::vector<float> gradient(std::size_t n, int step) {
         g[i] = (i / 700) % 5 == 3 ? 0.0f : float(k) / 64.0f;
     }
     return g;
-}
-
-OptimizerOptions rule(OptimizerKind kind, StatePrecision precision) {
-    OptimizerOptions o = OptimizerOptions::defaults(kind);
-    o.lr = 0.01;
-    if (kind == OptimizerKind::sgd) o.momentum = 0.9;
-    if (kind == OptimizerKind::adamw) o.weight_decay = 0.05;
-    o.state_precision = precision;
-    return o;
 }
 
 // One step on `opt` with `grad` (packed), copied into each bucket as a backward would.
@@ -182,7 +174,7 @@ int skip_reason(const std::string &backend) {
 std::vector<std::string> run_case(const CommunicatorPtr &comm, StatePrecision precision, OptimizerKind kind,
                                   Strategy strategy, bool offload, int steps, bool exact) {
     std::vector<std::string> failures;
-    const OptimizerOptions o = rule(kind, precision);
+    const OptimizerOptions o = lowbit_rule(kind, precision);
     const std::vector<float> init = initial_values(lowbit_element_count());
     ShardingOptions device;
     device.strategy = strategy;

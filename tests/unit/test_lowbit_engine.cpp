@@ -25,21 +25,13 @@ using shardopt::testing::Gradients;
 using shardopt::testing::initial_values;
 using shardopt::testing::lowbit_element_count;
 using shardopt::testing::lowbit_layout;
+using shardopt::testing::lowbit_rule;
 using shardopt::testing::same_bits;
 using shardopt::testing::train_rank0;
 using shardopt::testing::TrainRun;
 using shardopt::testing::with;
 
 namespace {
-
-OptimizerOptions rule(OptimizerKind kind, StatePrecision precision) {
-    OptimizerOptions o = OptimizerOptions::defaults(kind);
-    o.lr = 0.01;
-    if (kind == OptimizerKind::sgd) o.momentum = 0.9;
-    if (kind == OptimizerKind::adamw) o.weight_decay = 0.05;
-    o.state_precision = precision;
-    return o;
-}
 
 // The parameters after `steps` steps of `strategy` at `ranks` ranks (rank 0's copy), each rank
 // its own gradients.
@@ -59,7 +51,7 @@ BOOST_AUTO_TEST_SUITE(lowbit_engine)
 BOOST_AUTO_TEST_CASE(every_strategy_and_world_size_trains_the_same_bits) {
     for (StatePrecision precision : {StatePrecision::bits8, StatePrecision::bits4})
         for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::sgd}) {
-            const OptimizerOptions o = rule(kind, precision);
+            const OptimizerOptions o = lowbit_rule(kind, precision);
             const std::string name = std::string(optimizer_kind_name(kind)) + " " + state_precision_name(precision);
             for (int ranks : {1, 2, 3, 5}) {
                 const std::vector<float> reference = train(o, Strategy::ddp, ranks, 1);
@@ -75,9 +67,9 @@ BOOST_AUTO_TEST_CASE(every_strategy_and_world_size_trains_the_same_bits) {
 
 // Low-bit state is not full state: the same run with full precision ends elsewhere, but close.
 BOOST_AUTO_TEST_CASE(low_bit_is_close_to_full_precision) {
-    const std::vector<float> full = train(rule(OptimizerKind::adam, StatePrecision::full), Strategy::zero2, 2, 1, 8);
+    const std::vector<float> full = train(lowbit_rule(OptimizerKind::adam, StatePrecision::full), Strategy::zero2, 2, 1, 8);
     for (StatePrecision precision : {StatePrecision::bits8, StatePrecision::bits4}) {
-        const std::vector<float> low = train(rule(OptimizerKind::adam, precision), Strategy::zero2, 2, 1, 8);
+        const std::vector<float> low = train(lowbit_rule(OptimizerKind::adam, precision), Strategy::zero2, 2, 1, 8);
         BOOST_TEST(!same_bits(low, full), state_precision_name(precision));
         double worst = 0.0;
         for (std::size_t i = 0; i < full.size(); ++i) worst = std::max(worst, double(std::fabs(low[i] - full[i])));
@@ -102,7 +94,7 @@ BOOST_AUTO_TEST_CASE(state_bytes_follow_the_format) {
         std::mutex &mutex = assertion_mutex();
         run_inprocess(1, [&](Communicator &comm) {
             auto opt = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(),
-                                                rule(OptimizerKind::adam, precision), with(Strategy::ddp));
+                                                lowbit_rule(OptimizerKind::adam, precision), with(Strategy::ddp));
             const MemoryStats m = opt->memory_stats();
             std::lock_guard<std::mutex> lock(mutex);
             BOOST_TEST(m.optimizer_state_bytes == expected, state_precision_name(precision));
@@ -114,7 +106,7 @@ BOOST_AUTO_TEST_CASE(state_bytes_follow_the_format) {
         std::size_t total = 0;
         run_inprocess(3, [&](Communicator &comm) {
             auto opt = ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(),
-                                                rule(OptimizerKind::adam, precision), with(Strategy::zero2));
+                                                lowbit_rule(OptimizerKind::adam, precision), with(Strategy::zero2));
             const std::size_t mine = opt->memory_stats().optimizer_state_bytes;
             std::lock_guard<std::mutex> lock(mutex);
             total += mine;
@@ -132,7 +124,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_reshard_bit_for_bit) {
     // Every rank the same gradients, so any world size steps on the same average.
     constexpr Gradients same = Gradients::same_on_every_rank;
     for (StatePrecision precision : {StatePrecision::bits8, StatePrecision::bits4}) {
-        const OptimizerOptions o = rule(OptimizerKind::adam, precision);
+        const OptimizerOptions o = lowbit_rule(OptimizerKind::adam, precision);
         std::vector<unsigned char> bytes;
         TrainRun original{lowbit_layout, o, with(Strategy::zero2), 4, same, 1, 3};
         original.save = &bytes;
@@ -153,7 +145,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_reshard_bit_for_bit) {
 BOOST_AUTO_TEST_CASE(refused_where_it_cannot_run) {
     run_inprocess(2, [&](Communicator &comm) {
         expect_error(ErrorCode::unsupported, "state_precision 8bit", [&] {
-            ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), rule(OptimizerKind::adam, StatePrecision::bits8),
+            ShardedOptimizer::create(comm.shared_from_this(), lowbit_layout(), lowbit_rule(OptimizerKind::adam, StatePrecision::bits8),
                                      with(Strategy::async_sgd));
         });
     });
