@@ -20,6 +20,7 @@
 #include "cuda/cuda_device.hpp"
 #include "cuda/cuda_event.hpp"
 #include "cuda/device_buffer.hpp"
+#include "cuda/device_upload.hpp"
 #include "launch.hpp"
 #include "lowbit_state.hpp"
 #include "shardopt/comm.hpp"
@@ -87,14 +88,6 @@ uint32_t update_flags(const OptimizerOptions &o) {
     return flags;
 }
 
-template <typename T> DeviceBuffer upload(const std::vector<T> &host, const char *what, cudaStream_t stream) {
-    DeviceBuffer buffer(host.size() * sizeof(T), what);
-    if (!host.empty())
-        check(cudaMemcpyAsync(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice, stream),
-              (std::string("copying the ") + what + " to the device").c_str());
-    return buffer;
-}
-
 class CudaOptimizer final : public SlicedOptimizer {
   public:
     CudaOptimizer(const std::vector<DeviceTensor> &params, const std::vector<TensorSlice> &slices,
@@ -141,6 +134,8 @@ class CudaOptimizer final : public SlicedOptimizer {
     void wait_for(cudaStream_t stream, const char *what);
     void wait_last_stream();
     void copy(void *dst, const void *src, std::size_t bytes, cudaMemcpyKind kind, const char *what);
+    // The element-wise kernels' launch over every chunk of every tensor, on `stream`.
+    ChunkLaunch chunk_launch(cudaStream_t stream) const;
 
     DeviceOptimizerOptions options_;
     int device_;
@@ -363,23 +358,14 @@ void CudaOptimizer::prepare(const void *const *grads, std::size_t grad_count, cu
     require(grads != nullptr, ErrorCode::invalid_argument, "grads must not be null");
     DeviceGuard guard(device_);
     bind_grads(grads, stream);
-    ChunkLaunch launch;
-    launch.tensors = tensors_.as<TensorEntry>();
-    launch.chunks = chunks_.as<Chunk>();
-    launch.chunk_count = int(plan_.chunks.size());
-    launch.scalars = scalars_.as<StepScalars>();
-    launch.flags = flags_;
-    launch.dtype = options_.dtype;
-    launch.stream = stream;
+    const ChunkLaunch launch = chunk_launch(stream);
     if (norm_pass_ && launch.chunk_count > 0) launch_grad_sumsq(launch, norm_partials_.as<double>());
     launch_step_control(control_.as<StepControl>(), scalars_.as<StepScalars>(), norm_partials_.as<double>(),
                         norm_pass_ ? launch.chunk_count : 0, hyper(), stream);
     last_stream_ = stream;
 }
 
-// The update of every tensor, after prepare() on the same stream.
-void CudaOptimizer::update(cudaStream_t stream) {
-    DeviceGuard guard(device_);
+ChunkLaunch CudaOptimizer::chunk_launch(cudaStream_t stream) const {
     ChunkLaunch launch;
     launch.tensors = tensors_.as<TensorEntry>();
     launch.chunks = chunks_.as<Chunk>();
@@ -388,6 +374,13 @@ void CudaOptimizer::update(cudaStream_t stream) {
     launch.flags = flags_;
     launch.dtype = options_.dtype;
     launch.stream = stream;
+    return launch;
+}
+
+// The update of every tensor, after prepare() on the same stream.
+void CudaOptimizer::update(cudaStream_t stream) {
+    DeviceGuard guard(device_);
+    ChunkLaunch launch = chunk_launch(stream);
     last_stream_ = stream;
     if (launch.chunk_count == 0) return;
     // The update: the full-precision tensors' chunks only, then the quantized tensors' groups.

@@ -6,19 +6,12 @@
 
 #include "../lowbit.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/device_upload.hpp"
 #include "lowbit_books.hpp"
 #include "shardopt/error.hpp"
 
 namespace shardopt::cuda::detail {
 namespace {
-
-template <typename T> DeviceBuffer upload(const std::vector<T> &host, const char *what, cudaStream_t stream) {
-    DeviceBuffer buffer(host.size() * sizeof(T), what);
-    if (!host.empty())
-        check(cudaMemcpyAsync(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice, stream),
-              (std::string("copying the ") + what + " to the device").c_str());
-    return buffer;
-}
 
 std::size_t aligned(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 
