@@ -42,11 +42,7 @@ constexpr int kLowbitMaxBlocks8 = 2048;
 // Blocks of a launch of `groups` groups of `bits`-bit codes.
 int lowbit_blocks(int groups, int bits) { return bits == 8 ? std::min(groups, kLowbitMaxBlocks8) : groups; }
 
-// After a group, before the block's next: every thread has read the group's block maxima (shared
-// memory the next group's reductions write). Uniform over the block; none after its last group.
-__device__ __forceinline__ void before_next_group(int index, int group_count) {
-    if (index + int(gridDim.x) < group_count) __syncthreads();
-}
+
 
 template <int Bits> struct SharedBooks;
 template <> struct SharedBooks<8> { // 26 KiB: within the 48 KiB of static shared memory a block may have
@@ -126,6 +122,26 @@ __device__ __forceinline__ Element this_element(const Chunk &group, const Lowbit
     return {e, e - q.first, i < group.count && e >= q.first, group.count - i};
 }
 
+// body(q, tensor, element) for each group this block takes (lowbit_blocks: 8-bit several in turn).
+// Between two groups every thread has read the first's block maxima (shared memory the next one's
+// reductions write): a barrier, uniform over the block, none after its last group.
+template <class Body>
+__device__ __forceinline__ void for_each_group(const TensorEntry *tensors, const LowbitEntry *entries,
+                                               const Chunk *groups, int group_count, Body body) {
+    for (int index = int(blockIdx.x); index < group_count; index += int(gridDim.x)) {
+        const Chunk group = groups[index];
+        const LowbitEntry q = entries[group.tensor];
+        body(q, tensors[q.tensor], this_element(group, q));
+        if (index + int(gridDim.x) < group_count) __syncthreads();
+    }
+}
+
+// Slot `slot`'s old value of code index e: its code's value times its block's scale.
+template <int Bits>
+__device__ __forceinline__ float decoded(const LowbitEntry &q, int slot, int64_t e, const float *values) {
+    return code_value<Bits>(q.codes[slot], e, values) * q.scales[slot][e / kQuantBlock<Bits>];
+}
+
 // Which end of the slice e's block is, where that block is shared with other ranks: 0 the first
 // block, 1 the last, -1 neither (or not shared).
 template <int Bits> __device__ __forceinline__ int shared_end(const LowbitEntry &q, int64_t e) {
@@ -193,11 +209,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     load_books<Bits, 2>(books, book);
     const bool maxima = flags & kLowbitMaxima; // the new moments' maxima only: nothing written
 
-    for (int index = int(blockIdx.x); index < group_count; index += int(gridDim.x)) {
-        const Chunk group = groups[index];
-        const LowbitEntry q = entries[group.tensor];
-        const TensorEntry &tensor = tensors[q.tensor];
-        const Element at = this_element(group, q);
+    for_each_group(tensors, entries, groups, group_count, [&](const LowbitEntry &q, const TensorEntry &tensor,
+                                                             const Element &at) {
         const int64_t e = at.e;
         float m_i = 0.0f, v_i = 0.0f;
         if (at.active) {
@@ -206,8 +219,8 @@ __global__ void __launch_bounds__(kBlockThreads)
             if (decoupled) p *= s.decay_factor;
             float g = s.sign * (to_float(__ldcg(grad + at.at)) * s.grad_scale);
             if (l2) g += s.weight_decay * p;
-            const float m_old = code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>];
-            const float v_old = code_value<Bits>(q.codes[1], e, book.values[1]) * q.scales[1][e / kQuantBlock<Bits>];
+            const float m_old = decoded<Bits>(q, 0, e, book.values[0]);
+            const float v_old = decoded<Bits>(q, 1, e, book.values[1]);
             m_i = m_old + s.one_minus_beta1 * (g - m_old);
             v_i = v_old * s.beta2 + s.one_minus_beta2 * g * g;
             if (!maxima) {
@@ -219,8 +232,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         }
         encode_store<Bits, 0>(m_i, at, maxima, q, book, tops[0]);
         encode_store<Bits, 1>(v_i, at, maxima, q, book, tops[1]);
-        before_next_group(index, group_count);
-    }
+    });
 }
 
 template <class P, int Bits>
@@ -237,12 +249,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     load_books<Bits, 1>(books, book);
     const bool maxima = flags & kLowbitMaxima; // the new buffer's maxima only: nothing written
 
-    for (int index = int(blockIdx.x); index < group_count; index += int(gridDim.x)) {
-        const Chunk group = groups[index];
-        const LowbitEntry q = entries[group.tensor];
-        const TensorEntry &tensor = tensors[q.tensor];
-        const Element at = this_element(group, q);
-        const int64_t e = at.e;
+    for_each_group(tensors, entries, groups, group_count, [&](const LowbitEntry &q, const TensorEntry &tensor,
+                                                             const Element &at) {
         float b = 0.0f;
         if (at.active) {
             const P *grad = static_cast<const P *>(tensor.grad);
@@ -252,8 +260,7 @@ __global__ void __launch_bounds__(kBlockThreads)
             if (first)
                 b = g;
             else
-                b = (code_value<Bits>(q.codes[0], e, book.values[0]) * q.scales[0][e / kQuantBlock<Bits>]) * s.momentum +
-                    s.one_minus_dampening * g;
+                b = decoded<Bits>(q, 0, at.e, book.values[0]) * s.momentum + s.one_minus_dampening * g;
             if (!maxima) {
                 const float direction = nesterov ? g + s.momentum * b : b;
                 p -= s.lr * direction;
@@ -262,8 +269,7 @@ __global__ void __launch_bounds__(kBlockThreads)
             }
         }
         encode_store<Bits, 0>(b, at, maxima, q, book, tops);
-        before_next_group(index, group_count);
-    }
+    });
 }
 
 // launch_<name> and preload_<name> of a low-bit kernel template kernel<P, Bits>.
