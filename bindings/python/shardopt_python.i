@@ -5,9 +5,22 @@
  * Outputs through pointers are returned (handles, numbers, a `void **` as its address, checkpoints as bytes). Arrays
  * are buffers whose element type and count are read from them, never passed beside them. Callbacks are Python
  * callables, called through the trampolines below, the only hand-written C. No policy, default or check is here. */
+%begin %{
+#include <errno.h> /* SWIG's runtime uses errno; Python.h includes errno.h only outside the limited API */
+%}
 %{
 #define SHARDOPT_EXPERIMENTAL /* shardopt_comm_create_inprocess_member, pipelines */
 #include "shardopt.h"
+
+/* The module keeps to the limited API (the stable ABI: one build loads on every Python from 3.11, see python.cmake):
+ * no struct of the interpreter's is read; a type's name is its __name__ (PyType_GetName is 3.11's, the module also
+ * builds for older Pythons without the limited API). */
+static PyObject *so_type_name(PyObject *type) { return PyObject_GetAttrString(type, "__name__"); }
+#ifdef Py_LIMITED_API /* SO_PY_LIMITED_API below: the build's check (bindings.python_abi3) */
+#define SO_LIMITED_API_VERSION Py_LIMITED_API
+#else
+#define SO_LIMITED_API_VERSION 0
+#endif
 
 static PyObject *so_error[SHARDOPT_ERR_INTERNAL + 1]; /* by status; [0] ShardoptError, their base */
 static __thread PyObject *so_pending[3]; /* a Python callback's exception on this thread (type, value, tb) */
@@ -31,14 +44,17 @@ static void so_raise(shardopt_status st) {
 /* Ends a trampoline's Python call r (NULL: it raised): 0 with its number in *out (when out is given), else 1 with the
  * exception kept for so_raise and its text told to the library (shardopt_model_error): every rank's error names it. */
 static int so_done(PyObject *r, double *out) {
-    PyObject *t, *v, *tb, *text;
+    PyObject *t, *v, *tb, *name, *text;
+    const char *s;
     if (r && out) *out = PyFloat_AsDouble(r);
     Py_XDECREF(r);
     if (r && !PyErr_Occurred()) return 0;
     PyErr_Fetch(&t, &v, &tb), PyErr_NormalizeException(&t, &v, &tb);
-    text = PyUnicode_FromFormat("%s: %S", ((PyTypeObject *)t)->tp_name, v);
-    shardopt_model_error(text ? PyUnicode_AsUTF8(text) : ((PyTypeObject *)t)->tp_name);
-    PyErr_Clear(), Py_XDECREF(text);
+    name = so_type_name(t);
+    text = name ? PyUnicode_FromFormat("%U: %S", name, v) : NULL;
+    s = text ? PyUnicode_AsUTF8AndSize(text, NULL) : name ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+    shardopt_model_error(s ? s : "a Python callback raised an exception");
+    PyErr_Clear(), Py_XDECREF(text), Py_XDECREF(name);
     if (so_pending[0]) { Py_XDECREF(t); Py_XDECREF(v); Py_XDECREF(tb); }
     else { so_pending[0] = t; so_pending[1] = v; so_pending[2] = tb; }
     return 1;
@@ -86,8 +102,12 @@ static int so_buffer(PyObject *o, Py_buffer *v, int writable, shardopt_dtype *dt
         {'f', 4, SHARDOPT_F32}, {'d', 8, SHARDOPT_F64}, {'e', 2, SHARDOPT_F16}, {'i', 4, SHARDOPT_I32},
         {'l', 4, SHARDOPT_I32}, {'l', 8, SHARDOPT_I64}, {'q', 8, SHARDOPT_I64}, {'B', 1, SHARDOPT_U8}};
     const char *f;
-    if (!PyObject_CheckBuffer(o))
-        return PyErr_Format(PyExc_TypeError, "an array must be a numpy array or other buffer, not %s", Py_TYPE(o)->tp_name), 0;
+    if (!PyObject_CheckBuffer(o)) {
+        PyObject *name = so_type_name((PyObject *)Py_TYPE(o));
+        if (name) PyErr_Format(PyExc_TypeError, "an array must be a numpy array or other buffer, not %U", name);
+        Py_XDECREF(name);
+        return 0;
+    }
     if (PyObject_GetBuffer(o, v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) != 0) {
         PyErr_Clear();
         return PyErr_Format(PyExc_ValueError, "the array must be a %sC-contiguous buffer", writable ? "writable " : ""), 0;
@@ -115,7 +135,7 @@ static PyObject *so_gather_scatter(shardopt_comm comm, PyObject *o, Py_buffer *v
         return PyErr_Format(PyExc_ValueError, "reduce_scatter needs a multiple of the world size (%d) elements, "
                             "got %zu", ws, *count);
     if (!gather) *count /= (size_t)ws;
-    if ((out = PyByteArray_FromStringAndSize(NULL, gather ? v->len * ws : v->len / ws))) *recv = PyByteArray_AS_STRING(out);
+    if ((out = PyByteArray_FromStringAndSize(NULL, gather ? v->len * ws : v->len / ws))) *recv = PyByteArray_AsString(out);
     return out;
 }
 
@@ -166,10 +186,13 @@ PyObject *so_dlpack_capsule(unsigned long long tensor, int versioned) {
 
 %include <stdint.i>
 %include <typemaps.i>
+/* The status is not returned: the outputs are (none: None). The result stays NULL until an output is appended, as
+ * appending to None keeps the None when the C function is not void (SWIG >= 4.3: [None, output]). */
 %typemap(out) shardopt_status {
     if ($1 != SHARDOPT_OK) { so_raise($1); SWIG_fail; }
-    $result = SWIG_Py_Void();
+    $result = NULL;
 }
+%typemap(ret) shardopt_status "if (!$result) $result = SWIG_Py_Void();"
 
 /* outputs */
 %define SO_HANDLE(T)
@@ -218,9 +241,9 @@ SO_ARRAY((const void *packed, size_t count), 0, 0, $1 = v.buf; $2 = n;)
 /* the caller's parameter buffer: a writable buffer (host memory), or a tuple (address, count) of device memory, which
  * the layer (ShardedOptimizer.initialize) checked and keeps alive */
 %typemap(in) (void *param_buffer, size_t param_count) (Py_buffer v = {0}, shardopt_dtype dt = SHARDOPT_F32, size_t n = 0) {
-    if (PyTuple_Check($input) && PyTuple_GET_SIZE($input) == 2) {
-        $1 = PyLong_AsVoidPtr(PyTuple_GET_ITEM($input, 0));
-        $2 = PyLong_AsSize_t(PyTuple_GET_ITEM($input, 1));
+    if (PyTuple_Check($input) && PyTuple_Size($input) == 2) {
+        $1 = PyLong_AsVoidPtr(PyTuple_GetItem($input, 0));
+        $2 = PyLong_AsSize_t(PyTuple_GetItem($input, 1));
         if (PyErr_Occurred()) SWIG_fail;
     } else if (!so_buffer($input, &v, 1, &dt, &n)) SWIG_fail;
     else $1 = v.buf, $2 = n;
@@ -254,6 +277,7 @@ SO_GATHER_SCATTER(recv_count, 0)
 }
 %typemap(in) void *lr_user_data "$1 = $input;"
 %constant shardopt_lr_fn SO_PY_LR_FN = so_lr; /* set lr_fn to it, lr_user_data to the callable */
+%constant int SO_PY_LIMITED_API = SO_LIMITED_API_VERSION; /* the Py_LIMITED_API it was compiled with, else 0 */
 %typemap(in) const shardopt_pipeline_stage *stage (shardopt_pipeline_stage s) {
     s.struct_size = sizeof s, s.forward = so_forward, s.backward = so_backward, s.user_data = $input, $1 = &s;
 }
