@@ -5,11 +5,39 @@ set(PY_GEN ${CMAKE_CURRENT_BINARY_DIR}/python_gen)
 swig_wrap(python ${PY_GEN} ${PY_GEN}_wrap.c ${PY_GEN}.stamp -threads)
 so_native_module(shardopt_python ${PY_GEN}_wrap.c ${PY_PKG})
 target_link_libraries(shardopt_python PRIVATE Python3::Module)
-set_target_properties(shardopt_python PROPERTIES OUTPUT_NAME _shardopt_native PREFIX "")
+# The limited API (the stable ABI, abi3): one module, _shardopt_native.abi3.so, loads on every CPython from 3.11 (the
+# wheel's tag cp311-abi3). It needs SWIG >= 4.2 (its runtime keeps to the limited API; bindings/CMakeLists.txt) and
+# Python >= 3.11 (the buffer protocol is in the limited API since 3.11). Without them, or with
+# -DSHARDOPT_PYTHON_LIMITED_API=OFF, the module is this Python's alone: _shardopt_native.so.
+option(SHARDOPT_PYTHON_LIMITED_API "Build the Python module against the limited API (abi3, CPython >= 3.11)" ON)
+set(PY_LIMITED_API OFF)
+if(NOT SHARDOPT_PYTHON_LIMITED_API)
+  message(STATUS "shardopt bindings: Python module for Python ${Python3_VERSION} only (SHARDOPT_PYTHON_LIMITED_API=OFF)")
+elseif(SWIG_VERSION VERSION_LESS 4.2)
+  message(STATUS "shardopt bindings: Python module for Python ${Python3_VERSION} only: the limited API (abi3) needs "
+                 "SWIG >= 4.2, found ${SWIG_VERSION} (./dev deps: pip install swig)")
+elseif(Python3_VERSION VERSION_LESS 3.11 OR NOT Python3_INTERPRETER_ID STREQUAL "Python")
+  message(STATUS "shardopt bindings: Python module for Python ${Python3_VERSION} only: the limited API (abi3) needs "
+                 "CPython >= 3.11")
+else()
+  set(PY_LIMITED_API ON)
+endif()
+if(PY_LIMITED_API)
+  target_compile_definitions(shardopt_python PRIVATE Py_LIMITED_API=0x030B0000)
+  set_target_properties(shardopt_python PROPERTIES SUFFIX .abi3.so)
+endif()
+# read by packaging/python/CMakeLists.txt (the wheel's tag)
+set_target_properties(shardopt_python PROPERTIES OUTPUT_NAME _shardopt_native PREFIX "" SHARDOPT_LIMITED_API ${PY_LIMITED_API})
 file(GLOB PY_LAYER CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/python/shardopt/*.py)
 # shardopt.torch (docs/torch.md): a subpackage, copied into the package's torch/ folder
 file(GLOB PY_TORCH_LAYER CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/python/shardopt/torch/*.py)
+if(PY_LIMITED_API) # the module of the other kind, left by an earlier build, would be imported instead (or beside)
+  set(PY_OTHER_MODULE ${PY_PKG}/_shardopt_native.so)
+else()
+  set(PY_OTHER_MODULE ${PY_PKG}/_shardopt_native.abi3.so)
+endif()
 add_custom_command(TARGET shardopt_python POST_BUILD
+  COMMAND ${CMAKE_COMMAND} -E rm -f ${PY_OTHER_MODULE}
   COMMAND ${CMAKE_COMMAND} -E copy ${PY_GEN}/shardopt_native.py ${PY_LAYER} ${PY_PKG}/
   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:shardopt> ${PY_PKG}/
   COMMAND ${CMAKE_COMMAND} -E create_symlink $<TARGET_FILE_NAME:shardopt> ${PY_PKG}/$<TARGET_SONAME_FILE_NAME:shardopt>
@@ -26,6 +54,11 @@ add_custom_command(OUTPUT ${PY_GEN}_layer.stamp
 add_custom_target(shardopt_python_layer ALL DEPENDS ${PY_GEN}_layer.stamp)
 add_dependencies(shardopt_python shardopt_python_layer)
 if(SHARDOPT_BUILD_TESTS)
+  # The module is what the build says: the limited API's (.abi3.so, compiled with Py_LIMITED_API, the stable ABI's
+  # symbols alone: abi3audit, skipped without it), else the version-specific one (then skipped)
+  add_test(NAME bindings.python_abi3 COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_stable_abi.py
+                                             $<TARGET_FILE:shardopt_python> ${PY_LIMITED_API})
+  set_tests_properties(bindings.python_abi3 PROPERTIES LABELS "unit;python" TIMEOUT 60 SKIP_RETURN_CODE 77)
   execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pytest, numpy" RESULT_VARIABLE PY_DEPS_MISSING
                   OUTPUT_QUIET ERROR_QUIET)
   if(PY_DEPS_MISSING)
@@ -104,4 +137,8 @@ if(SHARDOPT_BUILD_TESTS)
     endif()
   endif()
 endif()
-message(STATUS "shardopt bindings: Python ${Python3_VERSION}")
+if(PY_LIMITED_API)
+  message(STATUS "shardopt bindings: Python ${Python3_VERSION}, limited API (abi3: CPython >= 3.11)")
+else()
+  message(STATUS "shardopt bindings: Python ${Python3_VERSION}")
+endif()
