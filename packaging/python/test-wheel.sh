@@ -21,6 +21,16 @@ if [ $rc -eq 77 ]; then tail -3 "$WORK/build.log"; echo "SKIP: could not get the
 [ $rc -eq 0 ] || { cat "$WORK/build.log"; exit $rc; }
 WHEEL=$(ls "$WORK"/dist/shardopt-*.whl)
 echo "wheel: $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"
+# A module built against the limited API (bindings/python/python.cmake) makes one wheel for every CPython >= 3.11,
+# holding that module; else the wheel is the build's Python's alone.
+if [ -f "$BUILD/bindings/python/shardopt/_shardopt_native.abi3.so" ]; then TAG=cp311-abi3 MODULE=_shardopt_native.abi3.so
+else TAG=$("$PY" -c 'import sys; print("cp%d%d-cp%d%d" % (sys.version_info[:2] * 2))') MODULE=_shardopt_native.so; fi
+case $(basename "$WHEEL") in
+  shardopt-*-"$TAG"-manylinux*.whl) ;;
+  *) echo "FAIL: the wheel is not tagged $TAG-manylinux*: $(basename "$WHEEL")"; exit 1 ;;
+esac
+"$PY" -m zipfile -l "$WHEEL" | grep -q "shardopt/$MODULE " ||
+  { echo "FAIL: the wheel does not hold shardopt/$MODULE"; "$PY" -m zipfile -l "$WHEEL"; exit 1; }
 
 "$PY" -m venv "$WORK/venv"
 "$WORK/venv/bin/python" -m pip install -q --disable-pip-version-check --no-index \
@@ -29,7 +39,8 @@ cp "$ROOT/packaging/python/check_ucx.py" "$ROOT/samples/python/mlp_demo.py" "$WO
 cd "$WORK/run"
 # Nothing of the build or source tree on any path; no compiler is used from here on.
 env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 \
-    python -c "import shardopt, sys; print('import ok', shardopt.__version__, shardopt.__file__)"
+    python -c "import shardopt, sys; m = sys.modules['shardopt._shardopt_native'].__file__; \
+assert m.endswith('/$MODULE'), m; print('import ok', shardopt.__version__, shardopt.__file__, m)"
 env -i HOME="$WORK/run" PATH="$WORK/venv/bin" LANG=C.UTF-8 \
     python -m shardopt.run -n 2 --timeout 90 check_ucx.py
 # The offline checkpoint tool from the wheel: the console script and shardopt.ckpt find the copy
