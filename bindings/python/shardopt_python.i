@@ -158,6 +158,9 @@ static void so_dlpack_destroy(PyObject *capsule) {
     PyErr_Restore(t, v, tb);
 }
 %}
+/* it makes a Python object: called holding the GIL (-threads releases it around every other call; CPython 3.12 crashes
+ * allocating without it) */
+%nothread so_dlpack_capsule;
 %inline %{
 PyObject *so_dlpack_capsule(unsigned long long tensor, int versioned) {
     return PyCapsule_New((void *)(uintptr_t)tensor, versioned ? "dltensor_versioned" : "dltensor", so_dlpack_destroy);
