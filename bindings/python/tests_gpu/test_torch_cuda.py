@@ -9,7 +9,6 @@ library's CUDA memory (DLPack, no copy), its passes on torch's current stream.
 - Bad input: parameters on two devices, f64 on the GPU, a host backend for CUDA parameters.
 
 Needs a CUDA GPU and torch built with CUDA (ctest bindings.python_torch_cuda, label gpu); skipped elsewhere."""
-import copy
 import os
 import subprocess
 import sys
@@ -23,24 +22,10 @@ TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TESTS)
 import shardopt as so  # noqa: E402
 from shardopt.torch import ShardedOptimizer  # noqa: E402
-from torch_cases import STEPS, loss_fn, make_data, make_model, relative_errors, torch_reference  # noqa: E402
+from torch_cases import loss_fn, make_data, make_model, relative_errors, torch_reference, train_alone  # noqa: E402
 
 GPU = torch.device("cuda", 0)
 LR = dict(lr=1e-2, weight_decay=0.01)
-
-
-def train(template, data, strategy, **options):
-    """shardopt.torch on the GPU, a world of one (NCCL); the final parameters."""
-    model = copy.deepcopy(template).to(GPU)
-    x, y = (t.to(GPU) for t in data)
-    with ShardedOptimizer(model, "adamw", strategy=strategy, **options, **LR) as opt:
-        assert all(p.is_cuda for p in model.parameters())
-        for s in range(STEPS):
-            opt.zero_grad()
-            loss_fn(model, x[s], y[s]).backward()
-            opt.step()
-        with opt.summon_full_params():
-            return [p.detach().clone() for p in model.parameters()]
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "fsdp"])
@@ -48,7 +33,7 @@ def train(template, data, strategy, **options):
 def test_f32_on_the_gpu_matches_torch_adamw(kind, strategy):
     template, data = make_model(kind), make_data(kind)
     want = torch_reference(template.to(GPU), tuple(t.to(GPU) for t in data), **LR)
-    got = train(template, data, strategy, bucket_cap_mb=0.004, min_unit_params=64)
+    got = train_alone(template, data, strategy, GPU, bucket_cap_mb=0.004, min_unit_params=64, **LR)
     errors = relative_errors(got, want)
     assert max(errors) <= 1e-6, f"{kind} {strategy}: relative errors {errors}"
 

@@ -29,7 +29,7 @@ from shardopt.torch.placement import Placement  # noqa: E402
 from standin import copy as cuda_copy, cuda, malloc, needed  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-from torch_cases import STEPS, loss_fn, make_data, make_model, relative_errors, torch_reference  # noqa: E402
+from torch_cases import loss_fn, make_data, make_model, relative_errors, torch_reference, train_alone  # noqa: E402
 
 pytestmark = needed
 LR = dict(lr=1e-2, weight_decay=0.01)
@@ -94,19 +94,6 @@ def is_device_memory(address):
     return cuda.test_cuda_is_device(ctypes.c_void_p(address)) == 1
 
 
-def train(template, data, strategy, **options):
-    model = copy.deepcopy(template)
-    x, y = data
-    with shardopt.torch.optimizer.ShardedOptimizer(model, "adamw", strategy=strategy, **options, **LR) as opt:
-        assert opt.backend.device_id >= 0
-        for s in range(STEPS):
-            opt.zero_grad()
-            loss_fn(model, x[s], y[s]).backward()
-            opt.step()
-        with opt.summon_full_params():
-            return [p.detach().clone() for p in model.parameters()]
-
-
 @pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "fsdp"])
 @pytest.mark.parametrize("kind", ["mlp", "transformer"])
 def test_cuda_memory_trains_as_torch_adamw(on_standin, kind, strategy):
@@ -114,7 +101,7 @@ def test_cuda_memory_trains_as_torch_adamw(on_standin, kind, strategy):
     own unit, from CUDA memory, in its forward and again in its backward."""
     template, data = make_model(kind), make_data(kind)
     want = torch_reference(template, data, **LR)
-    got = train(template, data, strategy, bucket_cap_mb=0.004, min_unit_params=64)
+    got = train_alone(template, data, strategy, bucket_cap_mb=0.004, min_unit_params=64, **LR)
     errors = relative_errors(got, want)
     assert max(errors) <= 1e-6, f"{kind} {strategy}: relative errors {errors}"
 
