@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "driver_support.hpp"
 #include "../unit/lowbit_layout.hpp"
 #include "shardopt/bootstrap.hpp"
 #include "shardopt/device_optimizer.hpp"
@@ -55,6 +56,8 @@
 #include "shardopt/sharded_optimizer.hpp"
 
 using namespace shardopt;
+using shardopt::testing::cuda_ok;
+using shardopt::testing::gpu_skip_reason;
 using shardopt::testing::lowbit_element_count;
 using shardopt::testing::lowbit_layout;
 using shardopt::testing::lowbit_rule;
@@ -64,12 +67,6 @@ namespace {
 // max |cuda - host| / (1 + |host|) on a GPU: a few steps at lr 0.01 moved by ulps stay far below it,
 // while a block scaled by a wrong maximum moves its elements by about a code's step (1e-3 and more).
 constexpr double kTolerance = 1e-5;
-
-void cuda_ok(cudaError_t status, const char *what) {
-    if (status != cudaSuccess)
-        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
-                                 cudaGetErrorString(status) + ")");
-}
 
 std::vector<float> initial_values(std::size_t n) {
     std::vector<float> v(n);
@@ -152,22 +149,6 @@ struct Args {
     bool exact = false;
     bool verbose = false;
 };
-
-int skip_reason(const std::string &backend) {
-    if (cuda::device_count() == 0) {
-        std::printf("SKIP no CUDA device visible: the low-bit engine test needs one\n");
-        return 77;
-    }
-    if (backend == "nccl" && !gpu::nccl_available()) {
-        std::printf("SKIP the nccl backend is not available\n");
-        return 77;
-    }
-    if (backend == "staged" && !gpu::staged_available()) {
-        std::printf("SKIP the staged backend is not available (built without CUDA or UCX)\n");
-        return 77;
-    }
-    return 0;
-}
 
 // One case on every rank alike; failures are recorded, never acted on, so every rank makes the
 // same collective calls.
@@ -262,7 +243,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "FAIL bad launcher environment: %s\n", e.what());
         return 1;
     }
-    if (const int skip = skip_reason(args.backend)) return skip;
+    if (const int skip = gpu_skip_reason(args.backend, "low-bit engine", config.world_size)) return skip;
     CommunicatorPtr comm;
     try {
         comm = args.backend == "nccl" ? gpu::create_nccl_communicator(config) : gpu::create_staged_communicator(config);

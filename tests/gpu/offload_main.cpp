@@ -39,12 +39,15 @@
 #include <vector>
 
 #include "shardopt/bootstrap.hpp"
+#include "driver_support.hpp"
 #include "shardopt/device_optimizer.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/gpu_comm.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 
 using namespace shardopt;
+using shardopt::testing::cuda_ok;
+using shardopt::testing::gpu_skip_reason;
 
 namespace {
 
@@ -52,12 +55,6 @@ namespace {
 // within 2 ulp per step (tests/gpu), a few steps of Adam at lr 1e-3 stay far below this, while a
 // lost update, a stale gradient or a wrong shard moves parameters by about lr.
 constexpr double kTolerance = 1e-5;
-
-void cuda_ok(cudaError_t status, const char *what) {
-    if (status != cudaSuccess)
-        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
-                                 cudaGetErrorString(status) + ")");
-}
 
 // Several buckets of odd sizes; the last so small that at 4 ranks some own none of it.
 ParameterSet model_layout() {
@@ -266,26 +263,6 @@ int usage(const char *prog) {
     return 2;
 }
 
-int skip_reason(const std::string &backend, int world_size) {
-    if (cuda::device_count() == 0) {
-        std::printf("SKIP no CUDA device visible: the offload test needs one\n");
-        return 77;
-    }
-    if (backend == "nccl" && !gpu::nccl_available()) {
-        std::printf("SKIP the nccl backend is not available\n");
-        return 77;
-    }
-    if (backend == "staged" && !gpu::staged_available()) {
-        std::printf("SKIP the staged backend is not available (built without CUDA or UCX)\n");
-        return 77;
-    }
-    if (backend == "nccl" && world_size > cuda::device_count()) {
-        std::printf("SKIP nccl needs one GPU per rank: %d ranks, %d devices\n", world_size, cuda::device_count());
-        return 77;
-    }
-    return 0;
-}
-
 // One strategy: the baseline and every offload mode; returns the failures, each printed.
 int run_strategy(const CommunicatorPtr &comm, Strategy s, cudaStream_t stream, const Args &args) {
     const int rank = comm->rank(), ranks = comm->size();
@@ -397,7 +374,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "FAIL bad launcher environment: %s\n", e.what());
         return 1;
     }
-    if (const int skip = skip_reason(args.backend, config.world_size)) return skip;
+    if (const int skip = gpu_skip_reason(args.backend, "offload", config.world_size)) return skip;
 
     CommunicatorPtr comm;
     cudaStream_t stream = nullptr;

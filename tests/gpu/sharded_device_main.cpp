@@ -64,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "driver_support.hpp"
 #include "mlp.hpp"
 #include "shardopt/batch_split.hpp"
 #include "shardopt/bootstrap.hpp"
@@ -76,6 +77,8 @@
 #include "training.hpp"
 
 using namespace shardopt;
+using shardopt::testing::cuda_ok;
+using shardopt::testing::gpu_skip_reason;
 
 namespace {
 
@@ -132,12 +135,6 @@ std::vector<Case> all_cases(int world_size) {
     };
     if (world_size >= 4 && world_size % 2 == 0) cases.push_back({"hsdp", hybrid(Strategy::fsdp, 2), true, true, true});
     return cases;
-}
-
-void cuda_ok(cudaError_t status, const char *what) {
-    if (status != cudaSuccess)
-        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
-                                 cudaGetErrorString(status) + ")");
 }
 
 // How the driver reaches the optimizer's buffers: host memory for ShardedOptimizer, device
@@ -412,44 +409,6 @@ int usage(const char *prog) {
     return 2;
 }
 
-// Ranks of this job on this host, from the launcher (as memory_plan's ranks_sharing_memory).
-int local_world_size(int world_size) {
-    for (const char *name : {"SHARDOPT_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
-        if (const char *v = std::getenv(name)) {
-            const int n = std::atoi(v);
-            if (n > 0) return n;
-        }
-    return world_size == 1 ? 1 : 0; // 0: unknown
-}
-
-// 77 with the reason when this machine cannot run the backend; 0 to go on. Every rank of a job
-// started on one host sees the same devices and libraries, so every rank decides alike.
-int skip_reason(const std::string &backend, int world_size) {
-    const int devices = cuda::device_count();
-    if (devices == 0) {
-        int raw = 0;
-        const cudaError_t status = cudaGetDeviceCount(&raw);
-        std::printf("SKIP no CUDA device visible (%s): the %s sharded device test needs one\n",
-                    status != cudaSuccess ? cudaGetErrorString(status) : "cuda::device_count() is 0", backend.c_str());
-        return 77;
-    }
-    if (backend == "nccl" && !gpu::nccl_available()) {
-        std::printf("SKIP the nccl backend is not available (built without NCCL, or libnccl.so.2 / "
-                    "$SHARDOPT_NCCL_LIBRARY cannot be loaded)\n");
-        return 77;
-    }
-    if (backend == "staged" && !gpu::staged_available()) {
-        std::printf("SKIP the staged backend is not available (built without CUDA or UCX)\n");
-        return 77;
-    }
-    if (backend == "nccl" && local_world_size(world_size) > devices) {
-        std::printf("SKIP nccl needs one GPU per rank: %d ranks on this host, %d devices\n",
-                    local_world_size(world_size), devices);
-        return 77;
-    }
-    return 0;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -482,7 +441,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (on_gpu)
-        if (const int skip = skip_reason(args.backend, config.world_size)) return skip;
+        if (const int skip = gpu_skip_reason(args.backend, ("sharded device " + args.backend).c_str(), config.world_size)) return skip;
 
     // The CPU reference, the same on every rank (deterministic, no communication).
     Problem p;

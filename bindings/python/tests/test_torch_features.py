@@ -258,7 +258,7 @@ def test_parameters_differing_across_ranks():
 
 def test_tensor_on_another_device_and_other_mistakes():
     meta = torch.nn.Linear(4, 4, device="meta")
-    with pytest.raises(ValueError, match="is on meta.*CPU tensors"):
+    with pytest.raises(ValueError, match="is on meta.*CPU or CUDA tensors"):
         one_rank(lambda b: ShardedOptimizer(meta, backend=b))
     mixed = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2).double())
     with pytest.raises(ValueError, match="mix"):

@@ -107,6 +107,21 @@ def train_ranks(template, data, world_size, strategy, steps=STEPS, first=0, sche
     return run_ranks(world_size, body)
 
 
+def train_alone(template, data, strategy, device="cpu", **options):
+    """shardopt.torch in one process (backend None: a world of one) with the model and data on `device`; the final
+    parameters."""
+    from shardopt.torch import ShardedOptimizer
+    model = copy.deepcopy(template).to(device)
+    x, y = (t.to(device) for t in data)
+    with ShardedOptimizer(model, "adamw", strategy=strategy, **options) as opt:
+        for s in range(x.shape[0]):
+            opt.zero_grad()
+            loss_fn(model, x[s], y[s]).backward()
+            opt.step()
+        with opt.summon_full_params():
+            return [p.detach().clone() for p in model.parameters()]
+
+
 def elastic_run(template, data, world, directory, steps, stop_after=None, **options):
     """On in-memory ranks: elastic shardopt.torch (ZeRO-2 over AdamW, a checkpoint every 5 steps, as
     torch_elastic_worker.py) trained from wherever the directory's checkpoint is to `steps`; stop_after: the run ends

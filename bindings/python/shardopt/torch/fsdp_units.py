@@ -13,7 +13,6 @@ no memory (FSDP's sharded parameters hold none of the full values either), so wh
 autograd saved for backward (the parameters, views of them) sees the parameters again once the unit is gathered
 before its backward. The gathered values are copied in through
 an alias of the flat tensor (.data) whose version counter is its own, so the saved tensors stay valid."""
-import numpy as np
 import torch
 
 from .. import shardopt_native as _n
@@ -95,7 +94,8 @@ class FsdpUnits:
                 continue
             # per bucket, the unit's tensors in it: what each gather copies, worked out once
             buckets = [(b, [t for t in tensors if bucket_of[t] == b]) for b in sorted({bucket_of[t] for t in tensors})]
-            flat = torch.empty(sum(order[t][1].numel() for t in tensors), dtype=optimizer._dtype)
+            flat = torch.empty(sum(order[t][1].numel() for t in tensors), dtype=optimizer._dtype,
+                               device=optimizer._placement.device)
             offsets, at = {}, 0
             for t in tensors:
                 offsets[t] = at
@@ -136,7 +136,7 @@ class FsdpUnits:
                 for t in tensors:
                     n = unit.sizes[t]
                     src = so._view(_n.shardopt_optimizer_tensor_parameters(so._h, t), n)
-                    dst[unit.offsets[t]:unit.offsets[t] + n].copy_(torch.from_numpy(src.view(np.ndarray)))
+                    dst[unit.offsets[t]:unit.offsets[t] + n].copy_(self._opt._placement.view(src))
             finally:
                 _n.shardopt_optimizer_release(so._h, b)
 

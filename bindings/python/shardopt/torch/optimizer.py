@@ -13,12 +13,13 @@ import torch
 
 from .. import shardopt_native as _n
 from .._core import set_checked
-from ..backends import CommunicationBackend, ReductionOperation, UcxCommunicationBackend
+from ..backends import ReductionOperation
 from ..configuration import ParameterLayout, ShardingConfiguration
 from .. import optimizers as _opt
 from .. import sharding as _sh
 from .fsdp_units import FsdpUnits, assign_units, size_policy
 from .param_gather import OverlappedGathers
+from .placement import Placement, device_of
 
 _STRATEGIES = {"ddp": _sh.DDPOptimizer, "zero1": _sh.ZeRO1Optimizer, "zero2": _sh.ZeRO2Optimizer,
                "fsdp": _sh.FSDPOptimizer, "zero3": _sh.FSDPOptimizer, "local_sgd": _sh.LocalSGDOptimizer,
@@ -82,14 +83,12 @@ def _params_of(module_or_params):
             out.append((name, p))
     if not out:
         raise ValueError("no parameters that require grad were given")
+    device_of(out)  # one device, CPU or CUDA (before the storage checks: a meta tensor has no storage)
     storages = {}
     for name, p in out:
         if not p.is_leaf:
             raise ValueError(f"parameter '{name}' is not a leaf tensor (it was computed from others: grad_fn "
                              f"{type(p.grad_fn).__name__}); pass the leaves (nn.Parameter) the model is built from")
-        if p.device.type != "cpu":
-            raise ValueError(f"parameter '{name}' is on {p.device}: shardopt.torch takes CPU tensors (CUDA tensors "
-                             "wait for the DLPack support of the GPU-bindings issue); move the model with .cpu()")
         if p.is_sparse or p.layout != torch.strided:
             raise ValueError(f"parameter '{name}' has layout {p.layout}: dense (strided) tensors only")
         if p.dtype not in _DTYPES:
@@ -105,38 +104,6 @@ def _params_of(module_or_params):
     if len(dtypes) != 1:
         raise ValueError(f"the parameters mix {sorted(map(str, dtypes))}: one element type per optimizer")
     return out, group
-
-
-def _make_backend(backend):
-    if isinstance(backend, CommunicationBackend):
-        return backend, False
-    if backend not in (None, "ucx"):
-        raise ValueError(f"backend must be None, 'ucx' or a shardopt CommunicationBackend, not {backend!r}")
-    launched = any(k in os.environ for k in ("SHARDOPT_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
-                                             "SLURM_NTASKS"))
-    if launched:
-        _torchrun_rendezvous()
-    return UcxCommunicationBackend(single_process=not launched), True
-
-
-def _torchrun_rendezvous():
-    """Under torchrun the agent's TCPStore holds MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): rank 0 picks a free
-    port for the library's rendezvous and publishes it there, under a key of this restart (the store outlives the
-    restarts of an elastic run, so a port a dead group used is never read again)."""
-    env = os.environ
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or "SHARDOPT_MASTER_PORT" in env:
-        return
-    import datetime
-    from ..elastic_agent import free_port
-    store = torch.distributed.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
-                                       timeout=datetime.timedelta(seconds=120))
-    key = f"shardopt.torch/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/port"
-    if int(env["RANK"]) == 0:
-        store.set(key, str(free_port(env["MASTER_ADDR"])))  # the launcher's: below the ephemeral range
-    env["SHARDOPT_MASTER_PORT"] = store.get(key).decode()
-    env.setdefault("SHARDOPT_MASTER_ADDR", env["MASTER_ADDR"])
-    # the job token (torchrun's run id and restart count) and the elastic generation (its restart count) are the
-    # library's reading of torchrun's environment
 
 
 def _elastic_options(checkpoint_dir, checkpoint_every, min_workers, max_workers):
@@ -175,7 +142,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
     weight_decay, momentum, nesterov, rho, d, ns_coefficients, adjust_lr_fn, ...), and state_precision ("8bit",
     "4bit": Adam's, AdamW's and SGD's moments quantized, docs/optimizers.md). strategy: ddp, zero1,
     zero2, fsdp (zero3), local_sgd. backend: None (UCX from the launcher's environment, or a world of one), "ucx",
-    or a shardopt CommunicationBackend (InMemoryCommunicationBackend: ranks as threads). Other options:
+    or a shardopt CommunicationBackend (InMemoryCommunicationBackend: ranks as threads); a model on a GPU: None (NCCL,
+    one GPU per rank) or "staged" (device buffers over UCX, ranks sharing a GPU), the library's CUDA memory on torch's
+    current stream, f32 (placement.py). Other options:
     max_grad_norm (global-norm clipping across shards at each step), bucket_cap_mb (25), overlap (start each
     bucket's reduction during backward; True), compression ("int8", "top_k", ...), and any field of the library's
     sharding options (update_threads, local_sgd_period, ...). FSDP over a module gathers per unit (fsdp_units.py):
@@ -224,9 +193,11 @@ class ShardedOptimizer(torch.optim.Optimizer):
         settings["beta1"], settings["beta2"] = float(betas[0]), float(betas[1])
         wrapped = cls(learning_rate=float(lr), **settings)
 
-        self._backend, self._own_backend = _make_backend(backend)
+        self._placement = Placement(device_of(named))
+        self._backend, self._own_backend = self._placement.backend(backend)
         self._dtype = next(iter(named))[1].dtype
-        _check_same_everywhere(self._backend, named, self._dtype)
+        if Placement.host_collectives(self._backend):
+            _check_same_everywhere(self._backend, named, self._dtype)
         self._np_dtype = np.dtype(_DTYPES[self._dtype])
 
         if overlap_param_gather and (strategy not in ("zero1", "zero2") or not isinstance(module_or_params,
@@ -250,6 +221,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
             else:
                 layout.add(name, p.numel())
         config = ShardingConfiguration(self._backend)
+        self._placement.configure(config)
         if overlap_param_gather:
             config._s.overlap_param_gather = _n.SHARDOPT_ENABLE
         group_elems = max(1, int(bucket_cap_mb * 2 ** 20) // self._np_dtype.itemsize)
@@ -276,15 +248,16 @@ class ShardedOptimizer(torch.optim.Optimizer):
             else:
                 raise TypeError(f"unknown option {field!r}")
 
-        initial = np.concatenate([p.detach().reshape(-1).numpy().astype(self._np_dtype, copy=False)
-                                  for _, p in order]) if order else None
-        # the parameters become views of that copy until they are the library's (_bind_parameters): torch's own
-        # storage is freed now, not held beside the library's buffer through its creation (peak memory)
-        packed, at = torch.from_numpy(initial), 0
-        with torch.no_grad():
-            for _, p in order:
-                p.data, at = packed[at:at + p.numel()].view(p.shape), at + p.numel()
-        del packed
+        initial = self._placement.host_copy([p for _, p in order], self._np_dtype)
+        if not self._placement.cuda:
+            # the parameters become views of that copy until they are the library's (_bind_parameters): torch's own
+            # storage is freed now, not held beside the library's buffer through its creation (peak memory). (CUDA:
+            # torch's caching allocator would keep what is freed, so the parameters stay as they are until bound.)
+            packed, at = torch.from_numpy(initial), 0
+            with torch.no_grad():
+                for _, p in order:
+                    p.data, at = packed[at:at + p.numel()].view(p.shape), at + p.numel()
+            del packed
         self._so = _STRATEGIES[strategy](wrapped, config)
         elastic = checkpoint_dir is not None if elastic is None else bool(elastic)
         if elastic:  # the library's schedule and resume, made part of the collective creation
@@ -329,9 +302,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
     # ---- views of library memory ----
     def _view(self, address, count, shape):
-        """A torch tensor over `count` elements of library memory at `address`; it keeps the native optimizer
-        alive (the layer's NativeArray holds its owner)."""
-        return torch.from_numpy(self._so._view(address, count).view(np.ndarray)).view(shape)
+        """A torch tensor over `count` elements of library memory at `address` (host or CUDA, placement.py); it
+        keeps the native optimizer alive (the layer's view holds its owner)."""
+        return self._placement.view(self._so._view(address, count)).view(shape)
 
     def _bind_parameters(self):
         """p.data = a view of the library's parameters (FSDP over parameters: of the gathered units, gathered here;
@@ -625,7 +598,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         for t, (_, p) in enumerate(self._order):
             i = self._torch_index[t]
             entry = {"step": torch.tensor(float(info.step_count), dtype=scalar)} if info.torch_step else {}
-            entry.update({name: slots[k][t].view(p.shape).clone() for k, name in enumerate(names)})
+            entry.update({name: slots[k][t].view(p.shape).to(p.device, copy=True) for k, name in enumerate(names)})
             state[i] = entry
         group = {k: v for k, v in cls([torch.nn.Parameter(torch.zeros(1))]).param_groups[0].items() if k != "params"}
         group.update({k: v for k, v in self.param_groups[0].items() if k not in ("params", "state_precision")})
