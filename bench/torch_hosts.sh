@@ -4,7 +4,7 @@
 # (TCP between the namespaces, shared memory inside one; hierarchical allreduce) against
 # torch.nn.parallel.DistributedDataParallel over Gloo (TCP), then shardopt ZeRO-2 with its parameter gathers
 # overlapping the next forward (overlap_param_gather: the link busy during the forward too), then shardopt with
-# int8 gradient compression. The ratios of the median step times against DDP, met against the issue's 2x (either
+# int8 gradient compression, DDP and ZeRO-2 with its gathers overlapped (compressed reduce-scatter, f32 gathers). The ratios of the median step times against DDP, met against the issue's 2x (either
 # uncompressed configuration) and 3x (int8), and the final losses (the same within 1%), interleaved over ROUNDS
 # rounds (the median of each side's rounds).
 #   BUILD=build bash bench/torch_hosts.sh   (RATE=1gbit DELAY=150us ROUNDS=2;
@@ -50,6 +50,9 @@ trap 'rm -f "$OUT"' EXIT
     one int8 -- python3 "$ROOT/bench/torch_step.py" --impl shardopt --strategy ddp --compression int8 $ARGS
     # shellcheck disable=SC2086
     one zero2_overlap -- python3 "$ROOT/bench/torch_step.py" --impl shardopt --strategy zero2 --overlap-gather $ARGS
+    # shellcheck disable=SC2086
+    one zero2_int8 -- python3 "$ROOT/bench/torch_step.py" --impl shardopt --strategy zero2 --compression int8 \
+      --overlap-gather $ARGS
   done
 )
 python3 - "$OUT" "$RATE" <<'PY'
@@ -59,7 +62,7 @@ rows = {}
 for line in open(sys.argv[1]):
     kv = dict(f.split("=", 1) for f in line.split())
     rows.setdefault(kv["impl"], []).append(kv)
-need = ("shardopt_ddp", "ddp", "shardopt_ddp_int8", "shardopt_zero2_overlap")
+need = ("shardopt_ddp", "ddp", "shardopt_ddp_int8", "shardopt_zero2_overlap", "shardopt_zero2_int8_overlap")
 if any(k not in rows for k in need):
     print(f"name=torch_hosts rate={sys.argv[2]} incomplete: have {sorted(rows)}")
     sys.exit(1)
@@ -76,4 +79,8 @@ print(f"name=torch_hosts_zero2_overlap_vs_ddp shape=2x2 rate={sys.argv[2]} "
       f"met={'yes' if rz >= 2 else 'no'} same_loss={'yes' if same('shardopt_zero2_overlap') else 'no'}")
 print(f"name=torch_hosts_int8_vs_ddp shape=2x2 rate={sys.argv[2]} shardopt_int8_step_s={step['shardopt_ddp_int8']:.3f} "
       f"ratio={r8:.2f} target=3 met={'yes' if r8 >= 3 else 'no'} same_loss={'yes' if same('shardopt_ddp_int8') else 'no'}")
+rz8 = step["ddp"] / step["shardopt_zero2_int8_overlap"]
+print(f"name=torch_hosts_zero2_int8_overlap_vs_ddp shape=2x2 rate={sys.argv[2]} "
+      f"shardopt_zero2_int8_overlap_step_s={step['shardopt_zero2_int8_overlap']:.3f} ratio={rz8:.2f} target=3 "
+      f"met={'yes' if rz8 >= 3 else 'no'} same_loss={'yes' if same('shardopt_zero2_int8_overlap') else 'no'}")
 PY
