@@ -73,10 +73,6 @@ struct Codebook8 {
     std::uint32_t negative_top;
 };
 
-// The negative code of a signed map for the magnitude whose positive code is `code`.
-inline std::uint32_t negative_code(const Codebook8 &book, std::uint32_t code, std::uint32_t magnitude) {
-    return code >= 254 ? (magnitude > book.negative_top ? 0u : 1u) : 254u - code;
-}
 const Codebook8 &signed8();   // first moment
 const Codebook8 &unsigned8(); // second moment
 
@@ -90,13 +86,8 @@ inline std::uint32_t float_bits(float x) {
 inline std::uint8_t encode8(const Codebook8 &book, float x) {
     const std::uint32_t bits = float_bits(x);
     const std::uint32_t magnitude = bits & 0x7fffffffu;
-    std::uint32_t key = (magnitude >> kKeyShift) - kKeyBase; // wraps below 2^-23
-    const bool tiny = magnitude < kKeyFirstBits;
-    key = key < std::uint32_t(kKeyCells) ? key : std::uint32_t(kKeyCells - 1);
-    const std::uint32_t entry = book.cells[key];
-    std::uint32_t code = (entry >> 24) + ((magnitude & kKeyLowMask) > (entry & kKeyLowMask) ? 1u : 0u);
-    code = tiny ? book.zero : code;
-    if (book.is_signed && (bits >> 31)) code = negative_code(book, code, magnitude);
+    std::uint32_t code = cell_code(book.cells[cell_key(magnitude)], magnitude, book.zero);
+    if (book.is_signed && (bits >> 31)) code = negative_code(code, magnitude, book.negative_top);
     return std::uint8_t(code);
 }
 

@@ -42,8 +42,6 @@ constexpr int kLowbitMaxBlocks8 = 2048;
 // Blocks of a launch of `groups` groups of `bits`-bit codes.
 int lowbit_blocks(int groups, int bits) { return bits == 8 ? std::min(groups, kLowbitMaxBlocks8) : groups; }
 
-
-
 template <int Bits> struct SharedBooks;
 template <> struct SharedBooks<8> { // 26 KiB: within the 48 KiB of static shared memory a block may have
     float values[kLowbitSlots][256];

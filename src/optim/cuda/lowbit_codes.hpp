@@ -11,13 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../lowbit_keys.hpp"
-
-#if defined(__CUDACC__)
-#define SHARDOPT_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define SHARDOPT_HOST_DEVICE inline
-#endif
+#include "../lowbit_keys.hpp" // and SHARDOPT_HOST_DEVICE
 
 namespace shardopt::cuda::detail {
 
@@ -87,13 +81,8 @@ SHARDOPT_HOST_DEVICE float lowbit_bits_float(std::uint32_t b) {
 SHARDOPT_HOST_DEVICE std::uint8_t encode8_cells(const std::uint32_t *cells, std::uint32_t zero, bool is_signed,
                                                 std::uint32_t negative_top, float y) {
     const std::uint32_t bits = lowbit_float_bits(y), magnitude = bits & 0x7fffffffu;
-    std::uint32_t key = (magnitude >> lowbit::kKeyShift) - lowbit::kKeyBase; // wraps below 2^-23
-    const bool tiny = magnitude < lowbit::kKeyFirstBits;
-    key = key < std::uint32_t(lowbit::kKeyCells) ? key : std::uint32_t(lowbit::kKeyCells - 1);
-    const std::uint32_t entry = cells[key];
-    std::uint32_t code = (entry >> 24) + ((magnitude & lowbit::kKeyLowMask) > (entry & lowbit::kKeyLowMask) ? 1u : 0u);
-    code = tiny ? zero : code;
-    if (is_signed && (bits >> 31)) code = code >= 254 ? (magnitude > negative_top ? 0u : 1u) : 254u - code;
+    std::uint32_t code = lowbit::cell_code(cells[lowbit::cell_key(magnitude)], magnitude, zero);
+    if (is_signed && (bits >> 31)) code = lowbit::negative_code(code, magnitude, negative_top);
     return std::uint8_t(code);
 }
 
