@@ -268,6 +268,9 @@ def test_tensor_on_another_device_and_other_mistakes():
                                              {"params": [torch.nn.Parameter(torch.ones(2))]}], backend=b))
     with pytest.raises(ValueError, match="unknown strategy"):
         one_rank(lambda b: ShardedOptimizer(torch.nn.Linear(2, 2), strategy="zero4", backend=b))
+    with pytest.raises(ValueError, match="backend must be None, 'ucx' or a shardopt CommunicationBackend for "
+                                         "parameters on cpu, not 'nccl'"):
+        ShardedOptimizer(torch.nn.Linear(2, 2), backend="nccl")  # NCCL takes device buffers only
     with pytest.raises(so.InvalidArgumentError, match="update_threads"):
         one_rank(lambda b: ShardedOptimizer(torch.nn.Linear(2, 2), backend=b, update_threads=-1))
 

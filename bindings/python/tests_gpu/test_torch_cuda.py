@@ -69,6 +69,9 @@ def test_bad_placements_are_refused_at_construction():
         ShardedOptimizer(mixed)
     with pytest.raises(so.UnsupportedError, match="f32"):
         ShardedOptimizer(torch.nn.Linear(2, 2).double().to(GPU))
+    with pytest.raises(ValueError, match="backend must be None, 'nccl', 'staged', 'ucx' or a shardopt "
+                                         "CommunicationBackend for parameters on cuda:0, not 'gloo'"):
+        ShardedOptimizer(torch.nn.Linear(2, 2).to(GPU), backend="gloo")
     backend = so.InMemoryCommunicationBackend(0, 1)
     try:
         with pytest.raises(ValueError, match="GPU communicator"):
