@@ -29,7 +29,9 @@ case $(basename "$WHEEL") in
   shardopt-*-"$TAG"-manylinux*.whl) ;;
   *) echo "FAIL: the wheel is not tagged $TAG-manylinux*: $(basename "$WHEEL")"; exit 1 ;;
 esac
-"$PY" -m zipfile -l "$WHEEL" | grep -q "shardopt/$MODULE " ||
+# (read in one process: `zipfile -l | grep -q` failed under pipefail when grep's early exit broke zipfile's pipe)
+"$PY" -c 'import sys, zipfile; sys.exit(sys.argv[2] not in zipfile.ZipFile(sys.argv[1]).namelist())' \
+    "$WHEEL" "shardopt/$MODULE" ||
   { echo "FAIL: the wheel does not hold shardopt/$MODULE"; "$PY" -m zipfile -l "$WHEEL"; exit 1; }
 
 "$PY" -m venv "$WORK/venv"
