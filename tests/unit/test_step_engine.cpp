@@ -16,9 +16,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "sharding/engine/gather_order.hpp"
 #include "sharding_test_support.hpp"
 #include "shardopt/error.hpp"
 #include "shardopt/inprocess.hpp"
+#include "shardopt/planner.hpp"
 #include "shardopt/sharded_optimizer.hpp"
 
 using namespace shardopt;
@@ -382,6 +384,93 @@ BOOST_AUTO_TEST_CASE(memory_is_sharded) {
             else BOOST_TEST(m.optimizer_state_bytes <= 2 * shard, strategy_name(s));
         }
     });
+}
+
+// GatherOrder: the second step's prefetch guesses are the first step's next units, nothing after
+// its last; the first step guesses the direction of travel, and so does a step once it strays.
+BOOST_AUTO_TEST_CASE(gather_order_replays_the_previous_step) {
+    const std::vector<int> walk = {4, 5, 2, 3, 0, 1, 0, 1, 2, 3, 4, 5};
+    engine::GatherOrder order;
+    std::vector<int> first, second;
+    for (int b : walk) first.push_back(order.next_after(b, 6));
+    BOOST_TEST(order.next_after(5, 6) == first.back()); // asked again: the same guess, not recorded
+    order.end_step();
+    for (int b : walk) second.push_back(order.next_after(b, 6));
+    BOOST_TEST(first == (std::vector<int>{5, -1, 1, 4, -1, 2, -1, 2, 3, 4, 5, -1}), boost::test_tools::per_element());
+    BOOST_TEST(second == (std::vector<int>{5, 2, 3, 0, 1, 0, 1, 2, 3, 4, 5, -1}), boost::test_tools::per_element());
+    order.end_step();
+    order.end_step(); // a step that gathered nothing keeps the record
+    BOOST_TEST(order.next_after(4, 6) == 5);
+    BOOST_TEST(order.next_after(3, 6) == 2); // strayed: down from 4 to 3, so 2
+    BOOST_TEST(order.next_after(2, 6) == 1); // and stays off the record for the rest of the step
+}
+
+// FSDP's prefetch follows the previous step's order of gathers (src/sharding/engine/gather_order):
+// a walk that is not the layout's (units of two buckets walked up while the units go down, as
+// shardopt.torch gathers a module) sends, from the second step on, exactly what the same walk
+// without prefetch sends (no unit gathered that is not used next), trains to the same bits, and
+// never holds more gathered units than the memory plan counts (two).
+BOOST_AUTO_TEST_CASE(fsdp_prefetch_follows_the_previous_steps_order) {
+    ParameterSet layout(DType::f32, 1024);
+    for (int t = 0; t < 6; ++t) {
+        layout.add("t" + std::to_string(t), 96 + std::size_t(t));
+        layout.end_bucket();
+    }
+    // Units {4,5}, {2,3}, {0,1}: the forward visits them down, each bucket of a unit up; the
+    // backward visits units and buckets up.
+    const std::vector<int> forward = {4, 5, 2, 3, 0, 1}, backward = {0, 1, 2, 3, 4, 5};
+    struct Seen {
+        std::uint64_t later_steps_bytes = 0;
+        std::size_t peak = 0, planned_peak = 0;
+        std::vector<float> params;
+    };
+    std::size_t unit_bytes = 0; // a gathered unit's buffer
+    std::vector<Seen> seen(4); // rank 0 and 1, prefetch on then off
+    run_inprocess(2, [&](Communicator &comm) {
+        for (bool prefetch : {true, false}) {
+            ShardingOptions o = with(Strategy::fsdp);
+            o.fsdp_prefetch = prefetch;
+            const OptimizerOptions adam = OptimizerOptions::defaults(OptimizerKind::adam);
+            const std::vector<float> initial = initial_values(6 * 96 + 15);
+            auto opt = ShardedOptimizer::create(comm.shared_from_this(), layout, adam, o, initial.data());
+            const ParameterSet &planned = opt->layout();
+            Seen &mine = seen[std::size_t(comm.rank() + (prefetch ? 0 : 2))];
+            std::uint64_t after_first = 0;
+            for (int step = 0; step < 3; ++step) {
+                opt->zero_grad();
+                for (int b : forward) {
+                    opt->gather(b);
+                    opt->release(b);
+                }
+                for (int b : backward) {
+                    const auto *w = static_cast<const float *>(opt->gather(b));
+                    auto *g = static_cast<float *>(opt->bucket_grad(b));
+                    for (std::size_t i = 0; i < planned.bucket(b).count; ++i)
+                        g[i] = gradient(w[i], i, comm.rank(), step);
+                    opt->grad_ready(b);
+                    opt->release(b);
+                }
+                opt->step();
+                if (step == 0) after_first = comm.bytes_sent();
+            }
+            mine.later_steps_bytes = comm.bytes_sent() - after_first;
+            mine.peak = opt->memory_stats().peak_buffer_bytes;
+            if (comm.rank() == 0) unit_bytes = planned.max_bucket_padded() * sizeof(float);
+            mine.planned_peak =
+                planner::rank_memory(layout, adam, o, comm.size(), comm.rank(), {}, false, -1).peak_buffer_bytes;
+            mine.params.resize(planned.element_count());
+            opt->get_parameters(mine.params.data());
+        }
+    });
+    for (int rank = 0; rank < 2; ++rank) {
+        const Seen &on = seen[std::size_t(rank)], &off = seen[std::size_t(rank + 2)];
+        BOOST_TEST(on.later_steps_bytes == off.later_steps_bytes, "rank " << rank);
+        BOOST_TEST(on.peak == on.planned_peak, "rank " << rank);
+        BOOST_TEST(on.peak == off.peak + unit_bytes, "rank " << rank); // the prefetch held a second unit
+        BOOST_TEST(on.params == off.params, "rank " << rank);
+        BOOST_TEST_MESSAGE("rank " << rank << ": later steps sent " << on.later_steps_bytes << " bytes; peak buffers "
+                                   << on.peak << " with prefetch, " << off.peak << " without");
+    }
 }
 
 // optimize(): the twin's training loop gives the reference's result exactly.

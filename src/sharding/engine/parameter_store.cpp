@@ -101,16 +101,18 @@ void *ParameterStore::gather(int b, const std::function<void(int)> &start_unit) 
         Unit &unit = units_[std::size_t(u)];
         unit.buffer = take_unit_buffer();
         unit.gathered = true;
+        ++gathered_units_;
         start_unit(u);
         note_buffers_();
     };
     Unit &unit = units_[std::size_t(b)];
     if (!unit.gathered) start(b);
-    if (ctx_.options.fsdp_prefetch) { // the next unit in the direction of travel
-        const int next = (last_gathered_ > b) ? b - 1 : b + 1;
-        if (next >= 0 && next < int(units_.size()) && !units_[std::size_t(next)].gathered) start(next);
-    }
-    last_gathered_ = b;
+    const int next = gather_order_.next_after(b, int(units_.size()));
+    // A prefetch is a guess: it may only use the buffers the memory plan counts (fsdp_live_units),
+    // never allocate past them.
+    if (ctx_.options.fsdp_prefetch && next >= 0 && !units_[std::size_t(next)].gathered &&
+        gathered_units_ < std::size_t(fsdp_live_units(ctx_.options)))
+        start(next);
     if (unit.work) {
         WorkPtr work = std::move(unit.work);
         work->wait();
@@ -128,6 +130,7 @@ void ParameterStore::release(int b) {
         work->wait();
     }
     unit.gathered = false;
+    --gathered_units_;
     // Spares for the units live at once (current + prefetched), so the steady state allocates
     // nothing. A spare is only refilled by a gather ordered after the caller's kernels.
     const std::size_t live_units = std::size_t(fsdp_live_units(ctx_.options));
@@ -137,7 +140,7 @@ void ParameterStore::release(int b) {
 
 void ParameterStore::release_all_units() {
     for (int b = 0; b < int(units_.size()); ++b) release(b);
-    last_gathered_ = -1;
+    gather_order_.end_step();
 }
 
 void ParameterStore::get(void *packed_out, bool in_space) {

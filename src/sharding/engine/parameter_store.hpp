@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine_context.hpp"
+#include "gather_order.hpp"
 #include "offload_lanes.hpp"
 
 namespace shardopt::engine {
@@ -76,7 +77,8 @@ class ParameterStore {
     SpaceBufferPtr params_; // full padded buffer, or the shard (FSDP)
     std::vector<Unit> units_;
     std::vector<SpaceBufferPtr> free_unit_buffers_;
-    int last_gathered_ = -1;
+    std::size_t gathered_units_ = 0; // units with gathered set (asked for or prefetched)
+    GatherOrder gather_order_;
     std::vector<WorkPtr> gathers_; // ZeRO-1/2, per bucket: the allgather after the update
 };
 

@@ -133,12 +133,25 @@ class FsdpUnits:
         for b, tensors in unit.buckets:
             _n.shardopt_optimizer_gather(so._h, b)
             try:
-                for t in tensors:
-                    n = unit.sizes[t]
-                    src = so._view(_n.shardopt_optimizer_tensor_parameters(so._h, t), n)
-                    dst[unit.offsets[t]:unit.offsets[t] + n].copy_(self._opt._placement.view(src))
+                for at, address, n in self._runs(unit, tensors):
+                    dst[at:at + n].copy_(self._opt._placement.view(so._view(address, n)))
             finally:
                 _n.shardopt_optimizer_release(so._h, b)
+
+    def _runs(self, unit, tensors):
+        """The gathered bucket's tensors as runs that lie back to back both in the library's buffer and in the flat
+        tensor, (flat offset, address, count) each: one copy per run, not per tensor (a layer's weight and bias are
+        one copy, a kernel launch and a view fewer)."""
+        h, size = self._opt._so._h, unit.flat.element_size()
+        runs = []
+        for t in tensors:
+            n, at = unit.sizes[t], unit.offsets[t]
+            address = _n.shardopt_optimizer_tensor_parameters(h, t)
+            if runs and runs[-1][0] + runs[-1][2] == at and runs[-1][1] + runs[-1][2] * size == address:
+                runs[-1][2] += n
+            else:
+                runs.append([at, address, n])
+        return runs
 
     def gather(self, unit):
         """Collective (every rank runs the same forward and backward): the unit's parameters, once per use."""
