@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import shardopt as so  # noqa: E402
-from shardopt.torch import ShardedOptimizer  # noqa: E402
+from shardopt.torch import ShardedOptimizer, placement  # noqa: E402
 from torch_cases import (loaded, loss_fn, make_data, make_model, relative_errors, run_ranks, saved,  # noqa: E402
                          shard_of, torch_reference, train_ranks)
 
@@ -273,6 +273,30 @@ def test_tensor_on_another_device_and_other_mistakes():
         ShardedOptimizer(torch.nn.Linear(2, 2), backend="nccl")  # NCCL takes device buffers only
     with pytest.raises(so.InvalidArgumentError, match="update_threads"):
         one_rank(lambda b: ShardedOptimizer(torch.nn.Linear(2, 2), backend=b, update_threads=-1))
+
+
+def test_a_refused_construction_closes_the_backend_it_made(monkeypatch):
+    """A construction refused after it made its own backend (backend=None) closes that backend at once, not whenever
+    the garbage collector finds it (a UCX world holds a listening port and threads); a backend the caller gave stays
+    open, and the parameters keep their values."""
+    made, real = [], placement.Placement.backend
+
+    def recording(self, backend):
+        made.append(real(self, backend))
+        return made[-1]
+    monkeypatch.setattr(placement.Placement, "backend", recording)
+    model = torch.nn.Linear(2, 2)
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(so.InvalidArgumentError, match="update_threads"):
+        ShardedOptimizer(model, update_threads=-1)
+    (backend, own), = made
+    assert own and not backend.is_initialized
+    given = so.InMemoryCommunicationBackend(0, 1)
+    with pytest.raises(so.InvalidArgumentError, match="update_threads"):
+        ShardedOptimizer(model, backend=given, update_threads=-1)
+    assert given.is_initialized and given.world_size == 1
+    given.close()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
 @pytest.mark.parametrize("strategy", ["zero1", "zero2"])

@@ -195,110 +195,131 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
         self._placement = Placement(device_of(named))
         self._backend, self._own_backend = self._placement.backend(backend)
-        self._dtype = next(iter(named))[1].dtype
-        if Placement.host_collectives(self._backend):
-            _check_same_everywhere(self._backend, named, self._dtype)
-        self._np_dtype = np.dtype(_DTYPES[self._dtype])
+        try:
+            self._dtype = next(iter(named))[1].dtype
+            if Placement.host_collectives(self._backend):
+                _check_same_everywhere(self._backend, named, self._dtype)
+            self._np_dtype = np.dtype(_DTYPES[self._dtype])
 
-        if overlap_param_gather and (strategy not in ("zero1", "zero2") or not isinstance(module_or_params,
-                                                                                            torch.nn.Module)):
-            raise ValueError("overlap_param_gather overlaps ZeRO-1/2's parameter gathers with the next forward, "
-                             "module by module: it needs strategy 'zero1' or 'zero2' and an nn.Module")
-        # backward order (as DDP buckets): the last layer's gradients come first; with the parameter gathers
-        # overlapping the forward, forward order (the first bucket updated and gathered is the first one needed)
-        order = list(named) if overlap_param_gather else list(reversed(named))
-        # FSDP over a module: units from its tree (fsdp_units.py), each one or more whole buckets
-        per_unit = _STRATEGIES[strategy] is _sh.FSDPOptimizer and isinstance(module_or_params, torch.nn.Module)
-        if per_unit:
-            policy = auto_wrap_policy or size_policy(int(min_unit_params))
-            unit_modules, unit_of = assign_units(module_or_params, order, policy)
-        layout = ParameterLayout(self._np_dtype)
-        for t, (name, p) in enumerate(order):
-            if per_unit and t > 0 and unit_of[t] != unit_of[t - 1]:
-                layout.end_bucket()
-            if p.dim() == 2:
-                layout.add_matrix(name, p.shape[0], p.shape[1])
-            else:
-                layout.add(name, p.numel())
-        config = ShardingConfiguration(self._backend)
-        self._placement.configure(config)
-        if overlap_param_gather:
-            config._s.overlap_param_gather = _n.SHARDOPT_ENABLE
-        group_elems = max(1, int(bucket_cap_mb * 2 ** 20) // self._np_dtype.itemsize)
-        config.minimum_parameter_group_size = group_elems
-        if max_grad_norm:
-            config.max_grad_norm = float(max_grad_norm)
-        if compression is not None:
-            config.enable_gradient_compression = True
-            config.gradient_compression = compression
-        # Sharded gradients (ZeRO-2, FSDP) go through the library's staging buffers, one per bucket being written:
-        # a bounded pool. A bucket takes one when backward first hands it a gradient and gives it back once its
-        # reduce-scatter is done; a gradient whose bucket finds the pool full of buckets still being written stays
-        # torch's own until one is free (or until step()), so no order of backward, unused parameter or no_sync()
-        # ever needs more (_grad_accumulated).
-        self._pooled = _STRATEGIES[strategy] in (_sh.ZeRO2Optimizer, _sh.FSDPOptimizer)
-        if self._pooled:
-            options.setdefault("staging_buffers", _STAGING_POOL)
-        for field, value in options.items():
-            public = getattr(ShardingConfiguration, field, None)
-            if isinstance(public, property) or hasattr(public, "__set__"):
-                setattr(config, field, value)
-            elif hasattr(config._s, field) and field not in ("struct_size", "strategy", "memory", "cuda_stream"):
-                set_checked(config._s, field, value, field, _n.shardopt_sharding_options_validate_strict)
-            else:
-                raise TypeError(f"unknown option {field!r}")
+            if overlap_param_gather and (strategy not in ("zero1", "zero2") or not isinstance(module_or_params,
+                                                                                                torch.nn.Module)):
+                raise ValueError("overlap_param_gather overlaps ZeRO-1/2's parameter gathers with the next forward, "
+                                 "module by module: it needs strategy 'zero1' or 'zero2' and an nn.Module")
+            # backward order (as DDP buckets): the last layer's gradients come first; with the parameter gathers
+            # overlapping the forward, forward order (the first bucket updated and gathered is the first one needed)
+            order = list(named) if overlap_param_gather else list(reversed(named))
+            # FSDP over a module: units from its tree (fsdp_units.py), each one or more whole buckets
+            per_unit = _STRATEGIES[strategy] is _sh.FSDPOptimizer and isinstance(module_or_params, torch.nn.Module)
+            if per_unit:
+                policy = auto_wrap_policy or size_policy(int(min_unit_params))
+                unit_modules, unit_of = assign_units(module_or_params, order, policy)
+            layout = ParameterLayout(self._np_dtype)
+            for t, (name, p) in enumerate(order):
+                if per_unit and t > 0 and unit_of[t] != unit_of[t - 1]:
+                    layout.end_bucket()
+                if p.dim() == 2:
+                    layout.add_matrix(name, p.shape[0], p.shape[1])
+                else:
+                    layout.add(name, p.numel())
+            config = ShardingConfiguration(self._backend)
+            self._placement.configure(config)
+            if overlap_param_gather:
+                config._s.overlap_param_gather = _n.SHARDOPT_ENABLE
+            group_elems = max(1, int(bucket_cap_mb * 2 ** 20) // self._np_dtype.itemsize)
+            config.minimum_parameter_group_size = group_elems
+            if max_grad_norm:
+                config.max_grad_norm = float(max_grad_norm)
+            if compression is not None:
+                config.enable_gradient_compression = True
+                config.gradient_compression = compression
+            # Sharded gradients (ZeRO-2, FSDP) go through the library's staging buffers, one per bucket being written:
+            # a bounded pool. A bucket takes one when backward first hands it a gradient and gives it back once its
+            # reduce-scatter is done; a gradient whose bucket finds the pool full of buckets still being written stays
+            # torch's own until one is free (or until step()), so no order of backward, unused parameter or no_sync()
+            # ever needs more (_grad_accumulated).
+            self._pooled = _STRATEGIES[strategy] in (_sh.ZeRO2Optimizer, _sh.FSDPOptimizer)
+            if self._pooled:
+                options.setdefault("staging_buffers", _STAGING_POOL)
+            for field, value in options.items():
+                public = getattr(ShardingConfiguration, field, None)
+                if isinstance(public, property) or hasattr(public, "__set__"):
+                    setattr(config, field, value)
+                elif hasattr(config._s, field) and field not in ("struct_size", "strategy", "memory", "cuda_stream"):
+                    set_checked(config._s, field, value, field, _n.shardopt_sharding_options_validate_strict)
+                else:
+                    raise TypeError(f"unknown option {field!r}")
 
-        initial = self._placement.host_copy([p for _, p in order], self._np_dtype)
-        if not self._placement.cuda:
-            # the parameters become views of that copy until they are the library's (_bind_parameters): torch's own
-            # storage is freed now, not held beside the library's buffer through its creation (peak memory). (CUDA:
-            # torch's caching allocator would keep what is freed, so the parameters stay as they are until bound.)
-            packed, at = torch.from_numpy(initial), 0
-            with torch.no_grad():
-                for _, p in order:
-                    p.data, at = packed[at:at + p.numel()].view(p.shape), at + p.numel()
-            del packed
-        self._so = _STRATEGIES[strategy](wrapped, config)
-        elastic = checkpoint_dir is not None if elastic is None else bool(elastic)
-        if elastic:  # the library's schedule and resume, made part of the collective creation
-            e = _elastic_options(checkpoint_dir, checkpoint_every, min_workers, max_workers)
-            self._so._created = lambda handle: _n.shardopt_optimizer_make_elastic(handle, e)
-        elif (checkpoint_every, min_workers, max_workers) != (None, None, None):
-            raise TypeError("checkpoint_every, min_workers and max_workers are elastic options: pass checkpoint_dir= "
-                            "(or elastic=True)")
-        self._so.initialize(layout, initial)
-        self._elastic = elastic
-        # the layer keeps (layout, initial) for its reset(), which this class does not offer: a copy of every
-        # parameter (400 MB per rank at 100M f32) freed here
-        self._so._init, initial = None, None
-        layout.close()
-        self._strategy, self._fsdp = strategy, _STRATEGIES[strategy] is _sh.FSDPOptimizer
-        self._order, self._max_grad_norm = order, float(max_grad_norm)
-        if not self._fsdp:  # the parameters the library's now, and the copy freed before anything else is allocated
-            self._units = None
-            self._bind_parameters()
-        self._tensor_of = {id(p): t for t, (_, p) in enumerate(order)}
-        given = {id(p): i for i, (_, p) in enumerate(named)}
-        self._torch_index = [given[id(p)] for _, p in order]  # torch's index: the order the parameters were given
-        self._names = [n for n, _ in named]
-        self._bucket_of = [self._so.tensor_bucket(t) for t in range(len(order))]
-        self._per_bucket = np.bincount(self._bucket_of, minlength=self._so.bucket_count).tolist()
-        self._bucket_tensors = [[] for _ in range(self._so.bucket_count)]
-        for t, b in enumerate(self._bucket_of):
-            self._bucket_tensors[b].append(t)
-        self._pool = int(options.get("staging_buffers", 1)) if self._pooled else 0
-        self._overlap, self._no_sync_depth, self._last = bool(overlap), 0, None
-        self._lr_set = float(lr) if not self._elastic or self._so.step_count == 0 else self._so.learning_rate
-        self._grad_views, self._cached_views, self._gathered = [None] * len(order), {}, False
-        params = [p for _, p in named]
-        super().__init__([{"params": params, "lr": self._lr_set, "betas": tuple(betas), **hyper}],
-                         {"lr": float(lr)})
-        self._units = FsdpUnits(self, unit_modules, unit_of, reshard_after_forward) if per_unit else None
-        if self._fsdp:  # the other strategies' parameters were bound above, as soon as the library held them
-            self._bind_parameters()
-        self._begin()
-        self._hooks = [p.register_post_accumulate_grad_hook(self._grad_accumulated) for _, p in order]
-        self._gathers = OverlappedGathers(self, module_or_params) if overlap_param_gather else None
+            initial = self._placement.host_copy([p for _, p in order], self._np_dtype)
+            if not self._placement.cuda:
+                # the parameters become views of that copy until they are the library's (_bind_parameters): torch's own
+                # storage is freed now, not held beside the library's buffer through its creation (peak memory). (CUDA:
+                # torch's caching allocator would keep what is freed, so the parameters stay as they are until bound.)
+                packed, at = torch.from_numpy(initial), 0
+                with torch.no_grad():
+                    for _, p in order:
+                        p.data, at = packed[at:at + p.numel()].view(p.shape), at + p.numel()
+                del packed
+            self._so = _STRATEGIES[strategy](wrapped, config)
+            elastic = checkpoint_dir is not None if elastic is None else bool(elastic)
+            if elastic:  # the library's schedule and resume, made part of the collective creation
+                e = _elastic_options(checkpoint_dir, checkpoint_every, min_workers, max_workers)
+                self._so._created = lambda handle: _n.shardopt_optimizer_make_elastic(handle, e)
+            elif (checkpoint_every, min_workers, max_workers) != (None, None, None):
+                raise TypeError("checkpoint_every, min_workers and max_workers are elastic options: pass "
+                                "checkpoint_dir= (or elastic=True)")
+            self._so.initialize(layout, initial)
+            self._elastic = elastic
+            # the layer keeps (layout, initial) for its reset(), which this class does not offer: a copy of every
+            # parameter (400 MB per rank at 100M f32) freed here
+            self._so._init, initial = None, None
+            layout.close()
+            self._strategy, self._fsdp = strategy, _STRATEGIES[strategy] is _sh.FSDPOptimizer
+            self._order, self._max_grad_norm = order, float(max_grad_norm)
+            if not self._fsdp:  # the parameters the library's now, and the copy freed before anything else is allocated
+                self._units = None
+                self._bind_parameters()
+            self._tensor_of = {id(p): t for t, (_, p) in enumerate(order)}
+            given = {id(p): i for i, (_, p) in enumerate(named)}
+            self._torch_index = [given[id(p)] for _, p in order]  # torch's index: the order the parameters were given
+            self._names = [n for n, _ in named]
+            self._bucket_of = [self._so.tensor_bucket(t) for t in range(len(order))]
+            self._per_bucket = np.bincount(self._bucket_of, minlength=self._so.bucket_count).tolist()
+            self._bucket_tensors = [[] for _ in range(self._so.bucket_count)]
+            for t, b in enumerate(self._bucket_of):
+                self._bucket_tensors[b].append(t)
+            self._pool = int(options.get("staging_buffers", 1)) if self._pooled else 0
+            self._overlap, self._no_sync_depth, self._last = bool(overlap), 0, None
+            self._lr_set = float(lr) if not self._elastic or self._so.step_count == 0 else self._so.learning_rate
+            self._grad_views, self._cached_views, self._gathered = [None] * len(order), {}, False
+            params = [p for _, p in named]
+            super().__init__([{"params": params, "lr": self._lr_set, "betas": tuple(betas), **hyper}],
+                             {"lr": float(lr)})
+            self._units = FsdpUnits(self, unit_modules, unit_of, reshard_after_forward) if per_unit else None
+            if self._fsdp:  # the other strategies' parameters were bound above, as soon as the library held them
+                self._bind_parameters()
+            self._begin()
+            self._hooks = [p.register_post_accumulate_grad_hook(self._grad_accumulated) for _, p in order]
+            self._gathers = OverlappedGathers(self, module_or_params) if overlap_param_gather else None
+        except BaseException:  # what this construction made is closed now, not whenever the collector finds it
+            self._abandon()
+            raise
+
+    def _abandon(self):
+        """A construction that failed: the native optimizer, if made, and the backend, if this optimizer made it (a
+        UCX world holds a listening port and progress threads), are closed; a backend the caller gave stays open."""
+        for h in getattr(self, "_hooks", ()):
+            h.remove()
+        if getattr(self, "_units", None) is not None:
+            self._units.remove_hooks()
+        made = getattr(self, "_so", None)
+        if made is not None:
+            if hasattr(self, "_order"):  # the parameters may be views of the library's memory: torch's copies
+                with torch.no_grad():
+                    for _, p in self._order:
+                        p.data = p.data.clone()
+            made.close()
+        if self._own_backend:
+            self._backend.close()
 
     # ---- views of library memory ----
     def _view(self, address, count, shape):
