@@ -485,7 +485,8 @@ typedef struct shardopt_sharding_options {
     double max_grad_norm;                /* global-norm clipping across shards; 0 = off */
     shardopt_switch skip_nonfinite;      /* skip the update everywhere on NaN/Inf grads; AUTO = on */
     int32_t staging_buffers;             /* ZeRO-2/FSDP bucket staging buffers; 0 = 1 */
-    shardopt_switch fsdp_prefetch;       /* FSDP: gather(u) prefetches unit u+1; AUTO = on */
+    shardopt_switch fsdp_prefetch;       /* FSDP: gather(u) prefetches the unit the previous step gathered next
+                                            (the first step: the next in the direction of travel); AUTO = on */
     int32_t pipeline_parallel_size;      /* hybrid grid; 0 = 1 */
     int32_t tensor_parallel_size;        /* hybrid grid; 0 = 1 */
     int32_t data_parallel_size;          /* hybrid grid; 0 (or -1) = the rest of the world */

@@ -65,7 +65,9 @@ struct ShardingOptions {
     // ZeRO-2/FSDP: bucket-sized gradient staging buffers. 1 holds the least memory; more let
     // the reduction of one bucket overlap the filling of the next.
     int staging_buffers = 1;
-    // FSDP: gather(u) also starts gathering unit u+1 (one extra unit held while prefetched).
+    // FSDP: gather(u) also starts gathering the unit expected next (one extra unit held while
+    // prefetched): the one the previous step gathered after u, or in the first step u+1 / u-1 in the
+    // direction of travel. Never past the two units the memory plan counts.
     bool fsdp_prefetch = true;
     // Hybrid grid; -1 for data_parallel_size means "the rest of the world". The strategy used
     // inside each data-parallel group is hybrid_data_strategy (ddp, zero1, zero2 or fsdp);
