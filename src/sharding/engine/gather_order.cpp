@@ -1,7 +1,5 @@
 #include "gather_order.hpp"
 
-#include <utility>
-
 namespace shardopt::engine {
 
 int GatherOrder::next_after(int b, int units) {
@@ -21,7 +19,7 @@ int GatherOrder::next_after(int b, int units) {
 }
 
 void GatherOrder::end_step() {
-    if (!recording_.empty()) replay_ = std::move(recording_);
+    if (!recording_.empty()) replay_.swap(recording_); // each keeps its capacity: no allocation per step
     recording_.clear();
     replay_at_ = 0;
     following_ = true;

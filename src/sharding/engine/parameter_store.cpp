@@ -107,12 +107,14 @@ void *ParameterStore::gather(int b, const std::function<void(int)> &start_unit) 
     };
     Unit &unit = units_[std::size_t(b)];
     if (!unit.gathered) start(b);
-    const int next = gather_order_.next_after(b, int(units_.size()));
-    // A prefetch is a guess: it may only use the buffers the memory plan counts (fsdp_live_units),
-    // never allocate past them.
-    if (ctx_.options.fsdp_prefetch && next >= 0 && !units_[std::size_t(next)].gathered &&
-        gathered_units_ < std::size_t(fsdp_live_units(ctx_.options)))
-        start(next);
+    if (ctx_.options.fsdp_prefetch) {
+        // A prefetch is a guess: it may only use the buffers the memory plan counts
+        // (fsdp_live_units), never allocate past them.
+        const int next = gather_order_.next_after(b, int(units_.size()));
+        if (next >= 0 && !units_[std::size_t(next)].gathered &&
+            gathered_units_ < std::size_t(fsdp_live_units(ctx_.options)))
+            start(next);
+    }
     if (unit.work) {
         WorkPtr work = std::move(unit.work);
         work->wait();
