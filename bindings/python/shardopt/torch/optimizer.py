@@ -305,19 +305,34 @@ class ShardedOptimizer(torch.optim.Optimizer):
             raise
 
     def _abandon(self):
-        """A construction that failed: the native optimizer, if made, and the backend, if this optimizer made it (a
-        UCX world holds a listening port and progress threads), are closed; a backend the caller gave stays open."""
+        """A construction that failed: what it made so far is closed, as close() does, but with no collective (the
+        other ranks may not have failed); a backend the caller gave stays open."""
+        self._remove_hooks()
+        if hasattr(self, "_order"):  # set once the library holds the parameters: they may be views of its memory
+            self._detach_parameters()
+        self._close_native()
+
+    def _remove_hooks(self):
         for h in getattr(self, "_hooks", ()):
             h.remove()
-        if getattr(self, "_units", None) is not None:
-            self._units.remove_hooks()
-        made = getattr(self, "_so", None)
-        if made is not None:
-            if hasattr(self, "_order"):  # the parameters may be views of the library's memory: torch's copies
-                with torch.no_grad():
-                    for _, p in self._order:
-                        p.data = p.data.clone()
-            made.close()
+        for owner in (getattr(self, "_gathers", None), getattr(self, "_units", None)):
+            if owner is not None:
+                owner.remove_hooks()
+
+    def _detach_parameters(self):
+        """Every parameter becomes torch's copy of its values, with no gradient (both may be views of the library's
+        memory)."""
+        with torch.no_grad():
+            for _, p in self._order:
+                p.data = p.data.clone()
+                p.grad = None
+
+    def _close_native(self):
+        """The native optimizer, if made, and the backend, if this optimizer made it (a UCX world holds a listening
+        port and progress threads)."""
+        if getattr(self, "_so", None) is not None:
+            self._so.close()
+            self._so = None
         if self._own_backend:
             self._backend.close()
 
@@ -667,23 +682,14 @@ class ShardedOptimizer(torch.optim.Optimizer):
         """Detaches the parameters (copies of their values) and frees the library's optimizer."""
         if getattr(self, "_so", None) is None:
             return
-        for h in self._hooks:
-            h.remove()
+        self._remove_hooks()
         if self._gathers is not None:
-            self._gathers.remove_hooks()
             self._gathers.wait_all()
         if self._units is not None:
-            self._units.remove_hooks()
             self._units.gather_all()
-        with torch.no_grad():
-            for _, p in self._order:
-                p.data = p.data.clone()
-                p.grad = None
+        self._detach_parameters()
         self._release_units()
-        self._so.close()
-        self._so = None
-        if self._own_backend:
-            self._backend.close()
+        self._close_native()
 
     def __enter__(self):
         return self
