@@ -22,6 +22,7 @@ try:
 except ImportError:
     print("name=torch_gpu skipped=no_torch")
     sys.exit(0)
+from torch_mlp import mlp  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--width", type=int, default=4096)
@@ -36,13 +37,7 @@ if a.device.startswith("cuda") and not torch.cuda.is_available():
     sys.exit(0)
 device = torch.device(a.device)
 
-torch.manual_seed(0)
-layers = []
-for i in range(a.layers):
-    layers.append(torch.nn.Linear(a.width, a.width))
-    if i < a.layers - 1:
-        layers.append(torch.nn.ReLU())
-template = torch.nn.Sequential(*layers)
+template = mlp(a.width, a.layers)
 n_params = sum(t.numel() for t in template.parameters())
 g = torch.Generator().manual_seed(1)
 x = torch.randn(a.batch, a.width, generator=g).to(device)

@@ -14,6 +14,7 @@ import statistics
 import time
 
 import torch
+from torch_mlp import mlp
 
 p = argparse.ArgumentParser()
 p.add_argument("--impl", choices=["shardopt", "ddp", "zero"], required=True)
@@ -29,12 +30,7 @@ p.add_argument("--overlap-gather", action="store_true",
 a = p.parse_args()
 torch.set_num_threads(int(os.environ.get("BENCH_TORCH_THREADS", "1")))
 
-torch.manual_seed(0)
-layers = []
-for i in range(a.layers):
-    layers += [torch.nn.Linear(a.width, a.width), torch.nn.ReLU()] if i < a.layers - 1 else [
-        torch.nn.Linear(a.width, a.width)]
-model = torch.nn.Sequential(*layers)
+model = mlp(a.width, a.layers)
 n_params = sum(p.numel() for p in model.parameters())
 
 if a.impl == "shardopt":
